@@ -1,0 +1,3 @@
+from dsv4tui.cli import main
+
+raise SystemExit(main())

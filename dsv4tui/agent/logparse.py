@@ -1,0 +1,479 @@
+"""Parse SGLang server logs: pure functions, no I/O (used by the agent and ``dsv4tui parse-log``).
+
+A log line looks like ``[2025-11-30 12:00:00 TP0] message`` (the prefix names the rank:
+``TP0``, ``DP0 TP3 EP3`` ...); tqdm progress bars and traceback lines carry no prefix.
+:func:`parse_line` classifies one line; :class:`LogParser` feeds lines in order, tracks the
+startup phases and multi-line tracebacks, and emits event dicts (``kind`` + fields).
+:func:`summarize` runs a whole log and returns the ``parse-log`` JSON.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+Event = Dict[str, Any]
+
+# Phases in startup order; each one is the span that ends at its milestone.
+PHASES = ("load_weights", "kv_cache", "cuda_graph", "http_up", "ready")
+ERROR_KINDS = ("traceback", "oom", "nccl_error", "no_kernel_image", "warmup_failed",
+               "child_failed", "fatal")
+PHASE_LABELS = {
+    "init": "initialising", "load_weights": "loading weights", "kv_cache": "allocating KV cache",
+    "cuda_graph": "capturing CUDA graphs", "http_up": "starting the HTTP server",
+    "warmup": "warming up", "ready": "ready", "draining": "draining", "failed": "failed",
+}
+
+_PREFIX_RE = re.compile(
+    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,]\d+)?"
+    r"(?P<prefix>(?: [A-Z]{2,4}\d+)*)\] ?(?P<msg>.*)$")
+_NUM = r"(-?\d+(?:\.\d+)?)"
+
+
+def _f(value: Optional[str]) -> Optional[float]:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _i(value: Optional[str]) -> Optional[int]:
+    num = _f(value)
+    return None if num is None else int(num)
+
+
+def _field(msg: str, name: str) -> Optional[str]:
+    """The value of ``name: V`` or ``name=V`` in a comma-separated SGLang message."""
+    m = re.search(r"(?:^|[\s,(])" + re.escape(name) + r"\s*[:=]\s*([^,\s\])]+)", msg)
+    return m.group(1) if m else None
+
+
+def split_prefix(line: str) -> Tuple[Optional[str], str, str]:
+    """``(timestamp or None, prefix like 'TP0' or 'DP0 TP3 EP3' or '', message)``."""
+    m = _PREFIX_RE.match(line)
+    if not m:
+        return None, "", line
+    return m.group("ts"), m.group("prefix").strip(), m.group("msg")
+
+
+def ranks(prefix: str) -> Dict[str, int]:
+    """``'DP0 TP3 EP3'`` -> ``{'DP': 0, 'TP': 3, 'EP': 3}``."""
+    out: Dict[str, int] = {}
+    for part in prefix.split():
+        m = re.match(r"([A-Z]+)(\d+)$", part)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def ts_seconds(ts: Optional[str]) -> Optional[float]:
+    """A log timestamp as epoch seconds (local time; only differences matter)."""
+    if not ts:
+        return None
+    try:
+        return time.mktime(time.strptime(ts, "%Y-%m-%d %H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _decode(msg: str) -> Event:
+    ev: Event = {"kind": "decode", "running_req": _i(_field(msg, "#running-req")),
+                 "queue_req": _i(_field(msg, "#queue-req")),
+                 "gen_throughput": _f(_field(msg, "gen throughput (token/s)")),
+                 "cuda_graph": _field(msg, "cuda graph") == "True"}
+    if "#full token" in msg:  # hybrid SWA (DeepSeek-V4): full + swa pools
+        ev.update(full_token=_i(_field(msg, "#full token")),
+                  full_token_usage=_f(_field(msg, "full token usage")),
+                  swa_token=_i(_field(msg, "#swa token")),
+                  swa_token_usage=_f(_field(msg, "swa token usage")))
+        usages = [u for u in (ev["full_token_usage"], ev["swa_token_usage"]) if u is not None]
+        ev["token_usage"] = max(usages) if usages else None
+        ev["token"] = ev["full_token"]
+    else:
+        ev.update(token=_i(_field(msg, "#token")), token_usage=_f(_field(msg, "token usage")))
+    if "accept len" in msg:
+        ev.update(accept_len=_f(_field(msg, "accept len")),
+                  accept_rate=_f(_field(msg, "accept rate")))
+    return ev
+
+
+def _prefill(msg: str) -> Event:
+    ev: Event = {"kind": "prefill", "new_seq": _i(_field(msg, "#new-seq")),
+                 "new_token": _i(_field(msg, "#new-token")),
+                 "cached_token": _i(_field(msg, "#cached-token")),
+                 "running_req": _i(_field(msg, "#running-req")),
+                 "queue_req": _i(_field(msg, "#queue-req"))}
+    if "full token usage" in msg:
+        ev.update(full_token_usage=_f(_field(msg, "full token usage")),
+                  swa_token_usage=_f(_field(msg, "swa token usage")))
+        usages = [u for u in (ev["full_token_usage"], ev["swa_token_usage"]) if u is not None]
+        ev["token_usage"] = max(usages) if usages else None
+    else:
+        ev["token_usage"] = _f(_field(msg, "token usage"))
+    return ev
+
+
+_TQDM_LOAD_RE = re.compile(r"(?:checkpoint shards|loading shards)\s*:\s*(\d+)%.*?(\d+)/(\d+)")
+_TQDM_CAPTURE_RE = re.compile(r"Capturing batches \(([^)]*)\):\s*(\d+)%.*?(\d+)/(\d+)")
+_CAPTURE_BEGIN_RE = re.compile(r"Capture (?:(\w+ \w+|\w+) )?[Cc][Uu][Dd][Aa] graph begin")
+_CAPTURE_END_RE = re.compile(r"Capture (?:(\w+ \w+|\w+) )?[Cc][Uu][Dd][Aa] graph end")
+_UVICORN_RE = re.compile(r"Uvicorn running on (https?://(\S+?):(\d+))")
+_OOM_RE = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|"
+                     r"Not enough memory\. Please try to increase --mem-fraction-static")
+_NCCL_RE = re.compile(r"NCCL error|nccl\w*Error|ncclUnhandledCudaError|ncclSystemError|"
+                      r"ncclInternalError|ncclRemoteError|NCCL WARN|ProcessGroupNCCL|"
+                      r"collective operation timeout")
+_NO_KERNEL_RE = re.compile(r"no kernel image is available for execution on the device")
+_EXC_LINE_RE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|"
+                          r"[A-Za-z_][\w.]*\.[A-Z]\w*|AssertionError|KeyError|StopIteration)"
+                          r"(?::\s?(.*))?$")
+
+
+def classify(msg: str) -> Optional[Event]:
+    """Classify one message (the text after the ``[ts prefix]``); None for ordinary lines."""
+    if "Decode batch" in msg and "#running-req" in msg:
+        return _decode(msg)
+    if "Prefill batch" in msg and "#new-seq" in msg:
+        return _prefill(msg)
+    m = _TQDM_LOAD_RE.search(msg)
+    if m:
+        return {"kind": "load_weights_progress", "percent": int(m.group(1)),
+                "done": int(m.group(2)), "total": int(m.group(3))}
+    m = _TQDM_CAPTURE_RE.search(msg)
+    if m:
+        return {"kind": "cuda_graph_progress", "percent": int(m.group(2)),
+                "done": int(m.group(3)), "total": int(m.group(4)), "detail": m.group(1)}
+    if "Load weight begin" in msg:
+        return {"kind": "load_weights_begin", "avail_mem_gb": _f(_field(msg, "avail mem"))}
+    if "Load weight end" in msg:
+        return {"kind": "load_weights_end", "elapsed_s": _f(_field(msg, "elapsed")),
+                "type": _field(msg, "type"), "avail_mem_gb": _f(_field(msg, "avail mem")),
+                "mem_usage_gb": _f(_field(msg, "mem usage"))}
+    if "KV Cache is allocated" in msg:
+        size = re.search(r"KV size:\s*" + _NUM, msg)
+        k_v = re.findall(r"\b[KV] size:\s*" + _NUM, msg)  # older: "K size: x GB, V size: y GB"
+        size_gb = _f(size.group(1)) if size else (sum(float(x) for x in k_v) if k_v else None)
+        return {"kind": "kv_cache", "dtype": _field(msg, "dtype"),
+                "tokens": _i(_field(msg, "#tokens")), "size_gb": size_gb}
+    if "Memory pool end" in msg:
+        return {"kind": "memory_pool_end", "avail_mem_gb": _f(_field(msg, "avail mem"))}
+    m = _CAPTURE_BEGIN_RE.search(msg)
+    if m:
+        return {"kind": "cuda_graph_begin", "stage": m.group(1) or None,
+                "backend": _field(msg, "backend")}
+    m = _CAPTURE_END_RE.search(msg)
+    if m:
+        elapsed = _f(_field(msg, "elapsed"))
+        if elapsed is None:  # older: "Capture cuda graph end. Time elapsed: 12.34 s"
+            old = re.search(r"Time elapsed:\s*" + _NUM, msg)
+            elapsed = _f(old.group(1)) if old else None
+        return {"kind": "cuda_graph_end", "stage": m.group(1) or None, "elapsed_s": elapsed,
+                "mem_usage_gb": _f(_field(msg, "mem usage"))}
+    if msg.startswith("max_total_num_tokens="):
+        return {"kind": "server_limits",
+                **{k: _f(_field(msg, k)) for k in (
+                    "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
+                    "max_running_requests", "context_len", "available_gpu_mem")}}
+    m = _UVICORN_RE.search(msg)
+    if m:
+        return {"kind": "http_up", "url": m.group(1), "host": m.group(2), "port": int(m.group(3))}
+    if "The server is fired up and ready to roll" in msg:
+        return {"kind": "ready"}
+    if "Initialization failed" in msg and "warmup error" in msg:
+        return {"kind": "warmup_failed", "message": msg.split("warmup error:", 1)[-1].strip()}
+    if "SIGTERM received" in msg:
+        return {"kind": "sigterm"}
+    if "Gracefully exiting" in msg:
+        return {"kind": "graceful_exit",
+                "remaining": _i(_field(msg, "Remaining number of requests")
+                                or (re.findall(r"(\d+)\s*$", msg) or [None])[0])}
+    if _NO_KERNEL_RE.search(msg):
+        return {"kind": "no_kernel_image", "message": msg.strip()}
+    if _OOM_RE.search(msg):
+        return {"kind": "oom", "message": msg.strip()}
+    if _NCCL_RE.search(msg):
+        return {"kind": "nccl_error", "message": msg.strip()}
+    if "Received sigquit from a child process" in msg:
+        return {"kind": "child_failed", "message": msg.strip()}
+    if "Scheduler hit an exception" in msg or "TokenizerManager hit an exception" in msg \
+            or "DataParallelController hit an exception" in msg:
+        return {"kind": "fatal", "message": msg.strip()}
+    return None
+
+
+def parse_line(line: str) -> Optional[Event]:
+    """One line -> an event with ``time`` and ``prefix``, or None for an ordinary line."""
+    ts, prefix, msg = split_prefix(line.rstrip("\n"))
+    ev = classify(msg)
+    if ev is None:
+        return None
+    ev["time"] = ts
+    ev["prefix"] = prefix
+    return ev
+
+
+class LogParser:
+    """Feed lines in order; get events, including derived ``phase`` and ``traceback`` events.
+
+    ``phase`` events carry ``name`` (one of :data:`PHASES`) and ``duration_s``: load_weights
+    uses the ``elapsed=`` SGLang reports, cuda_graph the capture's elapsed time (one event per
+    captured stage), the others the timestamp difference to the previous milestone.
+    ``current_phase`` is what the server is doing now (init, load_weights, kv_cache,
+    cuda_graph, http_up, warmup, ready, draining, failed).
+    """
+
+    def __init__(self) -> None:
+        self.line_no = 0
+        self.first_ts: Optional[float] = None
+        self.last_ts: Optional[float] = None
+        self.current_phase = "init"
+        self.load_percent: Optional[int] = None
+        self.ready = False
+        self.ready_ts: Optional[float] = None
+        self._milestone_ts: Optional[float] = None
+        self._done: Dict[str, bool] = {}
+        self._stages_done: Dict[str, bool] = {}
+        self._tb: Optional[List[str]] = None
+        self._tb_start = 0
+        self._tb_prefix = ""
+        self._tb_context: Optional[str] = None
+
+    @property
+    def startup_s(self) -> Optional[float]:
+        if self.ready_ts is None or self.first_ts is None:
+            return None
+        return round(self.ready_ts - self.first_ts, 3)
+
+    def feed(self, line: str) -> List[Event]:
+        """Parse one line (tqdm carriage returns split it); return its events."""
+        events: List[Event] = []
+        self.line_no += 1
+        for part in line.rstrip("\n").split("\r"):
+            if part.strip() or not events:
+                events.extend(self._feed_one(part))
+        return events
+
+    def feed_all(self, lines: Iterable[str]) -> List[Event]:
+        out: List[Event] = []
+        for line in lines:
+            out.extend(self.feed(line))
+        return out
+
+    def close(self) -> List[Event]:
+        """End of input: flush an unfinished traceback."""
+        return self._end_traceback(None) if self._tb is not None else []
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _feed_one(self, text: str) -> List[Event]:
+        events: List[Event] = []
+        ts, prefix, msg = split_prefix(text)
+        secs = ts_seconds(ts)
+        if secs is not None:
+            if self.first_ts is None:
+                self.first_ts = secs
+                self._milestone_ts = secs
+            self.last_ts = secs
+        if self._tb is not None:
+            consumed, tb_events = self._traceback_line(text, ts)
+            events.extend(tb_events)
+            if consumed:
+                return events
+        if "Traceback (most recent call last)" in msg:
+            self._tb = [text]
+            self._tb_start = self.line_no
+            self._tb_prefix = prefix
+            head = msg.split("Traceback (most recent call last)")[0].strip().rstrip(":")
+            self._tb_context = head or None
+            ev = classify(head) if head else None
+            if ev is not None and ev["kind"] != "fatal":  # fatal: the traceback says it all
+                events.append(self._stamp(ev, ts, prefix, text))
+                events.extend(self._advance(ev, secs))
+            return events
+        ev = classify(msg)
+        if ev is None:
+            return events
+        events.append(self._stamp(ev, ts, prefix, text))
+        events.extend(self._advance(ev, secs))
+        return events
+
+    def _stamp(self, ev: Event, ts: Optional[str], prefix: str, text: str) -> Event:
+        ev["time"] = ts
+        ev["prefix"] = prefix
+        ev["line"] = self.line_no
+        if ev["kind"] in ERROR_KINDS:
+            ev["text"] = text.strip()
+        return ev
+
+    def _traceback_line(self, text: str, ts: Optional[str]) -> Tuple[bool, List[Event]]:
+        """Inside a traceback: (consumed?, events). Ends at the exception line."""
+        assert self._tb is not None
+        stripped = text.strip()
+        if text[:1] in (" ", "\t") or not stripped or stripped.startswith((
+                "Traceback (most recent call last)", "During handling of the above exception",
+                "The above exception was the direct cause")) or stripped.startswith("^"):
+            self._tb.append(text)
+            return True, []
+        if ts is None and _EXC_LINE_RE.match(stripped):
+            self._tb.append(text)
+            return True, self._end_traceback(stripped)
+        # A new timestamped line (or something unexpected): the traceback ended without an
+        # exception line we recognise.
+        return False, self._end_traceback(None)
+
+    def _end_traceback(self, exc_line: Optional[str]) -> List[Event]:
+        assert self._tb is not None
+        lines, self._tb = self._tb, None
+        exception, message = None, None
+        if exc_line:
+            m = _EXC_LINE_RE.match(exc_line)
+            if m:
+                exception, message = m.group(1), (m.group(2) or "").strip()
+        ev: Event = {"kind": "traceback", "exception": exception, "message": message,
+                     "context": self._tb_context,
+                     "time": None, "prefix": self._tb_prefix, "line": self._tb_start,
+                     "lines": lines[-40:], "text": exc_line or lines[-1].strip()}
+        events = [ev]
+        if exc_line:
+            inner = classify(exc_line)
+            if inner is not None and inner["kind"] in ERROR_KINDS:
+                inner.update(time=None, prefix=self._tb_prefix, line=self.line_no,
+                             text=exc_line)
+                events.append(inner)
+        if self.current_phase not in ("ready", "draining"):
+            self.current_phase = "failed"
+        return events
+
+    def _phase(self, name: str, duration: Optional[float], secs: Optional[float],
+               **extra: Any) -> Event:
+        self._done[name] = True
+        if secs is not None:
+            self._milestone_ts = secs
+        return {"kind": "phase", "name": name,
+                "duration_s": None if duration is None else round(max(duration, 0.0), 3),
+                **extra}
+
+    def _since_milestone(self, secs: Optional[float]) -> Optional[float]:
+        if secs is None or self._milestone_ts is None:
+            return None
+        return secs - self._milestone_ts
+
+    def _advance(self, ev: Event, secs: Optional[float]) -> List[Event]:
+        kind = ev["kind"]
+        out: List[Event] = []
+        if kind == "load_weights_begin":
+            if not self._done.get("load_weights"):
+                self.current_phase = "load_weights"
+                if secs is not None:
+                    self._milestone_ts = secs
+        elif kind == "load_weights_progress":
+            self.load_percent = ev["percent"]
+            if self.current_phase == "init":
+                self.current_phase = "load_weights"
+        elif kind == "load_weights_end":
+            if not self._done.get("load_weights"):
+                dur = ev.get("elapsed_s")
+                out.append(self._phase("load_weights",
+                                       dur if dur is not None else self._since_milestone(secs),
+                                       secs))
+                self.current_phase = "kv_cache"
+        elif kind in ("kv_cache", "memory_pool_end"):
+            if not self._done.get("kv_cache"):
+                out.append(self._phase("kv_cache", self._since_milestone(secs), secs))
+                self.current_phase = "cuda_graph"
+        elif kind == "cuda_graph_begin":
+            self.current_phase = "cuda_graph"
+        elif kind == "cuda_graph_end":
+            stage = ev.get("stage") or "decode"
+            if not self._stages_done.get(stage):
+                self._stages_done[stage] = True
+                dur = ev.get("elapsed_s")
+                out.append(self._phase("cuda_graph",
+                                       dur if dur is not None else self._since_milestone(secs),
+                                       secs, stage=stage))
+            self.current_phase = "http_up"
+        elif kind == "http_up":
+            if not self._done.get("http_up"):
+                out.append(self._phase("http_up", self._since_milestone(secs), secs))
+                self.current_phase = "warmup"
+        elif kind == "ready":
+            if not self._done.get("ready"):
+                out.append(self._phase("ready", self._since_milestone(secs), secs))
+                self.ready = True
+                self.ready_ts = secs
+                self.current_phase = "ready"
+        elif kind in ("sigterm", "graceful_exit"):
+            self.current_phase = "draining"
+        elif kind in ERROR_KINDS and self.current_phase not in ("ready", "draining"):
+            self.current_phase = "failed"
+        return out
+
+
+def _phase_list(events: List[Event]) -> List[Event]:
+    """Merge per-stage cuda_graph phases into one entry (with ``stages``), keep order."""
+    out: List[Event] = []
+    by_name: Dict[str, Event] = {}
+    for ev in events:
+        name = ev["name"]
+        if name in by_name and name == "cuda_graph":
+            entry = by_name[name]
+            if ev["duration_s"] is not None:
+                entry["duration_s"] = round((entry["duration_s"] or 0.0) + ev["duration_s"], 3)
+            entry["stages"].append({"stage": ev.get("stage"), "duration_s": ev["duration_s"]})
+            continue
+        entry = {"name": name, "duration_s": ev["duration_s"]}
+        if name == "cuda_graph":
+            entry["stages"] = [{"stage": ev.get("stage"), "duration_s": ev["duration_s"]}]
+        by_name[name] = entry
+        out.append(entry)
+    return out
+
+
+def summarize(lines: Iterable[str]) -> Dict[str, Any]:
+    """A whole log -> the ``parse-log`` JSON (ready, startup_s, phases, errors, decode, ...)."""
+    parser = LogParser()
+    events = parser.feed_all(lines)
+    events.extend(parser.close())
+    errors = [{"kind": e["kind"], "line": e["line"], "text": e.get("text", ""),
+               "prefix": e.get("prefix", ""), **({"exception": e["exception"]}
+                                                 if e["kind"] == "traceback" else {})}
+              for e in events if e["kind"] in ERROR_KINDS]
+    decode = [{k: v for k, v in e.items() if k not in ("kind", "line")}
+              for e in events if e["kind"] == "decode"]
+    prefill = [{k: v for k, v in e.items() if k not in ("kind", "line")}
+               for e in events if e["kind"] == "prefill"]
+    limits = next((e for e in events if e["kind"] == "server_limits"), None)
+    http = next((e for e in events if e["kind"] == "http_up"), None)
+    stop = [e for e in events if e["kind"] in ("sigterm", "graceful_exit")]
+    return {
+        "ready": parser.ready,
+        "startup_s": parser.startup_s,
+        "phase": parser.current_phase,
+        "phases": _phase_list([e for e in events if e["kind"] == "phase"]),
+        "errors": errors,
+        "decode": decode,
+        "prefill": prefill,
+        "http": {"url": http["url"], "port": http["port"]} if http else None,
+        "limits": {k: v for k, v in limits.items() if k not in ("kind", "time", "prefix", "line")}
+        if limits else None,
+        "stop": [{"kind": e["kind"], "time": e["time"], "line": e["line"],
+                  **({"remaining": e["remaining"]} if "remaining" in e else {})} for e in stop],
+        "lines": parser.line_no,
+    }
+
+
+def summarize_text(text: str) -> Dict[str, Any]:
+    """:func:`summarize` for a whole file's text (split on newlines only: tqdm uses ``\\r``)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return summarize(lines)
+
+
+def error_lines(events: Iterable[Event], limit: int = 8) -> List[str]:
+    """The text of the last ``limit`` error events (for crash reports)."""
+    texts = [str(e.get("text", "")) for e in events if e.get("kind") in ERROR_KINDS]
+    return texts[-limit:]

@@ -1,0 +1,9 @@
+"""Agent command: profile (being built)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    sub.add_parser("profile", help="(not yet built)")

@@ -1,0 +1,68 @@
+"""Versioned JSON-lines event protocol between the agent and the console.
+
+Every event is one JSON object on one line of stdout with at least ``type`` and ``v``.
+A failing command ends with an ``error`` event and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any, Dict, Optional
+
+PROTOCOL_VERSION = 1
+
+# Exit codes shared by agent and console.
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran and the answer is "no" (sanity failed, server crashed ...)
+EXIT_USAGE = 2
+EXIT_NO_DRIVER = 3
+EXIT_BUSY = 4
+
+_lock = threading.Lock()
+
+
+def make_event(type_: str, **fields: Any) -> Dict[str, Any]:
+    event: Dict[str, Any] = {"type": type_, "v": PROTOCOL_VERSION}
+    event.update(fields)
+    return event
+
+
+def emit(type_: str, **fields: Any) -> None:
+    """Write one event line to stdout and flush it (thread-safe)."""
+    line = json.dumps(make_event(type_, **fields), separators=(",", ":"), allow_nan=False,
+                      default=str)
+    with _lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+class AgentError(Exception):
+    """A failure the agent reports as an ``error`` event and exit code."""
+
+    def __init__(self, kind: str, message: str, exit_code: int = EXIT_FAILED,
+                 **details: Any) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.exit_code = exit_code
+        self.details = details
+
+
+def emit_error(err: AgentError) -> None:
+    emit("error", kind=err.kind, message=err.message, **err.details)
+
+
+def parse_event(line: str) -> Optional[Dict[str, Any]]:
+    """Parse one line from the agent; None for blank or non-event lines."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or "type" not in obj:
+        return None
+    return obj

@@ -1,0 +1,9 @@
+"""Agent command: server (being built)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    sub.add_parser("server", help="(not yet built)")

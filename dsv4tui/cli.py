@@ -1,0 +1,56 @@
+"""The ``dsv4tui`` command line. Each command group lives in ``dsv4tui/commands/``.
+
+Every command module exposes ``register(sub)``; it adds its sub-parser(s) and sets
+``func(args) -> int``. Errors the user can fix are :class:`UserError` subclasses and print one
+line on stderr with their exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from dsv4tui import __version__
+from dsv4tui.errors import EXIT_CONFIG, EXIT_INTERRUPTED, UserError
+
+COMMAND_MODULES = (
+    "config_cmd", "hosts_cmd", "check", "trust", "gpus", "server", "logs", "parse_log",
+    "sanity", "sweep", "runs", "profile", "roofline", "demo", "connect",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"{self.prog}: {message}", EXIT_CONFIG)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    parser = _Parser(prog="dsv4tui", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"dsv4tui {__version__}")
+    parser.add_argument("--config", metavar="PATH", help="config file (default: platformdirs "
+                        "user config dir, or $DSV4TUI_CONFIG)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"dsv4tui.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return EXIT_CONFIG
+        return int(args.func(args) or 0)
+    except UserError as err:
+        print(f"dsv4tui: error: {err.message}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("dsv4tui: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return 0

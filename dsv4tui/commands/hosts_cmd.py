@@ -1,0 +1,37 @@
+"""`dsv4tui hosts`: configured hosts, built-ins and ~/.ssh/config aliases."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dsv4tui.commands.output import load_settings, print_json, table
+from dsv4tui.hosts.ssh_target import ssh_config_aliases
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("hosts", help="list the hosts you can connect to")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings, _ = load_settings(args)
+    rows: list[dict[str, Any]] = [
+        {"name": "local", "source": "built-in", "ssh": None, "profiles": sorted(
+            settings.hosts["local"].profiles) if "local" in settings.hosts else []},
+        {"name": "demo", "source": "built-in (simulated)", "ssh": None, "profiles": ["mxfp4", "nvfp4"]},
+    ]
+    for name, host in settings.hosts.items():
+        if name != "local":
+            rows.append({"name": name, "source": "config", "ssh": host.ssh or name,
+                         "profiles": sorted(host.profiles)})
+    seen = {r["name"] for r in rows}
+    rows += [{"name": a, "source": "~/.ssh/config", "ssh": a, "profiles": []}
+             for a in ssh_config_aliases() if a not in seen]
+    if args.json:
+        print_json({"hosts": rows})
+        return 0
+    print(table([[r["name"], r["source"], r["ssh"] or "-", ", ".join(r["profiles"]) or "-"]
+                 for r in rows], ["HOST", "SOURCE", "SSH", "PROFILES"]))
+    return 0

@@ -1,0 +1,248 @@
+"""Configuration: pydantic models loaded from a TOML file.
+
+The file lives at the platformdirs user config dir (``config.toml``), overridable by
+``--config PATH`` or ``DSV4TUI_CONFIG``. Invalid files raise :class:`ConfigError` with one
+line naming the file, the key path and the problem.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dsv4tui import paths, sglang_choices
+from dsv4tui.errors import ConfigError
+
+LOCAL = "local"
+DEMO = "demo"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _check_choice(value: str | None, choices: tuple[str, ...], what: str) -> str | None:
+    if value is None or value in choices:
+        return value
+    raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(choices)}")
+
+
+class ServerProfile(_Model):
+    """One way to launch SGLang on a host (a checkpoint + its flags)."""
+
+    python: str = Field("python3", description="The SGLang venv's interpreter on the host.")
+    module: str = Field("sglang.launch_server", description="Module run with `python -m`.")
+    model_path: str = Field(..., min_length=1, description="--model-path")
+    served_model_name: str | None = Field(None, description="--served-model-name")
+    host: str = Field("127.0.0.1", description="--host")
+    port: int = Field(30000, ge=1, le=65535, description="--port")
+    tp_size: int | None = Field(None, ge=1, description="--tp-size")
+    dp_size: int | None = Field(None, ge=1, description="--dp-size")
+    ep_size: int | None = Field(None, ge=1, description="--ep-size")
+    quantization: str | None = Field(None, description="--quantization")
+    checkpoint: str | None = Field(
+        None, description="Label for the checkpoint format (e.g. MXFP4, NVFP4); shown and stored "
+        "with runs. Defaults to the quantization.")
+    moe_runner_backend: str | None = Field(None, description="--moe-runner-backend")
+    attention_backend: str | None = Field(None, description="--attention-backend")
+    kv_cache_dtype: str | None = Field(None, description="--kv-cache-dtype")
+    mem_fraction_static: float | None = Field(None, gt=0, le=1, description="--mem-fraction-static")
+    speculative_algorithm: str | None = Field(None, description="--speculative-algorithm")
+    speculative_num_steps: int | None = Field(None, ge=1)
+    speculative_eagle_topk: int | None = Field(None, ge=1)
+    speculative_num_draft_tokens: int | None = Field(None, ge=1)
+    trust_remote_code: bool = Field(False, description="--trust-remote-code")
+    enable_metrics: bool = Field(True, description="--enable-metrics (for /metrics)")
+    api_key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Name of an env var holding the API key (never the key itself).")
+    extra_args: list[str] = Field(default_factory=list, description="More launch flags, as argv.")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment for the server.")
+    log_file: str | None = Field(None, description="Server log on the host (default in the agent cache).")
+    workdir: str | None = Field(None, description="Working directory on the host.")
+    nnodes: int | None = Field(None, ge=1)
+    node_rank: int | None = Field(None, ge=0)
+    dist_init_addr: str | None = None
+
+    @field_validator("moe_runner_backend")
+    @classmethod
+    def _moe(cls, v: str | None) -> str | None:
+        return _check_choice(v, sglang_choices.MOE_RUNNER_BACKENDS, "moe_runner_backend")
+
+    @field_validator("attention_backend")
+    @classmethod
+    def _attn(cls, v: str | None) -> str | None:
+        return _check_choice(v, sglang_choices.ATTENTION_BACKENDS, "attention_backend")
+
+    @field_validator("quantization")
+    @classmethod
+    def _quant(cls, v: str | None) -> str | None:
+        return _check_choice(v, sglang_choices.QUANTIZATIONS, "quantization")
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _kv(cls, v: str | None) -> str | None:
+        return _check_choice(v, sglang_choices.KV_CACHE_DTYPES, "kv_cache_dtype")
+
+    @field_validator("speculative_algorithm")
+    @classmethod
+    def _spec(cls, v: str | None) -> str | None:
+        if v is not None and v.upper() == "MTP":
+            raise ValueError("'MTP' is not a speculative algorithm in SGLang; for DeepSeek MTP "
+                             "heads use EAGLE (topk 1) or NEXTN")
+        return _check_choice(v, sglang_choices.SPECULATIVE_ALGORITHMS, "speculative_algorithm")
+
+    @field_validator("extra_args")
+    @classmethod
+    def _extra(cls, v: list[str]) -> list[str]:
+        for arg in v:
+            flag = arg.split("=", 1)[0]
+            if flag in sglang_choices.TRAP_FLAGS:
+                raise ValueError(f"{flag}: {sglang_choices.TRAP_FLAGS[flag]}")
+            if "\x00" in arg or "\n" in arg:
+                raise ValueError(f"argument {arg!r} contains a NUL or newline")
+        return v
+
+    @property
+    def checkpoint_label(self) -> str:
+        return self.checkpoint or self.quantization or "default"
+
+    @property
+    def backend_label(self) -> str:
+        return self.moe_runner_backend or "auto"
+
+
+class SanityCase(_Model):
+    """A prompt whose answer must match a regex before any run is measured."""
+
+    name: str = ""
+    prompt: str = Field(..., min_length=1)
+    expect: str = Field(..., description="Regex the whole answer must match (re.search).")
+    max_tokens: int = Field(24, ge=1)
+    temperature: float = Field(0.0, ge=0)
+
+    @field_validator("expect")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {v!r}: {exc}") from exc
+        return v
+
+
+DEFAULT_SANITY = SanityCase(name="arith-17x23", prompt="What is 17*23? Number only.",
+                            expect=r"^\s*391\s*$", max_tokens=24, temperature=0.0)
+
+Level = Annotated[tuple[int, int], Field(description="(concurrency C, requests n)")]
+
+
+class SweepPlan(_Model):
+    """A concurrency sweep: levels of (C, n) requests."""
+
+    levels: list[Level] = Field(default_factory=lambda: [(1, 8), (8, 32), (16, 48)])
+    input_len: int = Field(128, ge=1, description="Prompt length in tokens (approximate words).")
+    output_len: int = Field(256, ge=1, description="Output tokens per request (ignore_eos).")
+    warmup: int = Field(1, ge=0, description="Uncounted warm-up requests per level.")
+    temperature: float = Field(0.0, ge=0)
+    endpoint: Literal["chat", "completions"] = "chat"
+    request_timeout_s: float = Field(600.0, gt=0)
+    stall_timeout_s: float = Field(60.0, gt=0, description="No bytes for this long = stalled.")
+    max_error_rate: float = Field(0.5, ge=0, le=1, description="Stop the sweep above this.")
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        if not v:
+            raise ValueError("at least one level")
+        for c, n in v:
+            if c < 1 or n < 1:
+                raise ValueError(f"level {c}:{n}: C and n must be >= 1")
+        return v
+
+
+class SanitySettings(_Model):
+    cases: list[SanityCase] = Field(default_factory=list,
+                                    description="Added after the built-in 17*23 case.")
+    include_default: bool = True
+
+    def suite(self) -> list[SanityCase]:
+        return ([DEFAULT_SANITY] if self.include_default else []) + list(self.cases)
+
+
+class HostConfig(_Model):
+    """A GPU host."""
+
+    ssh: str | None = Field(None, description="ssh target: an ~/.ssh/config alias or user@host[:port].")
+    python: str | None = Field(None, description="python3 on the host that runs the agent.")
+    profiles: dict[str, ServerProfile] = Field(default_factory=dict)
+    default_profile: str | None = None
+    connect_timeout_s: float = Field(10.0, gt=0)
+    keepalive_s: float = Field(15.0, gt=0)
+
+    @model_validator(mode="after")
+    def _default_profile(self) -> HostConfig:
+        if self.default_profile is not None and self.default_profile not in self.profiles:
+            raise ValueError(f"default_profile {self.default_profile!r} is not one of the "
+                             f"profiles: {', '.join(self.profiles) or '(none)'}")
+        return self
+
+    def profile(self, name: str | None = None) -> tuple[str, ServerProfile]:
+        if not self.profiles:
+            raise ConfigError("this host has no server profiles ([hosts.NAME.profiles.P])")
+        key = name or self.default_profile or next(iter(self.profiles))
+        if key not in self.profiles:
+            raise ConfigError(f"unknown profile {key!r}; this host has: {', '.join(self.profiles)}")
+        return key, self.profiles[key]
+
+
+class TelemetrySettings(_Model):
+    interval_s: float = Field(1.0, ge=0.2)
+
+
+class Settings(_Model):
+    """The whole config file."""
+
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    theme: str = "dark"
+    keymap: dict[str, str] = Field(default_factory=dict, description="binding id -> keys")
+    sanity: SanitySettings = Field(default_factory=SanitySettings)
+    sweep: SweepPlan = Field(default_factory=SweepPlan)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+
+    @field_validator("hosts")
+    @classmethod
+    def _reserved(cls, v: dict[str, HostConfig]) -> dict[str, HostConfig]:
+        for name in v:
+            if name == DEMO:
+                raise ValueError("'demo' is a built-in host name")
+        return v
+
+
+def _format_error(path: Path, exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"config error in {path}: {loc}: {msg}{more}"
+
+
+def load(path: Path | None = None) -> tuple[Settings, Path]:
+    """Load settings; a missing file gives defaults. Raises ConfigError on any problem."""
+    path = path or paths.config_file()
+    if not path.exists():
+        return Settings(), path
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config error in {path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config error in {path}: cannot read: {exc.strerror}") from None
+    try:
+        return Settings.model_validate(raw), path
+    except ValidationError as exc:
+        raise ConfigError(_format_error(path, exc)) from None

@@ -1,0 +1,133 @@
+"""Turn a host name into a connected Host: session + agent runner + its config.
+
+Names: ``local`` (this machine), ``demo`` (this machine + the simulator), names from
+``[hosts.NAME]``, aliases in ~/.ssh/config, and ``user@host[:port]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from dsv4tui import paths
+from dsv4tui.config import DEMO, LOCAL, HostConfig, Settings
+from dsv4tui.errors import EXIT_CONNECT, ConfigError
+from dsv4tui.hosts import deploy, ssh_target
+from dsv4tui.hosts.agent_runner import AgentRunner
+from dsv4tui.hosts.local import LocalSession
+from dsv4tui.hosts.session import HostSession
+from dsv4tui.hosts.ssh import SshSession
+
+DEMO_GPUS = 8
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """Everything needed to (re)connect to a host, without connecting."""
+
+    name: str
+    config: HostConfig
+    kind: str  # "local" | "demo" | "ssh"
+    target: str | None = None
+    accept_new: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def simulated(self) -> bool:
+        return self.kind == "demo"
+
+
+@dataclass
+class Host:
+    spec: HostSpec
+    session: HostSession
+    agent: AgentRunner
+    python_version: str | None = None
+    uploaded: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def config(self) -> HostConfig:
+        return self.spec.config
+
+    @property
+    def simulated(self) -> bool:
+        return self.spec.simulated
+
+
+def demo_env() -> dict[str, str]:
+    base = paths.data_dir() / "demo"
+    base.mkdir(parents=True, exist_ok=True)
+    return {"DSV4TUI_SIM_STATE": str(base / "sim-state.json"),
+            "DSV4TUI_SIM_GPUS": str(DEMO_GPUS),
+            "DSV4TUI_AGENT_HOME": str(base / "agent")}
+
+
+def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> HostSpec:
+    """Resolve a name without connecting; ConfigError for a name we cannot place."""
+    if name == DEMO:
+        from dsv4tui.sim.demo import demo_host_config
+
+        return HostSpec(DEMO, demo_host_config(), "demo", env=demo_env())
+    if name == LOCAL:
+        cfg = settings.hosts.get(LOCAL, HostConfig())
+        return HostSpec(LOCAL, cfg, "local",
+                        env={"DSV4TUI_AGENT_HOME": str(paths.local_agent_state_dir())})
+    if name in settings.hosts:
+        cfg = settings.hosts[name]
+        return HostSpec(name, cfg, "ssh", target=cfg.ssh or name, accept_new=accept_new)
+    if name in ssh_target.ssh_config_aliases() or "@" in name:
+        try:
+            ssh_target.SshTarget.parse(name)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return HostSpec(name, HostConfig(), "ssh", target=name, accept_new=accept_new)
+    known = ", ".join(["local", "demo", *settings.hosts, *ssh_target.ssh_config_aliases()])
+    raise ConfigError(f"unknown host {name!r}: not in the config's [hosts] nor an alias in "
+                      f"~/.ssh/config (known: {known}); user@host[:port] works too", EXIT_CONNECT)
+
+
+async def connect_session(spec: HostSpec) -> HostSession:
+    if spec.kind in ("local", "demo"):
+        return LocalSession(spec.name, base_env=spec.env)
+    assert spec.target is not None
+    return await SshSession.connect(spec.name, spec.target, accept_new=spec.accept_new,
+                                    connect_timeout=spec.config.connect_timeout_s,
+                                    keepalive_s=spec.config.keepalive_s)
+
+
+async def prepare_agent(spec: HostSpec, session: HostSession) -> Host:
+    """Check the host's python, upload the agent bundle if needed, return the Host."""
+    if session.is_local:
+        runner = AgentRunner(session, [sys.executable, "-m", "dsv4tui.agent"], env=spec.env)
+        return Host(spec, session, runner, python_version=sys.version.split()[0])
+    python = spec.config.python or "python3"
+    version = await deploy.check_python(session, python)
+    bundle = deploy.build_bundle()
+    uploaded = await deploy.ensure_uploaded(session, bundle)
+    runner = AgentRunner(session, [python, bundle.remote_path], env=spec.env)
+    return Host(spec, session, runner, python_version=version, uploaded=uploaded)
+
+
+async def connect(spec: HostSpec) -> Host:
+    session = await connect_session(spec)
+    try:
+        return await prepare_agent(spec, session)
+    except BaseException:
+        await session.close()
+        raise
+
+
+@asynccontextmanager
+async def open_host(name: str, settings: Settings, *, accept_new: bool = False
+                    ) -> AsyncIterator[Host]:
+    host = await connect(host_spec(name, settings, accept_new=accept_new))
+    try:
+        yield host
+    finally:
+        await host.session.close()

@@ -1,0 +1,129 @@
+"""The simulator's command line: SGLang's launch_server flags (argparse, like SGLang) + --sim-*.
+
+Unknown flags exit 2 like SGLang's argparse; prefix matching stays on, so ``--tp 8`` works and
+``--cuda-graph-max-bs`` is "ambiguous" exactly as in SGLang 0.5.2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+
+from dsv4tui import sglang_choices as ch
+
+FAULTS = ("wrong-answer", "crash-after:N", "stall", "http-500", "ignore-sigterm", "fail-startup")
+
+
+@dataclass(frozen=True)
+class Faults:
+    wrong_answer: bool = False
+    crash_after: int | None = None
+    stall: bool = False
+    http_500: bool = False
+    ignore_sigterm: bool = False
+    fail_startup: bool = False
+
+
+def _fault(value: str) -> str:
+    name, _, arg = value.partition(":")
+    if name == "crash-after":
+        if not arg.isdigit():
+            raise argparse.ArgumentTypeError("crash-after needs a count: crash-after:N")
+        return value
+    if value not in FAULTS:
+        raise argparse.ArgumentTypeError(f"unknown fault {value!r}; valid: {', '.join(FAULTS)}")
+    return value
+
+
+def faults_of(values: list[str]) -> Faults:
+    kw: dict[str, object] = {}
+    for v in values:
+        name, _, arg = v.partition(":")
+        if name == "crash-after":
+            kw["crash_after"] = int(arg)
+        else:
+            kw[name.replace("-", "_").replace("http_500", "http_500")] = True
+    return Faults(**kw)  # type: ignore[arg-type]
+
+
+def _positive_float(value: str) -> float:
+    try:
+        num = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if num <= 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return num
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m dsv4tui.sim.sglang",
+                                description="Simulated SGLang launch_server.")
+    a = p.add_argument
+    a("--model-path", "--model", required=True)
+    a("--tokenizer-path")
+    a("--served-model-name")
+    a("--host", default="127.0.0.1")
+    a("--port", type=int, default=30000)
+    a("--tp-size", "--tensor-parallel-size", type=int, default=1)
+    a("--dp-size", "--data-parallel-size", type=int, default=1)
+    a("--ep-size", "--ep", "--expert-parallel-size", type=int, default=1)
+    a("--pp-size", "--pipeline-parallel-size", type=int, default=1)
+    a("--quantization", choices=ch.QUANTIZATIONS)
+    a("--moe-runner-backend", choices=ch.MOE_RUNNER_BACKENDS, default="auto")
+    a("--attention-backend", choices=ch.ATTENTION_BACKENDS)
+    a("--kv-cache-dtype", choices=ch.KV_CACHE_DTYPES, default="auto")
+    a("--mem-fraction-static", type=float)
+    a("--trust-remote-code", action="store_true")
+    a("--enable-metrics", action="store_true")
+    a("--api-key")
+    a("--speculative-algorithm", choices=ch.SPECULATIVE_ALGORITHMS)
+    a("--speculative-draft-model-path")
+    a("--speculative-num-steps", type=int)
+    a("--speculative-eagle-topk", type=int)
+    a("--speculative-num-draft-tokens", type=int)
+    a("--log-level", default="info")
+    a("--log-level-http")
+    a("--decode-log-interval", type=int, default=40)
+    a("--nnodes", type=int, default=1)
+    a("--node-rank", type=int, default=0)
+    a("--dist-init-addr")
+    a("--max-running-requests", type=int)
+    a("--max-total-tokens", type=int)
+    a("--context-length", type=int)
+    a("--chunked-prefill-size", type=int, default=8192)
+    a("--max-prefill-tokens", type=int, default=16384)
+    a("--page-size", type=int)
+    a("--cuda-graph-max-bs-decode", type=int)
+    a("--cuda-graph-max-bs-prefill", type=int)
+    a("--cuda-graph-bs-decode", type=int, nargs="+")
+    a("--disable-cuda-graph", action="store_true")
+    a("--enable-dp-attention", action="store_true")
+    a("--dtype", default="auto")
+    a("--random-seed", type=int)
+    a("--base-gpu-id", type=int, default=0)
+    a("--enable-torch-compile", action="store_true")
+    a("--reasoning-parser")
+    a("--tool-call-parser")
+    a("--chat-template")
+    a("--json-model-override-args")
+    a("--disable-radix-cache", action="store_true")
+    a("--load-format", default="auto")
+    a("--watchdog-timeout", type=float, default=300)
+    a("--skip-server-warmup", action="store_true")
+    a("--schedule-policy", default="fcfs")
+    a("--stream-interval", type=int, default=1)
+    a("--enable-cache-report", action="store_true")
+    # Simulator-only flags.
+    a("--sim-speed", type=_positive_float, default=1.0,
+      help="time scale of startup and shutdown (1.0 = a realistic ~100 s startup)")
+    a("--sim-decode-speed", type=_positive_float, default=1.0,
+      help="multiplies token generation speed (1.0 = the campaign's numbers)")
+    a("--sim-gpu", default="RTX PRO 6000", help="simulated GPU (RTX PRO 6000, H200, H100, B200)")
+    a("--sim-gpus", type=int, default=int(os.environ.get("DSV4TUI_SIM_GPUS") or 8),
+      help="number of simulated GPUs on the host")
+    a("--sim-fault", action="append", type=_fault, default=[], metavar="|".join(FAULTS))
+    a("--sim-checkpoint", type=str.upper, choices=("MXFP4", "NVFP4"))
+    a("--sim-no-children", action="store_true", help="do not fork scheduler processes")
+    return p

@@ -1,0 +1,8 @@
+"""Shared fixtures. Area fixtures live in tests/plugins/*.py (one module per owner)."""
+
+pytest_plugins = [
+    "plugins.env",
+    "plugins.ssh_server",
+    "plugins.sim",
+    "plugins.bench_server",
+]

@@ -1,0 +1,210 @@
+"""Real SSH servers on 127.0.0.1 for the tests.
+
+- ``ssh_server``: asyncssh's server in-process (pinned host key, SFTP rooted at a temporary
+  remote home, each command run by ``/bin/sh -c`` in a real local subprocess, as sshd does).
+  It can drop every live connection to test reconnects.
+- ``sshd_server``: OpenSSH's ``sshd`` with a temporary config and keys. Skipped when sshd is
+  missing, unless DSV4TUI_REQUIRE_SSHD=1 (set by .ci/run), where it fails instead.
+
+Both write the client side into the test's temporary HOME: a key, ~/.ssh/config with an
+alias, and ~/.ssh/known_hosts with the server's key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+
+@dataclass
+class SshHost:
+    alias: str
+    port: int
+    user: str
+    home: Path  # the client's HOME
+    remote_home: Path  # where commands run on the "remote" side
+    host_key: asyncssh.SSHKey
+    connections: list[asyncssh.SSHServerConnection] = field(default_factory=list)
+    processes: list[asyncio.subprocess.Process] = field(default_factory=list)
+
+    def write_known_hosts(self, key: asyncssh.SSHKey | None = None) -> None:
+        key = key or self.host_key
+        line = f"[127.0.0.1]:{self.port} {key.export_public_key().decode().strip()}\n"
+        (self.home / ".ssh" / "known_hosts").write_text(line)
+
+    def forget_known_hosts(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.home / ".ssh" / "known_hosts").unlink()
+
+    def drop_connections(self) -> None:
+        """Abort every live connection (like a network drop) and kill their commands."""
+        for conn in self.connections:
+            conn.abort()
+        self.connections.clear()
+        for proc in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+
+
+def _client_setup(home: Path, alias: str, port: int, user: str) -> asyncssh.SSHKey:
+    ssh_dir = home / ".ssh"
+    ssh_dir.mkdir(parents=True, exist_ok=True)
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(ssh_dir / "id_ed25519"))
+    (ssh_dir / "id_ed25519").chmod(0o600)
+    key.write_public_key(str(ssh_dir / "id_ed25519.pub"))
+    (ssh_dir / "config").write_text(
+        f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
+        f"  IdentityFile ~/.ssh/id_ed25519\n")
+    return key
+
+
+class _RootedSFTP(asyncssh.SFTPServer):
+    root: Path
+
+    def __init__(self, chan: asyncssh.SSHServerChannel) -> None:
+        super().__init__(chan, chroot=str(self.root))
+
+
+@pytest.fixture
+async def ssh_server(isolated_env: Path, tmp_path: Path) -> AsyncIterator[SshHost]:
+    home = isolated_env
+    remote_home = tmp_path / "remote-home"
+    remote_home.mkdir()
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client_key = _client_setup(home, "testbox", port, "tester")
+    host = SshHost("testbox", port, "tester", home, remote_home, host_key)
+    host.write_known_hosts()
+
+    class Server(asyncssh.SSHServer):
+        def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+            host.connections.append(conn)
+
+    env = dict(os.environ)
+    env["HOME"] = str(remote_home)
+    for var in ("DSV4TUI_CONFIG", "DSV4TUI_DATA_DIR", "DSV4TUI_AGENT_HOME"):
+        env.pop(var, None)
+
+    async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", process.command or "true", cwd=remote_home, env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        host.processes.append(proc)
+        assert proc.stdin and proc.stdout and proc.stderr
+
+        async def pump_in() -> None:
+            with contextlib.suppress(asyncssh.Error, OSError):
+                while data := await process.stdin.read(65536):
+                    proc.stdin.write(data)  # type: ignore[union-attr]
+                    await proc.stdin.drain()  # type: ignore[union-attr]
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # type: ignore[union-attr]
+
+        async def pump_out(src: asyncio.StreamReader, dst: asyncssh.SSHWriter[bytes]) -> None:
+            with contextlib.suppress(asyncssh.Error, OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+
+        feeder = asyncio.create_task(pump_in())
+        try:
+            await asyncio.gather(pump_out(proc.stdout, process.stdout),
+                                 pump_out(proc.stderr, process.stderr))
+            code = await proc.wait()
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            feeder.cancel()
+        with contextlib.suppress(asyncssh.Error, OSError):
+            process.exit(code)
+
+    sftp_cls = type("SFTP", (_RootedSFTP,), {"root": remote_home})
+    server = await asyncssh.listen(
+        "127.0.0.1", port, server_factory=Server, server_host_keys=[host_key],
+        authorized_client_keys=asyncssh.import_authorized_keys(
+            client_key.export_public_key().decode()),
+        process_factory=handle, encoding=None, sftp_factory=sftp_cls, allow_scp=False)
+    try:
+        yield host
+    finally:
+        server.close()
+        host.drop_connections()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 5)
+
+
+def _sshd_binary() -> str | None:
+    for cand in (shutil.which("sshd"), "/usr/sbin/sshd"):
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+@pytest.fixture
+def sshd_server(isolated_env: Path, tmp_path: Path) -> Iterator[SshHost]:
+    sshd = _sshd_binary()
+    if sshd is None:
+        if os.environ.get("DSV4TUI_REQUIRE_SSHD") == "1":
+            pytest.fail("OpenSSH sshd is required (DSV4TUI_REQUIRE_SSHD=1) but not installed")
+        pytest.skip("OpenSSH sshd not installed")
+    home = isolated_env
+    work = tmp_path / "sshd"
+    work.mkdir()
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    host_key.write_private_key(str(work / "host_ed25519"))
+    (work / "host_ed25519").chmod(0o600)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    user = getpass.getuser()
+    client_key = _client_setup(home, "sshdbox", port, user)
+    (work / "authorized_keys").write_text(client_key.export_public_key().decode())
+    (work / "authorized_keys").chmod(0o600)
+    (work / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {work / 'host_ed25519'}\n"
+        f"PidFile {work / 'sshd.pid'}\nAuthorizedKeysFile {work / 'authorized_keys'}\n"
+        "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"
+        "Subsystem sftp internal-sftp\nLogLevel ERROR\n")
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", exist_ok=True)
+    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(work / "sshd_config")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            pytest.fail(f"sshd exited {proc.returncode}: {err.strip()}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    remote_home = Path(os.path.expanduser(f"~{user}"))
+    host = SshHost("sshdbox", port, user, home, remote_home, host_key)
+    host.write_known_hosts()
+    try:
+        yield host
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()

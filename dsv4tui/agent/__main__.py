@@ -43,8 +43,10 @@ def _watch_stdin() -> None:
     """When the console closes our stdin (cancel, or the SSH link died), stop like Ctrl-C."""
 
     def watch() -> None:
+        # Read the raw fd: a thread blocked in sys.stdin.buffer holds its lock, and the
+        # interpreter aborts at exit ("Fatal Python error") if a command ends on its own.
         try:
-            while sys.stdin.buffer.read1(4096):
+            while os.read(sys.stdin.fileno(), 4096):
                 pass
         except (OSError, ValueError):
             pass
@@ -74,7 +76,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 130
     except BrokenPipeError:
         return 141
-    except Exception as exc:  # noqa: BLE001 - the console must get an event, not a traceback
+    except Exception as exc:  # the console must get an event, not a traceback
         protocol.emit_error(protocol.AgentError("internal", "%s: %s" % (type(exc).__name__, exc)))
         return protocol.EXIT_FAILED
 

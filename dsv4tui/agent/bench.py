@@ -1,9 +1,531 @@
-"""Agent command: bench (being built)."""
+"""``bench sanity`` and ``bench sweep``: correctness prompts and concurrency sweeps, measured
+next to the server (its loopback). Events are documented in docs/metrics.md.
+
+    python -m dsv4tui.agent bench sanity --url http://127.0.0.1:30000 [--cases-json JSON]
+    python -m dsv4tui.agent bench sweep --url http://127.0.0.1:30000 --levels 1:8,8:32
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import gc
+import json
+import os
+import queue
+import random
+import re
+import signal
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from dsv4tui.agent import protocol, stats
+from dsv4tui.agent.openai_stream import (
+    TRANSPORTS,
+    Endpoint,
+    RawResponse,
+    StreamResult,
+    build_body,
+    chat_path,
+    get_json,
+    make_client,
+    parse_stream,
+    parse_stream_async,
+    perf,
+)
+from dsv4tui.agent.openai_stream import run as run_loop
+
+# Mirrors dsv4tui.config.DEFAULT_SANITY and SweepPlan (the agent cannot import config).
+DEFAULT_CASES = [{"name": "arith-17x23", "prompt": "What is 17*23? Number only.",
+                  "expect": r"^\s*391\s*$", "max_tokens": 24, "temperature": 0.0}]
+DEFAULT_PLAN: Dict[str, Any] = {
+    "levels": [[1, 8], [8, 32], [16, 48]], "input_len": 128, "output_len": 256, "warmup": 1,
+    "temperature": 0.0, "endpoint": "chat", "request_timeout_s": 600.0, "stall_timeout_s": 60.0,
+    "max_error_rate": 0.5, "ignore_eos": True, "seed": None}
+
+_WORDS = ["the", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "as", "with", "his", "they", "at", "be", "this", "from", "have", "or", "by", "one", "had", "not", "but", "what", "all", "were", "when", "we", "there", "can", "an", "your", "which", "their", "said", "if", "do", "will", "each", "about", "how", "up", "out", "them", "then", "she", "many", "some", "so", "these", "would", "other", "into", "has", "more", "her", "two", "like", "him", "see", "time", "could", "no", "make", "than", "first", "been", "its", "who", "now", "people", "my", "made", "over", "did", "down", "only", "way", "find", "use", "may", "water", "long", "little", "very", "after", "words", "called", "just", "where", "most", "know", "get", "through", "back", "much", "before", "go", "good", "new", "write", "our", "used", "me", "man", "day", "too", "any", "same", "right", "look", "think", "also", "around", "another", "came", "come", "work", "three", "must", "because", "does", "part", "even", "place", "well", "such", "here", "take", "why", "help", "put", "different", "away", "again", "off", "went", "old", "number", "great", "tell", "men", "say", "small", "every", "found", "still", "between", "name", "should", "home", "big", "give", "air", "line", "set", "own", "under", "read", "last", "never", "us", "left", "end", "along", "while", "might", "next", "sound", "below", "saw", "something", "thought", "both", "few", "those", "always", "show", "large", "often", "together", "asked", "house", "world", "going", "want", "school", "important", "until", "form", "food", "keep", "children", "feet", "land", "side", "without", "boy", "once", "animal", "life", "enough", "took", "four", "head", "above", "kind", "began", "almost", "live", "page", "got", "earth", "need", "far", "hand", "high", "year", "mother", "light", "country", "father", "let", "night", "picture", "being", "study", "second", "soon", "story", "since", "white", "ever", "paper", "hard", "near", "sentence", "better", "best", "across", "during", "today", "however", "sure", "knew", "try", "told", "young", "sun", "thing", "whole", "hear", "example", "heard", "several", "change", "answer", "room", "sea", "against", "top", "turned", "learn", "point", "city", "play", "toward", "five", "himself", "usually", "money", "seen", "car", "morning", "river"]
 
 
 def add_parser(sub: Any) -> None:
-    sub.add_parser("bench", help="(not yet built)")
+    p = sub.add_parser("bench", help="sanity prompts and concurrency sweeps against an "
+                       "OpenAI-compatible server")
+    bsub = p.add_subparsers(dest="bench_command", required=True)
+    san = bsub.add_parser("sanity", help="ask each case's prompt; check the answer's regex")
+    _common(san)
+    san.add_argument("--cases-json", help="JSON list of {name, prompt, expect, max_tokens, "
+                     "temperature} (or @FILE); default: the 17*23 case")
+    san.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
+    san.set_defaults(func=run_sanity)
+    swp = bsub.add_parser("sweep", help="levels of (C concurrent, n requests)")
+    _common(swp)
+    swp.add_argument("--plan-json", help="JSON object with SweepPlan fields (or @FILE)")
+    swp.add_argument("--levels", help="C:n,C:n,... e.g. 1:8,8:32,16:48")
+    swp.add_argument("--input-len", type=int)
+    swp.add_argument("--output-len", type=int)
+    swp.add_argument("--warmup", type=int)
+    swp.add_argument("--temperature", type=float)
+    swp.add_argument("--request-timeout", type=float, dest="request_timeout_s")
+    swp.add_argument("--stall-timeout", type=float, dest="stall_timeout_s")
+    swp.add_argument("--max-error-rate", type=float)
+    swp.add_argument("--seed", type=int, help="prompt seed (default: random per run)")
+    swp.add_argument("--no-ignore-eos", action="store_true",
+                     help="do not send ignore_eos (servers that reject it)")
+    swp.set_defaults(func=run_sweep)
+
+
+def _common(p: Any) -> None:
+    p.add_argument("--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--model", help="model name to send (default: discovered from /v1/models)")
+    p.add_argument("--api-key-env", help="env var holding the API key (sent as Bearer)")
+    p.add_argument("--endpoint", choices=("chat", "completions"))
+    p.add_argument("--transport", choices=TRANSPORTS, default="raw")
+    p.add_argument("--connect-timeout", type=float, default=10.0)
+
+
+# --- inputs ------------------------------------------------------------------------------
+
+
+def _usage(message: str) -> protocol.AgentError:
+    return protocol.AgentError("usage", message, protocol.EXIT_USAGE)
+
+
+def _load_json(text: Optional[str], what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        if text.startswith("@"):
+            with open(text[1:], encoding="utf-8") as fh:
+                text = fh.read()
+        return json.loads(text)
+    except OSError as exc:
+        raise _usage("%s: cannot read %s: %s" % (what, text[1:], exc.strerror)) from None
+    except ValueError as exc:
+        raise _usage("%s is not valid JSON: %s" % (what, exc)) from None
+
+
+def parse_levels(text: str) -> List[List[int]]:
+    levels = []
+    for part in text.split(","):
+        try:
+            c, n = (int(x) for x in part.strip().split(":"))
+        except ValueError:
+            raise _usage("--levels: %r is not C:n (e.g. 1:8,8:32)" % part) from None
+        levels.append([c, n])
+    return levels
+
+
+def build_plan(args: Any) -> Dict[str, Any]:
+    plan = dict(DEFAULT_PLAN)
+    given = _load_json(args.plan_json, "--plan-json")
+    if given is not None:
+        if not isinstance(given, dict):
+            raise _usage("--plan-json must be a JSON object")
+        unknown = sorted(set(given) - set(DEFAULT_PLAN))
+        if unknown:
+            raise _usage("--plan-json: unknown keys %s" % ", ".join(unknown))
+        plan.update(given)
+    for key in ("input_len", "output_len", "warmup", "temperature", "request_timeout_s",
+                "stall_timeout_s", "max_error_rate", "seed", "endpoint"):
+        value = getattr(args, key, None)
+        if value is not None:
+            plan[key] = value
+    if args.levels:
+        plan["levels"] = parse_levels(args.levels)
+    if args.no_ignore_eos:
+        plan["ignore_eos"] = False
+    _check_plan(plan)
+    return plan
+
+
+def _check_plan(plan: Dict[str, Any]) -> None:
+    levels = plan["levels"]
+    if not isinstance(levels, list) or not levels:
+        raise _usage("levels: at least one C:n level")
+    for lv in levels:
+        if (not isinstance(lv, (list, tuple)) or len(lv) != 2
+                or not all(isinstance(x, int) and x >= 1 for x in lv)):
+            raise _usage("levels: %r is not [C, n] with C, n >= 1" % (lv,))
+    for key, low in (("input_len", 1), ("output_len", 1), ("warmup", 0)):
+        if not isinstance(plan[key], int) or plan[key] < low:
+            raise _usage("%s must be an integer >= %d" % (key, low))
+    for key in ("request_timeout_s", "stall_timeout_s"):
+        if not isinstance(plan[key], (int, float)) or plan[key] <= 0:
+            raise _usage("%s must be > 0" % key)
+    if not isinstance(plan["max_error_rate"], (int, float)) or not 0 <= plan["max_error_rate"] <= 1:
+        raise _usage("max_error_rate must be between 0 and 1")
+    if plan["endpoint"] not in ("chat", "completions"):
+        raise _usage("endpoint must be chat or completions")
+
+
+def load_cases(text: Optional[str]) -> List[Dict[str, Any]]:
+    cases = _load_json(text, "--cases-json")
+    if cases is None:
+        return [dict(c) for c in DEFAULT_CASES]
+    if not isinstance(cases, list) or not cases:
+        raise _usage("--cases-json must be a non-empty JSON list")
+    out = []
+    for i, case in enumerate(cases):
+        if not isinstance(case, dict) or not case.get("prompt") or "expect" not in case:
+            raise _usage("sanity case %d needs a prompt and an expect regex" % i)
+        try:
+            re.compile(case["expect"])
+        except (re.error, TypeError) as exc:
+            raise _usage("sanity case %d: bad regex %r: %s" % (i, case["expect"], exc)) from None
+        out.append({"name": case.get("name") or "case-%d" % (i + 1), "prompt": case["prompt"],
+                    "expect": case["expect"], "max_tokens": int(case.get("max_tokens", 24)),
+                    "temperature": float(case.get("temperature", 0.0))})
+    return out
+
+
+def make_prompt(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+
+# --- target ------------------------------------------------------------------------------
+
+
+class Target:
+    def __init__(self, endpoint: Endpoint, model: str, model_source: str,
+                 api_key: Optional[str], server_version: Optional[str]) -> None:
+        self.endpoint = endpoint
+        self.model = model
+        self.model_source = model_source
+        self.api_key = api_key
+        self.server_version = server_version
+
+
+async def resolve_target(args: Any) -> Target:
+    try:
+        endpoint = Endpoint(args.url)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise _usage("the API key env var %s is not set" % args.api_key_env)
+    version = await _server_version(endpoint, api_key)
+    if args.model:
+        return Target(endpoint, args.model, "flag", api_key, version)
+    problems = []
+    for api, pick in (("/v1/models", _model_from_list), ("/model_info", _model_from_info),
+                      ("/get_model_info", _model_from_info)):
+        try:
+            name = pick(await get_json(endpoint, api, api_key, args.connect_timeout))
+        except Exception as exc:  # any failure: try the next way
+            problems.append("%s: %s" % (api, _short(exc)))
+            if "connect" in type(exc).__name__.lower():
+                raise protocol.AgentError("connect", "cannot connect to %s: %s"
+                                          % (endpoint.base, _short(exc))) from None
+            continue
+        if name:
+            return Target(endpoint, name, api, api_key, version)
+        problems.append("%s: no model name" % api)
+    raise protocol.AgentError("model", "cannot discover the served model (%s); pass --model NAME"
+                              % "; ".join(problems), protocol.EXIT_USAGE)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:160]
+
+
+def _model_from_list(obj: Any) -> Optional[str]:
+    data = obj.get("data") if isinstance(obj, dict) else None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        return data[0].get("id")
+    return None
+
+
+def _model_from_info(obj: Any) -> Optional[str]:
+    if isinstance(obj, dict):
+        return obj.get("served_model_name") or obj.get("model_path")
+    return None
+
+
+async def _server_version(endpoint: Endpoint, api_key: Optional[str]) -> Optional[str]:
+    for api in ("/server_info", "/get_server_info"):
+        try:
+            info = await get_json(endpoint, api, api_key, 5.0)
+        except Exception:
+            continue
+        if isinstance(info, dict) and info.get("version"):
+            return str(info["version"])
+    return None
+
+
+def _emit_target(target: Target, args: Any, **extra: Any) -> None:
+    protocol.emit("bench_target", url=target.endpoint.base, model=target.model,
+                  model_source=target.model_source, server_version=target.server_version,
+                  transport=args.transport, **extra)
+
+
+# --- sanity ------------------------------------------------------------------------------
+
+
+def run_sanity(args: Any) -> int:
+    cases = load_cases(args.cases_json)
+    failed = run_loop(_sanity(args, cases))
+    if failed:
+        raise protocol.AgentError("sanity_failed", "%d of %d sanity cases failed"
+                                  % (failed, len(cases)))
+    return 0
+
+
+async def _sanity(args: Any, cases: List[Dict[str, Any]]) -> int:
+    target = await resolve_target(args)
+    endpoint = args.endpoint or "chat"
+    _emit_target(target, args, endpoint=endpoint)
+    client = make_client(args.transport, target.endpoint, target.api_key, 1, args.connect_timeout)
+    failed = 0
+    try:
+        for i, case in enumerate(cases):
+            body = build_body(endpoint, target.model, case["prompt"], case["max_tokens"],
+                              case["temperature"])
+            raw = await client.request(target.endpoint.path(chat_path(endpoint)), body,
+                                       args.timeout, min(args.timeout, 60.0))
+            res = parse_stream(raw)
+            passed = res.ok and re.search(case["expect"], res.answer) is not None
+            failed += not passed
+            protocol.emit("sanity_case", index=i, name=case["name"], prompt=case["prompt"],
+                          expect=case["expect"], answer=res.answer, passed=passed,
+                          latency_s=round(res.t_end - res.t_send, 4),
+                          ttft_s=_rel(res.token_times[0] if res.token_times else None, res),
+                          output_tokens=res.output_tokens, reasoning_chars=len(res.reasoning),
+                          error_kind=res.error_kind, error=res.error)
+    finally:
+        await client.aclose()
+    protocol.emit("sanity", passed=failed == 0, total=len(cases), failed=failed)
+    return failed
+
+
+def _rel(t: Optional[float], res: StreamResult) -> Optional[float]:
+    return None if t is None else round(t - res.t_send, 6)
+
+
+# --- sweep -------------------------------------------------------------------------------
+
+
+class _Sink:
+    """Writes events from a thread, so a slow pipe (SSH) never blocks the measuring loop."""
+
+    def __init__(self) -> None:
+        self._q: "queue.SimpleQueue[Optional[Tuple[str, Dict[str, Any]]]]" = queue.SimpleQueue()
+        self.broken = False
+        self._thread = threading.Thread(target=self._run, name="bench-events", daemon=True)
+        self._thread.start()
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        self._q.put((type_, fields))
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            if self.broken:
+                continue
+            try:
+                protocol.emit(item[0], **item[1])
+            except (OSError, ValueError):
+                self.broken = True
+
+    def close(self) -> None:
+        self._q.put(None)
+        self._thread.join(timeout=30)
+
+
+class Sweep:
+    """State of one sweep; survives a KeyboardInterrupt so the final events still go out."""
+
+    def __init__(self, args: Any, plan: Dict[str, Any], sink: _Sink) -> None:
+        self.args = args
+        self.plan = plan
+        self.sink = sink
+        self.status = "done"
+        self.reason: Optional[str] = None
+        self.levels_done = 0
+        self.current: Optional[Dict[str, Any]] = None  # the level in progress
+        self.cancel: Optional[asyncio.Event] = None
+        self.seed = plan["seed"] if plan["seed"] is not None else random.randrange(1 << 30)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.cancel = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.cancel.set)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        target = await resolve_target(self.args)
+        plan = self.plan
+        self.sink.emit("bench_target", url=target.endpoint.base, model=target.model,
+                       model_source=target.model_source, server_version=target.server_version,
+                       transport=self.args.transport, plan=plan, seed=self.seed)
+        gc.collect()
+        gc.freeze()  # what exists now (imports, client) is never scanned again
+        biggest = max(c for c, _ in plan["levels"])
+        client = make_client(self.args.transport, target.endpoint, target.api_key, biggest,
+                             self.args.connect_timeout)
+        try:
+            for li, (c, n) in enumerate(plan["levels"]):
+                if self.cancel.is_set():
+                    break
+                await self._level(client, target, li, c, n)
+                if self.status != "done":
+                    break
+        finally:
+            await client.aclose()
+        if self.cancel.is_set() and self.status == "done":
+            self.status = "cancelled"
+
+    async def _level(self, client: Any, target: Target, li: int, c: int, n: int) -> None:
+        plan = self.plan
+        assert self.cancel is not None
+        rng = random.Random(self.seed * 1000 + li)
+        endpoint = plan["endpoint"]
+        path = target.endpoint.path(chat_path(endpoint))
+        bodies = [build_body(endpoint, target.model, make_prompt(rng, plan["input_len"]),
+                             plan["output_len"], plan["temperature"], plan["ignore_eos"])
+                  for _ in range(n + plan["warmup"])]
+        datas = [client.request_bytes(path, b) if hasattr(client, "request_bytes") else None
+                 for b in bodies]
+        timeout, stall = plan["request_timeout_s"], plan["stall_timeout_s"]
+        try:
+            await client.warm(c)
+        except Exception:
+            pass
+        warm = asyncio.ensure_future(asyncio.gather(*(
+            client.request(path, bodies[n + i], timeout, stall, datas[n + i])
+            for i in range(plan["warmup"]))))
+        if not await self._unless_cancelled(warm):
+            return
+        warm_errors = sum(1 for r in warm.result() if not parse_stream(r).ok)
+        self.sink.emit("level_start", level=li, concurrency=c, requests=n,
+                       warmup=plan["warmup"], warmup_errors=warm_errors, time=time.time())
+        results: List[Dict[str, Any]] = []
+        self.current = {"level": li, "concurrency": c, "requests": n, "results": results,
+                        "started_at": time.time(), "cpu0": time.process_time()}
+        indexes = iter(range(n))
+        limit = plan["max_error_rate"] * n
+        failed_level = asyncio.Event()
+        done: "asyncio.Queue[Optional[Tuple[int, RawResponse]]]" = asyncio.Queue()
+        t0 = perf()
+
+        async def worker() -> None:
+            for i in indexes:
+                done.put_nowait((i, await client.request(path, bodies[i], timeout, stall,
+                                                         datas[i])))
+
+        async def post() -> None:
+            """Parse finished responses one at a time, yielding between slices, and emit."""
+            errors = 0
+            while True:
+                item = await done.get()
+                if item is None:
+                    return
+                res = await parse_stream_async(item[1])
+                event = request_event(res, li, c, item[0], t0)
+                results.append(event)
+                self.sink.emit("request", **event)
+                if not event["ok"]:
+                    errors += 1
+                    if errors > limit:
+                        failed_level.set()
+                if self.sink.broken:
+                    self.cancel.set()  # type: ignore[union-attr]
+                await asyncio.sleep(0)
+
+        poster = asyncio.ensure_future(post())
+        gc.disable()  # a full collection here takes tens of ms: never during a level
+        try:
+            workers: "asyncio.Future[Any]" = asyncio.gather(*(worker() for _ in range(min(c, n))))
+            stops: "List[asyncio.Future[Any]]" = [asyncio.ensure_future(self.cancel.wait()),
+                                                  asyncio.ensure_future(failed_level.wait())]
+            await asyncio.wait([workers, *stops], return_when=asyncio.FIRST_COMPLETED)
+            for fut in [workers, *stops]:
+                fut.cancel()
+            await asyncio.gather(workers, *stops, return_exceptions=True)
+            done.put_nowait(None)  # finished requests are still parsed and kept
+            await poster
+        finally:
+            poster.cancel()
+            gc.enable()
+        if failed_level.is_set():
+            self.status = "failed"
+            errs = sum(1 for r in results if not r["ok"])
+            self.reason = ("level C=%d: %d of %d requests failed (max error rate %g)"
+                           % (c, errs, n, plan["max_error_rate"]))
+        self.finish_level(partial=len(results) < n)
+        self.levels_done += 1
+        gc.collect()
+
+    async def _unless_cancelled(self, fut: "asyncio.Future[Any]") -> bool:
+        """Wait for ``fut``; False (and ``fut`` cancelled) if the sweep is cancelled first."""
+        assert self.cancel is not None
+        stop = asyncio.ensure_future(self.cancel.wait())
+        await asyncio.wait([fut, stop], return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if fut.done():
+            return True
+        fut.cancel()
+        await asyncio.gather(fut, return_exceptions=True)
+        return False
+
+    def finish_level(self, partial: bool) -> None:
+        cur = self.current
+        if cur is None:
+            return
+        self.current = None
+        results = cur["results"]
+        level = stats.level_metrics(results, cur["concurrency"], cur["requests"])
+        cpu = time.process_time() - cur["cpu0"]
+        level.update(level=cur["level"], partial=partial, started_at=cur["started_at"],
+                     finished_at=time.time(), time=time.time(), client_cpu_s=round(cpu, 4),
+                     client_cpu_us_per_token=(round(cpu * 1e6 / level["output_tokens"], 2)
+                                              if level["output_tokens"] else None))
+        self.sink.emit("level", **level)
+
+
+def request_event(res: StreamResult, level: int, c: int, index: int, t0: float) -> Dict[str, Any]:
+    """The ``request`` event for one finished request (times in seconds)."""
+    out_tokens = res.output_tokens
+    event: Dict[str, Any] = {"level": level, "concurrency": c, "index": index, "ok": res.ok,
+                             "start_s": round(res.t_send - t0, 6)}
+    event.update(stats.request_metrics(res.t_send, res.token_times, res.first_answer_t,
+                                       res.t_end, out_tokens))
+    event.update(output_tokens=out_tokens, token_source=res.token_source,
+                 prompt_tokens=res.prompt_tokens, finish_reason=res.finish_reason,
+                 done_marker=res.done_marker, status=res.status, error_kind=res.error_kind,
+                 error=res.error)
+    return event
+
+
+def run_sweep(args: Any) -> int:
+    plan = build_plan(args)
+    if args.endpoint:
+        plan["endpoint"] = args.endpoint
+    sink = _Sink()
+    sweep = Sweep(args, plan, sink)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        run_loop(sweep.run())
+    except KeyboardInterrupt:
+        sweep.status = "cancelled"
+    except BaseException:
+        sink.close()
+        raise
+    finally:  # the loop's own handlers are gone with it: Ctrl-C/SIGTERM end us cleanly again
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    if sweep.current is not None:  # interrupted mid-level: keep what finished
+        sweep.finish_level(partial=True)
+        sweep.levels_done += 1
+    sink.emit("sweep", status=sweep.status, levels=sweep.levels_done, reason=sweep.reason)
+    sink.close()
+    if sweep.status == "cancelled":
+        return 130
+    if sweep.status == "failed":
+        raise protocol.AgentError("sweep_failed", sweep.reason or "sweep failed")
+    return 0

@@ -473,6 +473,23 @@ def summarize_text(text: str) -> Dict[str, Any]:
     return summarize(lines)
 
 
+_CAUSE_ORDER = ("oom", "no_kernel_image", "nccl_error", "warmup_failed", "traceback", "fatal",
+                "child_failed")
+
+
+def root_cause(events: Iterable[Event]) -> Optional[str]:
+    """The most telling error line: a named failure (OOM, no kernel image, NCCL, warmup) over
+    a traceback's exception over "a child failed"; the first of the most telling kind."""
+    best: Optional[Tuple[int, str]] = None
+    for e in events:
+        kind = e.get("kind")
+        if kind in _CAUSE_ORDER:
+            rank = _CAUSE_ORDER.index(kind)
+            if best is None or rank < best[0]:
+                best = (rank, str(e.get("text", "")))
+    return best[1] if best else None
+
+
 def error_lines(events: Iterable[Event], limit: int = 8) -> List[str]:
     """The text of the last ``limit`` error events (for crash reports)."""
     texts = [str(e.get("text", "")) for e in events if e.get("kind") in ERROR_KINDS]

@@ -62,6 +62,7 @@ class _Gpu:
         self.sm_clock_max: Optional[int] = None
         self.unsupported: Set[str] = set()
         self.lost = False
+        self.error = "GPU is lost"
         # GPM
         self.gpm = False
         self.prev: Any = None
@@ -82,15 +83,15 @@ class NvmlSource(Source):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def open(self, interval: float) -> None:
-        nv = self._nv
-        if nv is None:
+        if self._nv is None:
             try:
-                import pynvml as nv  # bundled nvidia-ml-py
+                import pynvml  # bundled nvidia-ml-py
             except ImportError as exc:
                 raise SourceUnavailable(
                     "pynvml not importable (%s)" % exc,
                     no_driver=not os.path.exists("/proc/driver/nvidia/version")) from None
-            self._nv = nv
+            self._nv = pynvml
+        nv = self._nv
         try:
             nv.nvmlInit()
         except nv.NVMLError as exc:
@@ -106,7 +107,13 @@ class NvmlSource(Source):
             self._reasons_fn = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
                                 or getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
             for i in range(count):
-                self._gpus.append(self._open_gpu(i))
+                try:
+                    self._gpus.append(self._open_gpu(i))
+                except nv.NVMLError as exc:  # one bad GPU ("fallen off the bus"): report it
+                    broken = _Gpu(i, None)
+                    broken.lost = True
+                    broken.error = str(exc) or "NVML error"
+                    self._gpus.append(broken)
         except nv.NVMLError as exc:
             self.close()
             raise SourceUnavailable("NVML: %s" % exc) from None
@@ -199,7 +206,7 @@ class NvmlSource(Source):
         rec["uuid"] = gpu.uuid
         rec["sm_clock_max_mhz"] = gpu.sm_clock_max
         if gpu.lost:
-            rec["error"] = "GPU is lost"
+            rec["error"] = gpu.error
             return rec
         call = self._call
         util = call(gpu, "util", nv.nvmlDeviceGetUtilizationRates, h)
@@ -232,7 +239,7 @@ class NvmlSource(Source):
             self._sample_gpm(gpu, rec)
         if gpu.lost:
             rec = blank_gpu(gpu.index)
-            rec.update(name=gpu.name, uuid=gpu.uuid, error="GPU is lost")
+            rec.update(name=gpu.name, uuid=gpu.uuid, error=gpu.error)
         return rec
 
     def _sample_gpm(self, gpu: _Gpu, rec: Dict[str, Any]) -> None:
@@ -270,7 +277,7 @@ class NvmlSource(Source):
         out: List[Dict[str, Any]] = []
         seen = set()
         for gpu in self._gpus:
-            if gpu.lost:
+            if gpu.lost or gpu.handle is None:
                 continue
             procs = None
             for fn_name in ("nvmlDeviceGetComputeRunningProcesses",

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import selectors
 import ssl
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 perf = time.perf_counter
@@ -61,8 +62,16 @@ class Endpoint:
 class RawResponse:
     """What a transport hands back: status, headers and timestamped body pieces."""
 
-    __slots__ = ("status", "headers", "pieces", "t_send", "t_end", "error_kind", "error",
-                 "complete")
+    __slots__ = (
+        "complete",
+        "error",
+        "error_kind",
+        "headers",
+        "pieces",
+        "status",
+        "t_end",
+        "t_send",
+    )
 
     def __init__(self, t_send: float) -> None:
         self.status = 0
@@ -153,6 +162,21 @@ def _body(raw: RawResponse) -> bytes:
 def parse_stream(raw: RawResponse) -> StreamResult:
     """Turn a finished response into a StreamResult; never raises on bad input."""
     res = StreamResult(raw)
+    for _ in _parse_steps(res, raw, 1 << 30):
+        pass
+    return res
+
+
+async def parse_stream_async(raw: RawResponse, every: int = 16) -> StreamResult:
+    """:func:`parse_stream` that yields to the event loop every ``every`` body pieces, so
+    parsing a finished response never holds up the reads of the streams still running."""
+    res = StreamResult(raw)
+    for _ in _parse_steps(res, raw, every):
+        await asyncio.sleep(0)
+    return res
+
+
+def _parse_steps(res: StreamResult, raw: RawResponse, every: int) -> Iterator[None]:
     if raw.status >= 400:
         text = _body(raw)[:_ERROR_BODY].decode("utf-8", "replace")
         try:
@@ -160,18 +184,17 @@ def parse_stream(raw: RawResponse) -> StreamResult:
         except ValueError:
             pass
         res.error_kind, res.error = "http_%d" % raw.status, text.strip() or "HTTP %d" % raw.status
-        return res
+        return
     ctype = raw.headers.get("content-type", "")
     if raw.status and "json" in ctype and "event-stream" not in ctype:
         _parse_json_reply(res, _body(raw))
-        return res
-    _parse_sse(res, raw.pieces)
+        return
+    yield from _parse_sse(res, raw.pieces, every)
     if res.ok and raw.status:
         if not res.token_times and res.completion_tokens is None:
             res.fail("empty", "the stream ended without any token")
         elif not (res.done_marker or res.finish_reason or raw.complete):
             res.fail("truncated", "the stream was cut off before it finished")
-    return res
 
 
 def _parse_json_reply(res: StreamResult, body: bytes) -> None:
@@ -186,12 +209,15 @@ def _parse_json_reply(res: StreamResult, body: bytes) -> None:
         res.fail("not_streaming", "the server answered with one JSON body, not an SSE stream")
 
 
-def _parse_sse(res: StreamResult, pieces: List[Tuple[float, bytes]]) -> None:
+def _parse_sse(res: StreamResult, pieces: List[Tuple[float, bytes]], every: int
+               ) -> Iterator[None]:
     rest = b""
     data: List[bytes] = []
     t_event = 0.0
     t = 0.0
-    for t, chunk in pieces:
+    for k, (t, chunk) in enumerate(pieces):
+        if k and not k % every:
+            yield
         lines = (rest + chunk if rest else chunk).split(b"\n")
         rest = lines.pop()
         for line in lines:
@@ -263,14 +289,69 @@ def _on_event(res: StreamResult, payload: bytes, t: float) -> None:
         res.finish_reason = str(finish)
 
 
+# --- the event loop: when did the bytes arrive? ------------------------------------------
+
+
+class StampingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """Notes when each poll returns. Every socket that poll reports already had its bytes
+    then, so that moment is their arrival time, however long the loop then takes to work
+    through a burst of ready sockets one by one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.woke = perf()
+
+    def select(self, timeout: Optional[float] = None) -> Any:
+        ready = super().select(timeout)
+        self.woke = perf()
+        return ready
+
+
+def arrival_clock() -> Any:
+    """The clock for data callbacks on the running loop: the poll's wake time when the loop
+    runs on a StampingSelector (see :func:`run`), else ``perf_counter``."""
+    selector = getattr(asyncio.get_running_loop(), "_selector", None)
+    if isinstance(selector, StampingSelector):
+        return lambda: selector.woke
+    return perf
+
+
+def run(main: Any) -> Any:
+    """``asyncio.run`` (Python >= 3.9) on a loop with a StampingSelector."""
+    loop = asyncio.SelectorEventLoop(StampingSelector())
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
 # --- raw asyncio transport ---------------------------------------------------------------
 
 
 class _Pending:
     """One response being received on a raw connection (incremental HTTP/1.1 framing)."""
 
-    __slots__ = ("raw", "fut", "buf", "mode", "need", "keep_alive", "got_bytes", "timers",
-                 "last_t")
+    __slots__ = (
+        "buf",
+        "fut",
+        "got_bytes",
+        "keep_alive",
+        "last_t",
+        "mode",
+        "need",
+        "raw",
+        "timers",
+    )
 
     def __init__(self, raw: RawResponse, fut: "asyncio.Future[None]") -> None:
         self.raw = raw
@@ -429,7 +510,8 @@ class _Pending:
 
 
 class _Conn(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, clock: Any = perf) -> None:
+        self.clock = clock
         self.transport: Optional[asyncio.Transport] = None
         self.closed = False
         self.pending: Optional[_Pending] = None
@@ -438,7 +520,7 @@ class _Conn(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        t = perf()
+        t = self.clock()
         p = self.pending
         if p is None:  # bytes nobody asked for: this connection is unusable
             self.close()
@@ -483,8 +565,10 @@ class RawClient:
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
+        clock = arrival_clock()
         _, conn = await asyncio.wait_for(
-            loop.create_connection(_Conn, self.endpoint.host, self.endpoint.port, ssl=self._ssl),
+            loop.create_connection(lambda: _Conn(clock), self.endpoint.host, self.endpoint.port,
+                                   ssl=self._ssl),
             self.connect_timeout)
         self._all.append(conn)
         return conn
@@ -591,7 +675,7 @@ class HttpxClient:
         self._client = httpx.AsyncClient(
             base_url=endpoint.scheme + "://" + endpoint.netloc, headers=headers,
             limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size),
-            timeout=httpx.Timeout(connect_timeout))
+            timeout=httpx.Timeout(connect_timeout), trust_env=False)  # no proxy on loopback
 
     async def warm(self, n: int) -> None:
         """Hold ``n`` concurrent GETs open so that the pool keeps ``n`` connections."""
@@ -662,7 +746,7 @@ async def get_json(endpoint: Endpoint, api: str, api_key: Optional[str] = None,
     import httpx
 
     headers = {"Authorization": "Bearer " + api_key} if api_key else {}
-    async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
+    async with httpx.AsyncClient(timeout=timeout, headers=headers, trust_env=False) as client:
         resp = await client.get(endpoint.base + api)
         resp.raise_for_status()
         return resp.json()

@@ -1,9 +1,775 @@
-"""Agent command: server (being built)."""
+"""``server start|stop|status``: launch, stop and watch the SGLang server this agent owns.
+
+- start: refuses when our server is alive (unless ``--replace``) or the port is taken (naming
+  the PID/command); launches the argv list in a new session (its own process group), stdout +
+  stderr to the log, and records it in the state file of the agent's cache dir. A small
+  watcher process (forked, in its own session) waits for the server and records its exit code.
+- stop: SIGTERM to the main PID, wait for the drain (``--grace``), SIGKILL what is left of the
+  group, then wait (bounded) until the GPUs no longer hold the group's PIDs; reports the freed
+  memory. Only processes of the group we started are touched.
+- status: stopped / starting (phase) / ready / crashed (exit code, last errors) / foreign.
+start and stop hold an flock so two consoles cannot act at once (the second gets "busy").
+
+Events: ``started``, ``stopping``, ``stopped``, ``status``, ``log_event`` (with --wait-ready).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
 
+from dsv4tui.agent import health, logparse, protocol
+from dsv4tui.agent.logs import ParsedTail, redactor, server_secrets
+from dsv4tui.agent.state import cache_dir
+
+STATE_FILE = "server.json"
+EXIT_FILE = "server.exit.json"
+LOCK_FILE = "server.lock"
+DEFAULT_GRACE_S = 60.0
+DEFAULT_GPU_WAIT_S = 30.0
+_REDACTED = "***"
+_WAIT_EVENTS = ("phase", "load_weights_progress", "http_up", "ready", "sigterm",
+                *logparse.ERROR_KINDS)
+
+
+# -- state files -----------------------------------------------------------------------------
+
+def _path(name: str) -> str:
+    return str(cache_dir() / name)
+
+
+def _read_json(name: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(_path(name), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json(name: str, data: Dict[str, Any]) -> None:
+    path = _path(name)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1)
+    os.replace(tmp, path)
+
+
+def read_state() -> Optional[Dict[str, Any]]:
+    """The record of the last server this agent started (None if never)."""
+    return _read_json(STATE_FILE)
+
+
+# -- processes -------------------------------------------------------------------------------
+
+def _stat(pid: int) -> Optional[List[str]]:
+    """/proc/PID/stat fields after the command name: [state, ppid, pgrp, session, ...]."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            raw = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2:].split()
+
+
+def proc_start(pid: int) -> Optional[int]:
+    st = _stat(pid)
+    return int(st[19]) if st and len(st) > 19 else None
+
+
+def alive(pid: Optional[int], start: Optional[int] = None) -> bool:
+    """Is ``pid`` running (not a zombie) and the same process (start time) we recorded?"""
+    if not pid:
+        return False
+    st = _stat(pid)
+    if st is None:
+        if os.path.isdir("/proc/self"):
+            return False
+        try:  # no /proc (not Linux): best effort
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+    if st[0] in ("Z", "X"):
+        return False
+    return start is None or int(st[19]) == int(start)
+
+
+def group_members(pgid: int, start: Optional[int]) -> List[int]:
+    """PIDs in our process group or session, started no earlier than our server."""
+    members = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not name.isdigit():
+            continue
+        st = _stat(int(name))
+        if not st or st[0] in ("Z", "X"):
+            continue
+        if (int(st[2]) == pgid or int(st[3]) == pgid) and (
+                start is None or int(st[19]) >= int(start)):
+            members.append(int(name))
+    return sorted(members)
+
+
+# -- the lock --------------------------------------------------------------------------------
+
+class ServerLock:
+    """An exclusive, non-blocking flock; its owner is described in ``server.lock.json``."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        self.fd: Optional[int] = None
+
+    def __enter__(self) -> "ServerLock":
+        fd = os.open(_path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            owner = _read_json(LOCK_FILE + ".json") or {}
+            raise protocol.AgentError(
+                "busy", "busy: %s in progress by %s" % (owner.get("action", "a server command"),
+                                                        _owner_text(owner)),
+                protocol.EXIT_BUSY, owner=owner) from None
+        self.fd = fd
+        ssh = os.environ.get("SSH_CLIENT", "").split()
+        _write_json(LOCK_FILE + ".json", {
+            "action": "server " + self.action, "pid": os.getpid(), "since": time.time(),
+            "user": os.environ.get("USER") or os.environ.get("LOGNAME"),
+            "client": ssh[0] if ssh else "this host"})
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            try:
+                os.unlink(_path(LOCK_FILE + ".json"))
+            except OSError:
+                pass
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def _owner_text(owner: Dict[str, Any]) -> str:
+    if not owner:
+        return "another dsv4tui agent"
+    since = time.strftime("%H:%M:%S", time.localtime(owner.get("since") or time.time()))
+    return "agent pid %s (user %s, from %s) since %s" % (
+        owner.get("pid"), owner.get("user") or "?", owner.get("client") or "?", since)
+
+
+# -- start -----------------------------------------------------------------------------------
+
+def _json_arg(text: Optional[str], what: str, kind: type) -> Any:
+    if text is None:
+        return kind()
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise protocol.AgentError("usage", "%s is not valid JSON: %s" % (what, exc),
+                                  protocol.EXIT_USAGE) from None
+    if not isinstance(value, kind):
+        raise protocol.AgentError("usage", "%s must be a JSON %s" % (what, kind.__name__),
+                                  protocol.EXIT_USAGE)
+    return value
+
+
+def _check_argv(argv: List[Any]) -> List[str]:
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise protocol.AgentError("usage", "--argv-json must be a non-empty list of strings",
+                                  protocol.EXIT_USAGE)
+    if any("\x00" in a for a in argv):
+        raise protocol.AgentError("usage", "an argument contains a NUL byte", protocol.EXIT_USAGE)
+    exe = os.path.expanduser(argv[0])
+    found = exe if os.sep in exe else shutil.which(exe)
+    if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        raise protocol.AgentError("not_found", "cannot launch: %s is not an executable on this "
+                                  "host (the profile's python)" % argv[0])
+    return [exe, *argv[1:]]
+
+
+def _resolve(path: Optional[str], default: str) -> str:
+    p = os.path.expanduser(path) if path else default
+    return p if os.path.isabs(p) else str(cache_dir() / p)
+
+
+def redact(argv: List[str]) -> List[str]:
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--api-key" and i + 1 < len(out):
+            out[i + 1] = _REDACTED
+        elif arg.startswith("--api-key="):
+            out[i] = "--api-key=" + _REDACTED
+    return out
+
+
+def _libc() -> Any:
+    """libc for prctl, loaded before fork (no imports or dlopen in a forked child)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None)
+    except Exception:
+        return None
+
+
+def _name_process(libc: Any, name: bytes) -> None:
+    """Best effort: what ps/top show as the command name (the cmdline stays the agent's)."""
+    try:
+        libc.prctl(15, name, 0, 0, 0)  # PR_SET_NAME
+    except Exception:
+        pass
+
+
+def _close_fds_except(keep: Any) -> None:
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    try:
+        high = os.sysconf("SC_OPEN_MAX")
+    except (OSError, ValueError):
+        high = 1 << 16
+    os.closerange(low, max(high, low))
+
+
+def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
+    """Start the server in its own session through a forked watcher; return the server PID.
+
+    The watcher (own session, stdio on /dev/null, no inherited fds) waits for the server and
+    writes its exit status to the exit file, so ``status`` can say how it ended.
+    """
+    log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    exit_path = _path(EXIT_FILE)
+    libc = _libc()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the watcher; coverage cannot see forked children
+        code = 0
+        try:
+            os.close(r)
+            os.setsid()
+            _name_process(libc, b"dsv4tui-watch")
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, lambda *_: None)  # handlers reset to default at exec
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            _close_fds_except((w, log_fd))
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_fd,
+                                        stderr=subprocess.STDOUT, cwd=workdir, env=env,
+                                        start_new_session=True, close_fds=True)
+            except OSError as exc:
+                os.write(w, json.dumps({"error": str(exc)}).encode())
+                raise
+            os.write(w, json.dumps({"pid": proc.pid}).encode())
+            os.close(w)
+            os.close(log_fd)
+            rc = proc.wait()
+            record = {"pid": proc.pid, "time": time.time(),
+                      "exit_code": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None}
+            tmp = exit_path + ".%d.tmp" % os.getpid()
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(record, fh)
+            os.replace(tmp, exit_path)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    os.close(log_fd)
+    data = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except OSError:
+        pass
+    try:
+        reply = json.loads(data.decode() or "{}")
+    except ValueError:
+        reply = {}
+    if "pid" not in reply:
+        raise protocol.AgentError("launch", "cannot launch %s: %s" % (
+            argv[0], reply.get("error", "the watcher process failed")))
+    return int(reply["pid"])
+
+
+def _ours_alive(state: Optional[Dict[str, Any]]) -> bool:
+    if not state or state.get("stopped_at"):
+        return False
+    return alive(state.get("pid"), state.get("proc_start"))
+
+
+def start(args: Any) -> int:
+    argv = _check_argv(_json_arg(args.argv_json, "--argv-json", list))
+    env_extra = _json_arg(args.env_json, "--env-json", dict)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env_extra.items()):
+        raise protocol.AgentError("usage", "--env-json must map strings to strings",
+                                  protocol.EXIT_USAGE)
+    profile = _json_arg(args.profile_json, "--profile-json", dict) if args.profile_json else None
+    log = _resolve(args.log, "server.log")
+    workdir = _resolve(args.workdir, str(cache_dir()))
+    if not os.path.isdir(workdir):
+        raise protocol.AgentError("not_found", "workdir not found on this host: %s" % workdir)
+    env = dict(os.environ)
+    env.update(env_extra)
+    launch_argv = list(argv)
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            raise protocol.AgentError("api_key", "the API key variable %s is not set on this "
+                                      "host" % args.api_key_env)
+        launch_argv += ["--api-key", key]
+    with ServerLock("restart" if args.replace else "start"):
+        state = read_state()
+        if _ours_alive(state):
+            assert state is not None
+            if not args.replace:
+                raise protocol.AgentError(
+                    "already_running", "a server started by dsv4tui is already running: pid %s "
+                    "on port %s (stop it first, or restart)" % (state["pid"], state.get("port")))
+            _stop_and_report(state, args.grace, args.gpu_wait)
+        owner = health.port_owner(args.port, health.probe_host(args.host))
+        if owner is not None:
+            raise protocol.AgentError(
+                "port_taken", "port %d is taken by %s; dsv4tui did not start it and will not "
+                "stop it" % (args.port, health.owner_text(owner)), owner=owner)
+        try:
+            os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+            if os.path.exists(log):
+                os.replace(log, log + ".1")
+        except OSError as exc:
+            raise protocol.AgentError("log", "cannot prepare the log file %s: %s" % (
+                log, exc.strerror or exc)) from None
+        for stale in (EXIT_FILE,):
+            try:
+                os.unlink(_path(stale))
+            except OSError:
+                pass
+        started_at = time.time()
+        pid = _spawn(launch_argv, env, log, workdir)
+        state = {"v": 1, "pid": pid, "pgid": pid, "proc_start": proc_start(pid),
+                 "argv": redact(launch_argv), "port": args.port, "host": args.host, "log": log,
+                 "workdir": workdir, "started_at": started_at, "profile": profile,
+                 "api_key_env": args.api_key_env, "env": env_extra, "stopped_at": None}
+        _write_json(STATE_FILE, state)
+        protocol.emit("started", pid=pid, pgid=pid, port=args.port, host=args.host, log=log,
+                      workdir=workdir, argv=state["argv"], started_at=started_at)
+        if args.wait_ready:
+            return wait_ready(state, args.timeout, live=True)
+        time.sleep(0.3)  # an argv the server refuses (exit 2) fails right away: say so now
+        if not alive(pid, state["proc_start"]):
+            _report_crash(state)
+    return 0
+
+
+# -- GPU memory held by the group (NVML, or the simulator's state file) -----------------------
+
+def _sim_usage(members: List[int], path: Optional[str]) -> Optional[Dict[str, Any]]:
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        data = {}
+    mib = 0.0
+    if isinstance(data, dict) and data.get("pid") in members and alive(data.get("pid")):
+        mib = float(data.get("mem_used_frac") or 0) * float(data.get("mem_total_mib") or 0) * \
+            int(data.get("tp_size") or 1)
+    return {"source": "simulated", "mib": round(mib, 1), "sim_pid": data.get("pid")
+            if isinstance(data, dict) else None}
+
+
+def _nvml() -> Dict[str, Any]:
+    """``{"procs": {pid: MiB}, "device_used_mib": total}`` or ``{"error": why}``."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        return {"error": "pynvml not importable: %s" % exc}
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # library missing, driver not loaded ...
+        return {"error": str(exc) or type(exc).__name__}
+    try:
+        procs: Dict[int, float] = {}
+        used = 0.0
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            used += pynvml.nvmlDeviceGetMemoryInfo(handle).used / 1048576.0
+            for getter in ("nvmlDeviceGetComputeRunningProcesses",
+                           "nvmlDeviceGetGraphicsRunningProcesses"):
+                try:
+                    plist = getattr(pynvml, getter)(handle)
+                except Exception:
+                    continue
+                for proc in plist:
+                    mem = getattr(proc, "usedGpuMemory", None) or 0
+                    procs[int(proc.pid)] = procs.get(int(proc.pid), 0.0) + mem / 1048576.0
+        return {"procs": procs, "device_used_mib": used}
+    except Exception as exc:
+        return {"error": str(exc) or type(exc).__name__}
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def sim_state_path(state: Optional[Dict[str, Any]]) -> Optional[str]:
+    """The simulator's state file the server was given (its env), else the agent's."""
+    env = (state or {}).get("env") or {}
+    return env.get("DSV4TUI_SIM_STATE") or os.environ.get("DSV4TUI_SIM_STATE")
+
+
+def gpu_usage(members: List[int], sim_path: Optional[str]) -> Dict[str, Any]:
+    """GPU memory held by ``members`` before a stop."""
+    sim = _sim_usage(members, sim_path)
+    if sim is not None:
+        return sim
+    snap = _nvml()
+    if "error" in snap:
+        return {"source": None, "mib": None, "reason": "NVML not available: %s" % snap["error"]}
+    mine = {p: m for p, m in snap["procs"].items() if p in members}
+    if mine:
+        return {"source": "nvml", "mib": round(sum(mine.values()), 1), "pids": sorted(mine)}
+    return {"source": "nvml-device", "mib": None, "device_used_mib": snap["device_used_mib"]}
+
+
+def wait_freed(before: Dict[str, Any], members: List[int], timeout: float,
+               sim_path: Optional[str]) -> Dict[str, Any]:
+    """Wait (bounded) until the GPUs no longer hold the group; the ``gpu_mem_*`` fields."""
+    t0 = time.monotonic()
+    out: Dict[str, Any] = {"gpu_mem_source": before.get("source"), "gpu_mem_freed_mib": None,
+                           "gpu_mem_reason": before.get("reason")}
+    src = before.get("source")
+    while src is not None:
+        if src == "simulated":
+            now = _sim_usage(members, sim_path) or {"mib": 0.0}
+            if not now["mib"] or time.monotonic() - t0 >= timeout:
+                out["gpu_mem_freed_mib"] = round(before["mib"] - now["mib"], 1)
+                if now["mib"]:
+                    out["gpu_mem_reason"] = "simulated memory still held after %gs" % timeout
+                break
+        elif src == "nvml":
+            snap = _nvml()
+            held = {p: m for p, m in snap.get("procs", {}).items() if p in members}
+            if not held or time.monotonic() - t0 >= timeout:
+                out["gpu_mem_freed_mib"] = round(before["mib"] - sum(held.values()), 1)
+                if held:
+                    out["gpu_mem_reason"] = "PIDs %s still hold GPU memory after %gs" % (
+                        sorted(held), timeout)
+                break
+        else:  # our PIDs are not visible to NVML (PID namespace): watch the device totals
+            last, stable_since = before.get("device_used_mib"), time.monotonic()
+            while time.monotonic() - t0 < min(timeout, 10.0):
+                time.sleep(0.25)
+                used = _nvml().get("device_used_mib")
+                if used is None:
+                    break
+                if last is not None and used < last - 1:
+                    last, stable_since = used, time.monotonic()
+                elif time.monotonic() - stable_since >= 1.0:
+                    break
+            if last is not None and before.get("device_used_mib") is not None:
+                out["gpu_mem_freed_mib"] = round(max(before["device_used_mib"] - last, 0.0), 1)
+                out["gpu_mem_reason"] = ("estimated from device totals: NVML does not list "
+                                         "the server's PIDs (container PID namespace?)")
+            break
+        time.sleep(0.2)
+    out["gpu_wait_s"] = round(time.monotonic() - t0, 3)
+    return out
+
+
+# -- stop ------------------------------------------------------------------------------------
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[str, Any]:
+    """Stop our server; returns the fields of the ``stopped`` event."""
+    pid, pgid, start = int(state["pid"]), int(state.get("pgid") or state["pid"]), \
+        state.get("proc_start")
+    t0 = time.monotonic()
+    members = group_members(pgid, start)
+    if not alive(pid, start) and not members:
+        return {"how": "not_running", "pid": pid, "drain_s": None, "stop_s": 0.0,
+                "exit_code": _exit_record(pid).get("exit_code"), "gpu_mem_freed_mib": None,
+                "gpu_mem_reason": "the server was not running", "leftover_pids": []}
+    sim_path = sim_state_path(state)
+    before = gpu_usage(members, sim_path)
+    protocol.emit("stopping", pid=pid, pgid=pgid, grace_s=grace, group=members)
+    how, drain_s = "sigkill", None
+    if alive(pid, start):
+        _kill(pid, signal.SIGTERM)
+        deadline = t0 + grace
+        while time.monotonic() < deadline and alive(pid, start):
+            time.sleep(0.05)
+        if not alive(pid, start):
+            how, drain_s = "sigterm", round(time.monotonic() - t0, 3)
+        else:
+            try:  # the leader is alive, so the group id cannot have been reused
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+    # Whatever is left of the group/session (children that outlive the main process).
+    deadline = time.monotonic() + 10.0
+    left = group_members(pgid, start)
+    while left and time.monotonic() < deadline:
+        for p in left:
+            _kill(p, signal.SIGKILL)
+        time.sleep(0.05)
+        left = group_members(pgid, start)
+    freed = wait_freed(before, members, gpu_wait, sim_path)
+    record = _exit_record(pid, wait_s=1.0)
+    result = {"how": how, "pid": pid, "drain_s": drain_s,
+              "stop_s": round(time.monotonic() - t0, 3), "exit_code": record.get("exit_code"),
+              "signal": record.get("signal"), "leftover_pids": left, **freed}
+    state = dict(state)
+    state.update(stopped_at=time.time(), stop=result)
+    _write_json(STATE_FILE, state)
+    return result
+
+
+def _stop_and_report(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[str, Any]:
+    result = stop_server(state, grace, gpu_wait)
+    protocol.emit("stopped", **result)
+    return result
+
+
+def stop(args: Any) -> int:
+    with ServerLock("stop"):
+        state = read_state()
+        if not state or state.get("stopped_at"):
+            protocol.emit("stopped", how="not_running", pid=state.get("pid") if state else None,
+                          drain_s=None, stop_s=0.0, exit_code=None, gpu_mem_freed_mib=None,
+                          gpu_mem_reason="no server started by dsv4tui is running",
+                          leftover_pids=[])
+            return 0
+        result = _stop_and_report(state, args.grace, args.gpu_wait)
+    return protocol.EXIT_FAILED if result["leftover_pids"] else 0
+
+
+# -- status ----------------------------------------------------------------------------------
+
+def _exit_record(pid: int, wait_s: float = 0.0) -> Dict[str, Any]:
+    deadline = time.monotonic() + wait_s
+    while True:
+        rec = _read_json(EXIT_FILE)
+        if rec and rec.get("pid") == pid:
+            return rec
+        if time.monotonic() >= deadline:
+            return {}
+        time.sleep(0.05)
+
+
+def _parse_log(path: Optional[str], secrets: List[str]) -> Dict[str, Any]:
+    """Parse the log (its first 4 MB and, when bigger, its last 1 MB): phase, errors, tail."""
+    redact = redactor(secrets)
+    parser = logparse.LogParser()
+    events: List[Dict[str, Any]] = []
+    tail: List[str] = []
+    chunks: List[bytes] = []
+    try:
+        with open(path or "", "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            chunks.append(fh.read(4 << 20))
+            if size > 4 << 20:
+                fh.seek(max(size - (1 << 20), 4 << 20))
+                rest = fh.read()
+                chunks.append(rest[rest.find(b"\n") + 1:])
+    except OSError:
+        pass
+    for chunk in chunks:
+        lines = [redact(x) for x in chunk.decode("utf-8", "replace").split("\n")]
+        if lines and lines[-1] == "":
+            lines.pop()
+        for line in lines:
+            events.extend(parser.feed(line))
+        tail = (tail + lines)[-20:]
+    events.extend(parser.close())
+    return {"parser": parser, "events": events, "tail": [t.split("\r")[-1] for t in tail]}
+
+
+def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
+                  host: Optional[str] = None) -> Dict[str, Any]:
+    """The ``status`` event's fields."""
+    asked = port
+    if state and not state.get("stopped_at") and alive(state.get("pid"), state.get("proc_start")):
+        asked = None  # our live server is the answer, whichever port was asked about
+    port = int(asked or (state or {}).get("port") or 30000)
+    host = (host if asked else None) or (state or {}).get("host") or "127.0.0.1"
+    probe = health.probe_host(host)
+    base: Dict[str, Any] = {"port": port, "host": host, "ours": False}
+    if state and not state.get("stopped_at") and int(state.get("port") or 0) == port:
+        pid, start = int(state["pid"]), state.get("proc_start")
+        info = _parse_log(state.get("log"), server_secrets(state))
+        parser: logparse.LogParser = info["parser"]
+        base.update(ours=True, pid=pid, pgid=state.get("pgid"), log=state.get("log"),
+                    argv=state.get("argv"), profile=state.get("profile"),
+                    started_at=state.get("started_at"))
+        if alive(pid, start):
+            hl = health.health(port, probe)
+            ready = hl["status"] == 200 or (parser.ready and parser.current_phase == "ready")
+            phase = parser.current_phase if not ready or parser.current_phase == "draining" \
+                else "ready"
+            base.update(state="ready" if ready and phase != "draining" else "starting",
+                        phase=phase, phase_label=logparse.PHASE_LABELS.get(phase, phase),
+                        load_percent=parser.load_percent, health=hl["status"],
+                        uptime_s=round(time.time() - float(state["started_at"]), 1),
+                        startup_s=parser.startup_s)
+            if phase == "draining":
+                base["state"] = "stopping"
+            elif base["state"] == "ready":
+                key_env = state.get("api_key_env")
+                base["server_info"] = health.summarize_server_info(health.server_info(
+                    port, probe, os.environ.get(key_env) if key_env else None, timeout=2.0))
+            return base
+        rec = _exit_record(pid, wait_s=0.5)
+        base.update(state="crashed", phase=parser.current_phase, exit_code=rec.get("exit_code"),
+                    signal=rec.get("signal"), ended_at=rec.get("time"),
+                    cause=logparse.root_cause(info["events"]),
+                    last_errors=logparse.error_lines(info["events"]), tail=info["tail"])
+        return base
+    owner = health.port_owner(port, probe)
+    if owner is not None:
+        hl = health.health(port, probe)
+        key_env = (state or {}).get("api_key_env")
+        key = os.environ.get(key_env) if key_env else None
+        base.update(state="foreign", foreign=owner, health=hl["status"],
+                    server_info=health.summarize_server_info(
+                        health.server_info(port, probe, key) if hl["status"] is not None
+                        else None),
+                    model_info=health.model_info(port, probe, key)
+                    if hl["status"] is not None else None)
+        return base
+    base.update(state="stopped")
+    if state and state.get("stop"):
+        base["last_stop"] = state["stop"]
+    return base
+
+
+def _report_crash(state: Dict[str, Any]) -> None:
+    fields = status_fields(state)
+    protocol.emit("status", **fields)
+    errors = fields.get("last_errors") or []
+    code = fields.get("exit_code")
+    how = "exit code %s" % code if code is not None else (
+        "signal %s" % fields["signal"] if fields.get("signal") else "an unknown status")
+    last = fields.get("cause") or next((t for t in reversed(fields.get("tail") or [])
+                                        if t.strip()), "no output")
+    raise protocol.AgentError("crashed", "the server exited with %s during startup: %s" % (
+        how, last), protocol.EXIT_FAILED, last_errors=errors, tail=fields.get("tail"))
+
+
+def _emit_wait_events(events: List[Dict[str, Any]], started: float, clock: Dict[str, Any]
+                      ) -> None:
+    """Emit the startup events; with ``clock["live"]`` (we have followed the log since the
+    launch), phases SGLang does not time itself get durations from the host clock instead of
+    the log's one-second timestamps."""
+    for ev in events:
+        if ev["kind"] not in _WAIT_EVENTS:
+            continue
+        elapsed = round(time.time() - started, 3)
+        if ev["kind"] == "phase":
+            if clock["live"] and ev["name"] in ("kv_cache", "http_up", "ready"):
+                ev["duration_s"] = round(max(elapsed - clock["mark"], 0.0), 3)
+                ev["clock"] = "agent"
+            clock["mark"] = elapsed
+        protocol.emit("log_event", event=ev, elapsed_s=elapsed)
+
+
+def wait_ready(state: Dict[str, Any], timeout: float, live: bool = False) -> int:
+    """Follow the log from launch, emitting phase/error events, until ready or dead."""
+    pid, start = int(state["pid"]), state.get("proc_start")
+    started = float(state["started_at"])
+    deadline = time.monotonic() + timeout
+    tail = ParsedTail(str(state["log"]), server_secrets(state))
+    probe = health.probe_host(state.get("host"))
+    next_probe = 0.0
+    clock: Dict[str, Any] = {"live": live, "mark": 0.0}
+    while True:
+        _, events = tail.poll()
+        _emit_wait_events(events, started, clock)
+        ready = tail.parser.ready
+        if not ready and time.monotonic() >= next_probe:
+            next_probe = time.monotonic() + 0.5
+            ready = tail.parser.current_phase in ("warmup", "ready") and \
+                health.health(int(state["port"]), probe, 1.0)["status"] == 200
+        if ready:
+            fields = status_fields(state)
+            fields["startup_s"] = round(time.time() - started, 3)
+            protocol.emit("status", **fields)
+            return 0
+        if not alive(pid, start):
+            _, events = tail.poll()
+            _emit_wait_events(events, started, clock)
+            _report_crash(state)
+        if time.monotonic() >= deadline:
+            raise protocol.AgentError(
+                "timeout", "the server is not ready after %g s (phase: %s); it is still running"
+                % (timeout, tail.parser.current_phase))
+        time.sleep(0.1)
+
+
+def status(args: Any) -> int:
+    state = read_state()
+    if args.wait_ready and _ours_alive(state):
+        assert state is not None
+        return wait_ready(state, args.timeout)
+    protocol.emit("status", **status_fields(state, args.port, args.host))
+    return 0
+
+
+# -- argparse --------------------------------------------------------------------------------
 
 def add_parser(sub: Any) -> None:
-    sub.add_parser("server", help="(not yet built)")
+    p = sub.add_parser("server", help="start, stop and watch the SGLang server we own")
+    cmds = p.add_subparsers(dest="server_command", required=True)
+
+    s = cmds.add_parser("start", help="launch a server (argv list) in its own process group")
+    s.add_argument("--argv-json", required=True, help="the command line, a JSON list")
+    s.add_argument("--env-json", help="extra environment, a JSON object")
+    s.add_argument("--log", help="log file (relative: in the agent's cache dir)")
+    s.add_argument("--workdir", help="working directory (default: the agent's cache dir)")
+    s.add_argument("--port", type=int, default=30000)
+    s.add_argument("--host", default="127.0.0.1", help="the server's --host (for probing)")
+    s.add_argument("--profile-json", help="the profile, recorded in the state file")
+    s.add_argument("--api-key-env", help="name of an env var holding the API key on this host")
+    s.add_argument("--replace", action="store_true", help="stop our running server first")
+    s.add_argument("--wait-ready", action="store_true", help="follow startup until ready")
+    s.add_argument("--timeout", type=float, default=1800.0, help="for --wait-ready (s)")
+    s.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, help="drain time (s)")
+    s.add_argument("--gpu-wait", type=float, default=DEFAULT_GPU_WAIT_S,
+                   help="how long to wait for GPU memory to be freed after a stop (s)")
+    s.set_defaults(func=start)
+
+    t = cmds.add_parser("stop", help="SIGTERM, drain, then SIGKILL the group we started")
+    t.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, help="drain time (s)")
+    t.add_argument("--gpu-wait", type=float, default=DEFAULT_GPU_WAIT_S)
+    t.set_defaults(func=stop)
+
+    u = cmds.add_parser("status", help="stopped / starting / ready / crashed / foreign")
+    u.add_argument("--port", type=int, help="port to check (default: our server's, or 30000)")
+    u.add_argument("--host", help="the server's --host")
+    u.add_argument("--wait-ready", action="store_true", help="if starting, follow until ready")
+    u.add_argument("--timeout", type=float, default=1800.0)
+    u.set_defaults(func=status)

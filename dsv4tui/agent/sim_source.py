@@ -5,11 +5,12 @@ The simulated SGLang server (``dsv4tui/sim``) writes its state file (env
 
 * file missing, unreadable, its pid dead, or phase ``stopped``/``crashed``: idle GPUs,
   memory 0;
-* phase ``load_weights``: memory ramps up (``load_progress`` 0-1 when the file has it, else
-  over ~8 s from the first tick that saw the phase); later phases: ``mem_used_frac * total``;
+* memory is ``mem_used_frac * total``; a file without ``load_progress`` gets a ~8 s ramp
+  during ``load_weights`` (the simulator's own ``mem_used_frac`` already ramps with its
+  ``load_progress``, so it is used as it is);
 * ``running_requests > 0``: the ``busy`` percentages plus small noise; otherwise idle.
 
-Only the first ``tp_size`` GPUs take part. The GPU count comes from ``DSV4TUI_SIM_GPUS``
+Only the GPUs in ``gpu_ids`` (else the first ``tp_size``) take part. The GPU count comes from ``DSV4TUI_SIM_GPUS``
 (default 8); before the server has written a model name, ``DSV4TUI_SIM_GPU_NAME`` and
 ``DSV4TUI_SIM_GPU_MEM_MIB`` (optional) name the idle GPUs, else an H200.
 Power, temperature and clocks are modelled from the load so the panel looks alive; none of
@@ -23,7 +24,7 @@ import os
 import random
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from dsv4tui.agent.nvml_source import process_title
 from dsv4tui.agent.telemetry import Source, blank_gpu, hostname
@@ -137,27 +138,36 @@ class SimSource(Source):
             if state.get("mem_total_mib"):
                 self._mem_total = int(state["mem_total_mib"])
         live = state is not None and phase in ACTIVE_PHASES
-        tp = self._count or 0
-        if state is not None:
-            try:
-                tp = int(state.get("tp_size") or tp)
-            except (TypeError, ValueError):
-                pass
+        used_by_server = self._server_gpus(state)
         mem_frac = self._mem_frac(state, phase, now) if live else 0.0
         busy = live and phase in SERVING_PHASES and _num(state, "running_requests") > 0
-        gpus = [self._gpu(i, live and i < tp, mem_frac, state if busy else None)
-                for i in range(self._count or 0)]
+        gpus = []
+        for i in range(self._count or 0):
+            mine = live and i in used_by_server
+            gpus.append(self._gpu(i, mine, mem_frac, state if busy and mine else None))
         self._mem_used = [g["mem_used_mib"] for g in gpus]
         return gpus
 
+    def _server_gpus(self, state: Optional[Dict[str, Any]]) -> Set[int]:
+        count = self._count or 0
+        if state is None:
+            return set()
+        ids = state.get("gpu_ids")
+        if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool)
+                                         for i in ids):
+            return set(ids)
+        try:
+            tp = int(state.get("tp_size") or count)
+        except (TypeError, ValueError):
+            tp = count
+        return set(range(tp))
+
     def _mem_frac(self, state: Any, phase: Optional[str], now: float) -> float:
         full = _clamp(_num(state, "mem_used_frac", 0.85), 0.0, 1.0)
-        if phase != "load_weights":
-            return full
-        progress = state.get("load_progress")
-        if not isinstance(progress, (int, float)):
-            progress = (now - self._phase_since) / LOAD_RAMP_S
-        return full * WEIGHTS_SHARE * _clamp(float(progress), 0.0, 1.0)
+        if phase != "load_weights" or isinstance(state.get("load_progress"), (int, float)):
+            return full  # the simulator ramps mem_used_frac itself while it loads
+        progress = (now - self._phase_since) / LOAD_RAMP_S
+        return full * WEIGHTS_SHARE * _clamp(progress, 0.0, 1.0)
 
     def _noisy(self, value: float, rel: float = 0.03, floor: float = 0.0) -> float:
         if value <= 0:
@@ -190,8 +200,8 @@ class SimSource(Source):
         target_temp = 30.0 + 45.0 * (power - idle_w) / max(limit_w - idle_w, 1.0)
         self._temps[i] += (target_temp - self._temps[i]) * 0.15
         rec.update(
-            util_gpu=int(round(util)), util_mem=int(round(dram * 0.9)),
-            power_w=round(power, 1), temp_c=int(round(self._temps[i])),
+            util_gpu=round(util), util_mem=round(dram * 0.9),
+            power_w=round(power, 1), temp_c=round(self._temps[i]),
             sm_clock_mhz=max_sm if util > 0 else _IDLE_SM_MHZ,
             tensor_active=round(tensor, 2), hmma_active=round(tensor * 0.98, 2),
             imma_active=0.0, sm_active=round(sm, 2),

@@ -22,7 +22,7 @@ from dsv4tui.agent.telemetry import Source, SourceUnavailable, blank_gpu, clock_
 
 
 def _int(text: str) -> Optional[int]:
-    return int(round(float(text)))
+    return round(float(text))
 
 
 def _float1(text: str) -> Optional[float]:
@@ -63,9 +63,9 @@ _EXTRA = {
 # the throttle name; the base list is valid on every driver of the last decade.
 _BASE = tuple(f for f, _, _ in BASE_FIELDS)
 FIELD_SETS: Tuple[Tuple[str, ...], ...] = (
-    _BASE + ("clocks.max.sm", "driver_version", "clocks_event_reasons.active"),
-    _BASE + ("clocks.max.sm", "driver_version", "clocks_throttle_reasons.active"),
-    _BASE + ("driver_version",),
+    (*_BASE, "clocks.max.sm", "driver_version", "clocks_event_reasons.active"),
+    (*_BASE, "clocks.max.sm", "driver_version", "clocks_throttle_reasons.active"),
+    (*_BASE, "driver_version"),
     _BASE,
 )
 _PARSERS: Dict[str, Tuple[str, Callable[[str], Any]]] = {f: (k, p) for f, k, p in BASE_FIELDS}
@@ -96,7 +96,7 @@ def split_csv_line(line: str, width: int, free: int = 1) -> Optional[List[str]]:
     row = next(csv.reader([line], skipinitialspace=True), [])
     if len(row) > width > free:
         extra = len(row) - width
-        row = row[:free] + [", ".join(row[free:free + 1 + extra])] + row[free + 1 + extra:]
+        row = [*row[:free], ", ".join(row[free:free + 1 + extra]), *row[free + 1 + extra:]]
     if len(row) != width:
         return None
     return row
@@ -111,7 +111,7 @@ def parse_query_line(line: str, fields: Sequence[str]) -> Optional[Dict[str, Any
     if index is None:
         return None
     rec = blank_gpu(index)
-    for field, cell in zip(fields, row):
+    for field, cell in zip(fields, row):  # noqa: B905 - same length, checked; no strict= on 3.9
         key, parser = _PARSERS[field]
         rec[key] = parse_value(cell, parser)
     return rec
@@ -203,9 +203,13 @@ class SmiSource(Source):
 
     def _start(self) -> None:
         ms = max(int(self._interval * 1000), 100)
+        argv = [str(self._smi), "--query-gpu=" + ",".join(self._fields),
+                "--format=csv,noheader,nounits", "-lms", str(ms)]
+        stdbuf = shutil.which("stdbuf")
+        if stdbuf:  # a tick's lines must not wait in a pipe buffer
+            argv = [stdbuf, "-oL", *argv]
         self._proc = subprocess.Popen(
-            [str(self._smi), "--query-gpu=" + ",".join(self._fields),
-             "--format=csv,noheader,nounits", "-lms", str(ms)],
+            argv,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, bufsize=1)
         self._reader = threading.Thread(target=self._read, name="nvidia-smi", daemon=True)

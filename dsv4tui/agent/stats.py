@@ -17,7 +17,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     if not sorted_values:
         raise ValueError("percentile of no values")
     pos = (len(sorted_values) - 1) * q / 100.0
-    lo = int(math.floor(pos))
+    lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     frac = pos - lo
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
@@ -36,7 +36,7 @@ def summarize(values: Iterable[Optional[float]], scale: float = 1.0, digits: int
 
 def chunk_gaps(token_times: Sequence[float]) -> List[float]:
     """Gaps between successive token-carrying chunks (seconds)."""
-    return [b - a for a, b in zip(token_times, token_times[1:])]
+    return [token_times[i + 1] - token_times[i] for i in range(len(token_times) - 1)]
 
 
 def itl_values(gaps: Sequence[float], chunks: int, output_tokens: int) -> List[float]:

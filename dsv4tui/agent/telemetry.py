@@ -23,7 +23,7 @@ never 0 (GPM unsupported -> the GPM fields are null and ``gpm`` is false). Perce
 
 from __future__ import annotations
 
-import math
+import os
 import socket
 import sys
 import time
@@ -50,7 +50,7 @@ GPM_FIELDS = (
     "dram_active", "fp32_active", "fp16_active", "pcie_rx_mib_s", "pcie_tx_mib_s",
     "nvlink_rx_mib_s", "nvlink_tx_mib_s",
 )
-GPU_FIELDS = ("index", "name", "uuid") + BASIC_FIELDS + ("clock_event_reasons", "gpm") + GPM_FIELDS
+GPU_FIELDS = ("index", "name", "uuid", *BASIC_FIELDS, "clock_event_reasons", "gpm", *GPM_FIELDS)
 
 # Clock-event (formerly "throttle") reason bits, as NVML and nvidia-smi report them.
 CLOCK_EVENT_REASONS = (
@@ -88,19 +88,6 @@ def clock_event_names(mask: Optional[int]) -> Optional[List[str]]:
     if rest:
         names.append("0x%x" % rest)
     return names
-
-
-def finite(value: Any, ndigits: int = 2) -> Optional[float]:
-    """A rounded float, or None for None/NaN/inf/garbage (JSON must never carry NaN)."""
-    if value is None:
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    if math.isnan(f) or math.isinf(f):
-        return None
-    return round(f, ndigits)
 
 
 def hostname() -> str:
@@ -162,8 +149,6 @@ def _make_source(name: str) -> Source:
 def open_source(wanted: str, interval: float,
                 make: Callable[[str], Source] = _make_source) -> Source:
     """Open the first source that works; raise AgentError (exit 3 when there is no driver)."""
-    import os
-
     if wanted == "auto":
         order = ["simulated"] if os.environ.get("DSV4TUI_SIM_STATE") else ["nvml", "nvidia-smi"]
     else:

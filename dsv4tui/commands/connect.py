@@ -1,9 +1,32 @@
-"""CLI: connect (being built)."""
+"""`dsv4tui connect HOST`: open the dashboard attached to HOST."""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
+
+from dsv4tui.commands.output import load_settings
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("connect", help="open the dashboard for HOST (a config host, an "
+                       "~/.ssh/config alias, user@host[:port], local or demo)")
+    p.add_argument("host", metavar="HOST")
+    p.add_argument("--theme", help="dark, light, high-contrast (or a Textual theme); default: "
+                   "the config's theme")
+    p.add_argument("--accept-new", action="store_true",
+                   help="trust an unknown host key on first use (a changed key is still refused)")
+    p.add_argument("--screen", default="dashboard",
+                   choices=("dashboard", "logs", "launch", "bench", "runs"),
+                   help="the screen to open on")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dsv4tui.app import Dsv4App
+    from dsv4tui.hosts.resolve import host_spec
+
+    settings, _ = load_settings(args)
+    spec = host_spec(args.host, settings, accept_new=args.accept_new)
+    app = Dsv4App(spec, settings=settings, theme=args.theme, start_mode=args.screen)
+    return app.run() or 0

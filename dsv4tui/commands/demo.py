@@ -1,9 +1,37 @@
-"""CLI: demo (being built)."""
+"""`dsv4tui demo`: the dashboard against the built-in demo host (this machine + the simulator).
+
+Nothing to install or configure: the simulated SGLang server starts through the same
+``server start`` path as a real one (default profile: MXFP4 on triton), so a first look shows
+the startup phases, then ready, then the sanity gate. Every number says SIMULATED.
+"""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
+
+from dsv4tui.commands.output import load_settings
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("demo", help="the dashboard against a simulated 8-GPU host (nothing "
+                       "to set up)")
+    p.add_argument("--theme", help="dark, light, high-contrast (or a Textual theme)")
+    p.add_argument("--no-start", action="store_true",
+                   help="do not start the simulated server (r starts it)")
+    p.add_argument("--screen", default="dashboard",
+                   choices=("dashboard", "logs", "launch", "bench", "runs"),
+                   help="the screen to open on")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dsv4tui.app import Dsv4App
+    from dsv4tui.config import DEMO
+    from dsv4tui.hosts.resolve import host_spec
+
+    settings, _ = load_settings(args)
+    spec = host_spec(DEMO, settings)
+    app = Dsv4App(spec, settings=settings, theme=args.theme, autostart=not args.no_start,
+                  start_mode=args.screen)
+    return app.run() or 0

@@ -1,9 +1,259 @@
-"""CLI: server (being built)."""
+"""CLI: ``dsv4tui server status|start|stop|restart HOST``.
+
+start/restart print each startup phase with its duration as it happens and the startup time
+(launch -> ready); on failure the log excerpt, exit 1. ``--dry-run`` prints what would launch
+without connecting.
+"""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from typing import Any
+
+from dsv4tui import server_control
+from dsv4tui.commands.output import load_settings, print_json, run_async
+from dsv4tui.errors import EXIT_FAILED
+from dsv4tui.launch import Launch
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("server", help="start, stop, restart and check the SGLang server of a host")
+    cmds = p.add_subparsers(dest="server_command", metavar="ACTION", required=True)
+
+    def common(name: str, help_: str, *, profile: bool = True) -> argparse.ArgumentParser:
+        c = cmds.add_parser(name, help=help_)
+        c.add_argument("host", metavar="HOST", help="local, demo, a [hosts] name, an ssh alias")
+        if profile:
+            c.add_argument("--profile", "-p", help="server profile (default: the host's default)")
+        c.add_argument("--json", action="store_true", help="print JSON")
+        return c
+
+    s = common("status", "stopped / starting (phase) / ready / crashed / foreign")
+    s.set_defaults(func=_status)
+    for name, help_ in (("start", "launch the profile and follow it until ready"),
+                        ("restart", "stop ours (if running), launch, follow until ready")):
+        c = common(name, help_)
+        c.add_argument("--backend", "-b", metavar="NAME",
+                       help="switch --moe-runner-backend for this launch")
+        c.add_argument("--dry-run", action="store_true",
+                       help="validate and print the launch without connecting")
+        c.add_argument("--timeout", type=float, default=server_control.DEFAULT_TIMEOUT_S,
+                       help="seconds to wait for ready (default 1800)")
+        c.add_argument("--grace", type=float, default=server_control.DEFAULT_GRACE_S,
+                       help="drain time when stopping the old server (default 60 s)")
+        if name == "start":
+            c.add_argument("--no-wait", action="store_true", help="return once launched")
+        c.set_defaults(func=_start, restart=name == "restart")
+    t = common("stop", "SIGTERM, drain, then SIGKILL the server dsv4tui started", profile=False)
+    t.add_argument("--grace", type=float, default=server_control.DEFAULT_GRACE_S,
+                   help="drain time before SIGKILL (default 60 s)")
+    t.set_defaults(func=_stop)
+
+
+# -- start / restart -------------------------------------------------------------------------
+
+def _print_plan(host: str, launch: Launch, restart: bool) -> None:
+    change = launch.changes.get("moe_runner_backend")
+    backend = (f"{change['from']} -> {change['to']}" if change else launch.backend)
+    print(f"{'restart' if restart else 'start'} {host}: profile {launch.profile_name}, "
+          f"backend {backend}, checkpoint {launch.checkpoint}, port {launch.port}")
+    for w in launch.warnings:
+        print(f"  warning: {w}")
+
+
+def _dry_run(args: Any) -> int:
+    from dsv4tui.hosts.resolve import host_spec
+
+    settings, _ = load_settings(args)
+    spec = host_spec(args.host, settings)
+    _, launch = server_control.plan(spec.config, args.profile, args.backend)
+    if args.json:
+        print_json({"host": args.host, "dry_run": True, **launch.to_json()})
+        return 0
+    _print_plan(args.host, launch, args.restart)
+    print(f"  would run: {launch.command_line()}")
+    print(f"  log file:  {launch.log_file}  (relative paths: in the agent's cache dir)")
+    if launch.api_key_env:
+        print(f"  api key:   from ${launch.api_key_env} on the host")
+    return 0
+
+
+class _Printer:
+    """Prints startup steps as they happen (a rewritten progress line on a terminal)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty()
+        self.progress = False
+
+    def _line(self, text: str) -> None:
+        if self.progress:
+            sys.stdout.write("\r\x1b[K")
+            self.progress = False
+        print(text, flush=True)
+
+    def __call__(self, step: server_control.StartupStep) -> None:
+        ev = step.event
+        if step.kind == "stopping":
+            self._line(f"  stopping our server (pid {ev.get('pid')}, drain up to "
+                       f"{ev.get('grace_s'):g} s) ...")
+        elif step.kind == "stopped":
+            self._line("  " + stop_text(ev))
+        elif step.kind == "started":
+            self._line(f"  started pid {ev.get('pid')}; log {ev.get('log')}")
+        elif step.kind == "progress" and self.tty:
+            sys.stdout.write(f"\r  load_weights  {step.percent:3d}%  (+{step.elapsed_s or 0:.1f} s)")
+            sys.stdout.flush()
+            self.progress = True
+        elif step.kind == "phase":
+            dur = f"{step.duration_s:8.2f} s" if step.duration_s is not None else "       ? s"
+            stage = f"  [{step.text}]" if step.text else ""
+            self._line(f"  {step.name:<13}{dur}   (+{step.elapsed_s or 0:.1f} s){stage}")
+        elif step.kind == "error":
+            self._line(f"  ! {step.name}: {step.text}")
+
+
+def _start(args: Any) -> int:
+    if args.dry_run:
+        return _dry_run(args)
+    from dsv4tui.hosts.resolve import open_host
+    from dsv4tui.store import RunStore
+
+    settings, _ = load_settings(args)
+
+    async def go(store: RunStore) -> server_control.StartResult:
+        async with open_host(args.host, settings) as host:
+            _, launch = server_control.plan(host.config, args.profile, args.backend)
+            if not args.json:
+                _print_plan(args.host, launch, args.restart)
+            return await server_control.start(
+                host, args.profile, args.backend, replace=args.restart,
+                wait=not getattr(args, "no_wait", False), grace=args.grace, timeout=args.timeout,
+                on_step=None if args.json else _Printer(), store=store)
+
+    try:
+        with RunStore() as store:
+            result = run_async(go(store))
+    except server_control.StartupFailed as err:
+        if args.json:
+            print_json({"ok": False, "kind": err.kind, "error": err.message,
+                        "excerpt": err.excerpt, **err.result.to_json()})
+        else:
+            print(f"FAILED: {err.message}")
+            if err.excerpt:
+                print("log excerpt:")
+                for line in err.excerpt:
+                    print(f"  | {line}")
+        return EXIT_FAILED
+    if result.store_error:
+        print(f"warning: the launch was not recorded: {result.store_error}", file=sys.stderr)
+    if args.json:
+        print_json({"ok": True, **result.to_json()})
+    elif result.ready:
+        print(f"ready: startup {result.startup_s:.1f} s (launch -> ready), pid {result.pid}, "
+              f"port {result.launch.port}")
+    else:
+        print(f"launched pid {result.pid} (not waiting for ready)")
+    return 0
+
+
+# -- stop / status ---------------------------------------------------------------------------
+
+def stop_text(ev: dict[str, Any]) -> str:
+    how = ev.get("how")
+    if how == "not_running":
+        return "no server started by dsv4tui is running"
+    text = (f"stopped pid {ev.get('pid')} by SIGTERM after a {ev.get('drain_s'):.1f} s drain"
+            if how == "sigterm" else
+            f"killed pid {ev.get('pid')} with SIGKILL (it did not exit within the grace time)")
+    freed = ev.get("gpu_mem_freed_mib")
+    if freed is not None:
+        src = " (simulated)" if ev.get("gpu_mem_source") == "simulated" else ""
+        text += f"; GPU memory freed: {freed:,.0f} MiB{src}"
+    if ev.get("gpu_mem_reason"):
+        text += f"; {ev['gpu_mem_reason']}"
+    if ev.get("leftover_pids"):
+        text += f"; STILL ALIVE: pids {ev['leftover_pids']}"
+    return text
+
+
+def _stop(args: Any) -> int:
+    from dsv4tui.hosts.resolve import open_host
+
+    settings, _ = load_settings(args)
+
+    async def go() -> dict[str, Any]:
+        async with open_host(args.host, settings) as host:
+            return await server_control.stop(host, args.grace)
+
+    ev = run_async(go())
+    if args.json:
+        print_json({k: v for k, v in ev.items() if k not in ("type", "v")})
+    else:
+        print(f"{args.host}: {stop_text(ev)}")
+    return EXIT_FAILED if ev.get("leftover_pids") else 0
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else \
+        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{seconds:.1f} s"
+
+
+def status_text(host: str, ev: dict[str, Any]) -> str:
+    state = ev.get("state")
+    profile = ev.get("profile") or {}
+    what = ""
+    if profile:
+        what = (f", profile {profile.get('name')} ({profile.get('moe_runner_backend') or 'auto'}, "
+                f"{profile.get('checkpoint') or profile.get('quantization') or 'default'})")
+    if state == "ready":
+        startup = f", startup {ev['startup_s']:.1f} s" if ev.get("startup_s") else ""
+        return (f"{host}: ready - pid {ev.get('pid')}, port {ev.get('port')}, up "
+                f"{_duration(ev.get('uptime_s'))}{startup}{what}")
+    if state in ("starting", "stopping"):
+        pct = f" {ev['load_percent']}%" if ev.get("phase") == "load_weights" and \
+            ev.get("load_percent") is not None else ""
+        return (f"{host}: {state} - {ev.get('phase_label') or ev.get('phase')}{pct}, pid "
+                f"{ev.get('pid')}, port {ev.get('port')}, up {_duration(ev.get('uptime_s'))}{what}")
+    if state == "crashed":
+        code = ev.get("exit_code")
+        how = f"exit code {code}" if code is not None else (
+            f"signal {ev['signal']}" if ev.get("signal") else "exit status unknown")
+        lines = [f"{host}: crashed - {how} (pid {ev.get('pid')}, phase {ev.get('phase')}){what}"]
+        lines += [f"  | {e}" for e in (ev.get("last_errors") or [])[-5:]]
+        return "\n".join(lines)
+    if state == "foreign":
+        owner = ev.get("foreign") or {}
+        who = f"pid {owner['pid']}" if owner.get("pid") else "a process we cannot see"
+        if owner.get("command"):
+            who += f" ({owner['command']})"
+        if owner.get("user"):
+            who += f" of user {owner['user']}"
+        info = ev.get("server_info") or {}
+        model = (ev.get("model_info") or {}).get("model_path") or info.get("model_path")
+        extra = f", model {model}" if model else ""
+        extra += f", sglang {info['version']}" if info.get("version") else ""
+        return (f"{host}: foreign - port {ev.get('port')} is served by {who}; health "
+                f"{ev.get('health') or 'no answer'}{extra}. dsv4tui did not start it and will "
+                "not stop it (logs and benchmarks can still use it).")
+    return f"{host}: stopped (port {ev.get('port')} free)"
+
+
+def _status(args: Any) -> int:
+    from dsv4tui.hosts.resolve import open_host
+
+    settings, _ = load_settings(args)
+
+    async def go() -> dict[str, Any]:
+        async with open_host(args.host, settings) as host:
+            return await server_control.status(host, args.profile)
+
+    ev = run_async(go())
+    if args.json:
+        print_json({k: v for k, v in ev.items() if k not in ("type", "v")})
+    else:
+        print(status_text(args.host, ev))
+    return 0

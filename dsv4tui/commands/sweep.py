@@ -1,9 +1,169 @@
-"""CLI: sweep (being built)."""
+"""``dsv4tui sweep (HOST | --url URL) --label L [--levels 1:8,8:32,16:48] ... [--json]``."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import sys
 from typing import Any
+
+from pydantic import ValidationError
+
+from dsv4tui.agent.stats import level_json
+from dsv4tui.bench_runner import BenchRunner, SweepOutcome, open_bench
+from dsv4tui.commands.output import load_settings, print_json, run_async, table
+from dsv4tui.commands.sanity import add_target_args, check_target, print_sanity
+from dsv4tui.config import SweepPlan
+from dsv4tui.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, ConnectError, UserError
+from dsv4tui.store import RunStore
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("sweep", help="sanity, then a concurrency sweep, saved as a run")
+    add_target_args(p)
+    p.add_argument("--label", required=True, help="the run's name, e.g. nvfp4-marlin")
+    p.add_argument("--levels", help="C:n,C:n,... (default from the config: 1:8,8:32,16:48)")
+    p.add_argument("--input-len", type=int, help="prompt length in tokens (approximate)")
+    p.add_argument("--output-len", type=int, help="output tokens per request (ignore_eos)")
+    p.add_argument("--warmup", type=int, help="uncounted warm-up requests per level")
+    p.add_argument("--no-sanity", action="store_true", help="skip the sanity gate")
+    p.add_argument("--json", action="store_true", help="print the run as JSON")
+    p.set_defaults(func=run)
+
+
+def parse_levels(text: str) -> list[tuple[int, int]]:
+    levels = []
+    for part in text.split(","):
+        c, sep, n = part.strip().partition(":")
+        if not sep or not c.strip().isdigit() or not n.strip().isdigit():
+            raise UserError(f"--levels: {part.strip()!r} is not C:n (e.g. 1:8,8:32,16:48)",
+                            EXIT_CONFIG)
+        levels.append((int(c), int(n)))
+    return levels
+
+
+def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
+    data = base.model_dump()
+    if args.levels:
+        data["levels"] = parse_levels(args.levels)
+    for key in ("input_len", "output_len", "warmup"):
+        if getattr(args, key) is not None:
+            data[key] = getattr(args, key)
+    try:
+        return SweepPlan.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "plan"
+        raise UserError(f"sweep: {where}: {err['msg'].removeprefix('Value error, ')}",
+                        EXIT_CONFIG) from None
+
+
+class Progress:
+    """One live line per level on stderr (rewritten in place on a terminal)."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.level: dict[str, Any] | None = None
+        self.done = self.errors = 0
+
+    def __call__(self, ev: dict[str, Any]) -> None:
+        kind = ev.get("type")
+        if kind == "level_start":
+            self.level, self.done, self.errors = ev, 0, 0
+            self._line()
+        elif kind == "request" and self.level is not None:
+            self.done += 1
+            self.errors += not ev.get("ok")
+            self._line()
+        elif kind == "level":
+            tok_s = ev.get("output_tok_s")
+            ttft = (ev.get("ttft_ms") or {}).get("mean")
+            tail = f"  {tok_s:.1f} tok/s" if tok_s is not None else ""
+            tail += f"  TTFT {ttft:.0f} ms" if ttft is not None else ""
+            tail += "  (partial)" if ev.get("partial") else ""
+            self._line(final=tail)
+            self.level = None
+        elif kind == "sanity_case":
+            mark = "ok" if ev.get("passed") else "FAILED"
+            print(f"sanity {ev.get('name')}: {mark} ({(ev.get('answer') or '').strip()[:40]!r})",
+                  file=self.stream, flush=True)
+
+    def _line(self, final: str | None = None) -> None:
+        if self.level is None:
+            return
+        c, n = self.level.get("concurrency"), self.level.get("requests")
+        text = f"C={c:<4} {self.done}/{n} done, {self.errors} errors"
+        if final is not None:
+            print(("\r" if self.tty else "") + text + final + ("\033[K" if self.tty else ""),
+                  file=self.stream, flush=True)
+        elif self.tty:
+            print("\r" + text + "\033[K", end="", file=self.stream, flush=True)
+
+
+def _cell(v: Any, fmt: str = "{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def level_table(levels: list[dict[str, Any]]) -> str:
+    rows = []
+    for lv in levels:
+        j = level_json(lv)
+        rows.append([str(j["concurrency"]), str(j["requests"]), str(j["completed"]),
+                     str(j["errors"]), _cell(j["duration_s"]), _cell(j["output_tok_s"]),
+                     _cell(j["per_request_tok_s_mean"]), _cell(j["ttft_ms"]["mean"], "{:.0f}"),
+                     _cell(j["ttft_ms"]["p99"], "{:.0f}"), _cell(j["tpot_ms"]["mean"]),
+                     _cell(j["itl_ms"]["mean"]), _cell(j["itl_ms"]["p99"]),
+                     _cell(j["e2e_ms"]["mean"], "{:.0f}"),
+                     (j["token_count_source"] or "-") + ("*" if lv.get("partial") else "")])
+    return table(rows, ["C", "n", "ok", "err", "dur s", "tok/s", "req tok/s", "TTFT ms",
+                        "TTFT p99", "TPOT ms", "ITL ms", "ITL p99", "E2E ms", "tokens"])
+
+
+def run(args: Any) -> int:
+    check_target(args)
+    settings, _ = load_settings(args)
+    plan = build_plan(settings.sweep, args)
+    cases = None if args.no_sanity else (settings.sanity.suite() or None)
+    progress = Progress()
+
+    async def go() -> SweepOutcome:
+        with RunStore() as store:
+            async with open_bench(settings, host=args.host, url=args.url, profile=args.profile,
+                                  model=args.model, api_key_env=args.api_key_env, store=store,
+                                  transport=args.transport) as bench:
+                runner = BenchRunner(bench.agent, store, on_event=progress)
+                telemetry = (asyncio.create_task(runner.follow_telemetry())
+                             if args.host else None)
+                try:
+                    return await runner.sweep(bench.target, plan, args.label, bench.meta,
+                                              sanity_cases=cases)
+                finally:
+                    if telemetry is not None:
+                        telemetry.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await telemetry
+
+    try:
+        outcome = run_async(go())
+    except ConnectError as exc:
+        raise ConnectError(f"{exc.message}; finished requests are saved, the run is marked "
+                           "interrupted (dsv4tui runs list)") from None
+    except UserError as exc:
+        if exc.exit_code == EXIT_INTERRUPTED:
+            print("sweep cancelled; finished requests are saved", file=sys.stderr)
+        raise
+    if args.json:
+        print_json(outcome.to_json())
+    else:
+        if outcome.sanity is not None and not outcome.sanity.passed:
+            print_sanity(outcome.sanity)
+        if outcome.levels:
+            print(level_table(outcome.levels))
+        print(f"run {outcome.run_id} ({outcome.label}): {outcome.status}"
+              + (f": {outcome.error}" if outcome.error else ""))
+    if outcome.status != "done":
+        if args.json and outcome.error:
+            print(f"dsv4tui: sweep {outcome.status}: {outcome.error}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0

@@ -32,13 +32,14 @@ class AgentRunner:
         return [*self.prefix, *(["--cancel-on-eof"] if cancel_on_eof else []), *args]
 
     def _failure(self, events: list[dict[str, Any]], code: int | None, stderr: str) -> AgentFailed:
+        exit_code = code if code is not None and 0 < code < 128 else 1
         for ev in events:
             if ev.get("type") == "error":
                 return AgentFailed(str(ev.get("kind", "error")), str(ev.get("message", "")),
-                                   code or 1, ev)
+                                   exit_code, ev)
         detail = _stderr_line(stderr) or "no output"
-        return AgentFailed("exit", f"{self.session.name}: agent exited with code {code}: {detail}",
-                           code or 1)
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        return AgentFailed("exit", f"{self.session.name}: agent {how}: {detail}", exit_code)
 
     async def call(self, *args: str, timeout: float | None = None) -> list[dict[str, Any]]:
         """Run an agent command to completion; its events, or AgentFailed/ConnectError."""

@@ -91,7 +91,7 @@ class HostSupervisor:
         self.start()
         waiter = asyncio.create_task(self._connected.wait())
         assert self._task is not None
-        done, _ = await asyncio.wait({waiter, self._task}, timeout=timeout,
+        await asyncio.wait({waiter, self._task}, timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
         if self.host is not None and self._connected.is_set():

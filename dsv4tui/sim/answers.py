@@ -10,14 +10,9 @@ import random
 import re
 from fractions import Fraction
 
-_ARITH_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*([*x×·+\-/÷])\s*(-?\d+(?:\.\d+)?)")
-_WORDS = (
-    "the model routes each token through a small set of experts and the attention layers keep "
-    "a sliding window of recent context while the full layers see the whole sequence so memory "
-    "stays bounded and decode speed depends mostly on how fast the weights stream from memory "
-    "into the cores which is why four bit weights help and why batching many requests together "
-    "raises throughput until the kernels become compute bound"
-).split()
+_TIMES = "*x\u00d7\u00b7"  # *, x, multiplication sign, middle dot
+_ARITH_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*([" + _TIMES + r"+\-/\u00f7])\s*(-?\d+(?:\.\d+)?)")
+_WORDS = ["the", "model", "routes", "each", "token", "through", "a", "small", "set", "of", "experts", "and", "the", "attention", "layers", "keep", "a", "sliding", "window", "of", "recent", "context", "while", "the", "full", "layers", "see", "the", "whole", "sequence", "so", "memory", "stays", "bounded", "and", "decode", "speed", "depends", "mostly", "on", "how", "fast", "the", "weights", "stream", "from", "memory", "into", "the", "cores", "which", "is", "why", "four", "bit", "weights", "help", "and", "why", "batching", "many", "requests", "together", "raises", "throughput", "until", "the", "kernels", "become", "compute", "bound"]
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
 
@@ -42,7 +37,7 @@ def arithmetic(prompt: str) -> str | None:
     if not m:
         return None
     a, op, b = _number(m.group(1)), m.group(2), _number(m.group(3))
-    if op in "*x×·":
+    if op in _TIMES:
         return _format(a * b)
     if op == "+":
         return _format(a + b)

@@ -43,7 +43,7 @@ def faults_of(values: list[str]) -> Faults:
         if name == "crash-after":
             kw["crash_after"] = int(arg)
         else:
-            kw[name.replace("-", "_").replace("http_500", "http_500")] = True
+            kw[name.replace("-", "_")] = True
     return Faults(**kw)  # type: ignore[arg-type]
 
 

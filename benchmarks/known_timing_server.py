@@ -1,0 +1,278 @@
+"""A lean OpenAI-compatible streaming server whose timing is known (benchmarks and tests).
+
+Every streamed request: the role-only chunk at once, the first token TTFT after the request
+arrived, then one token every ITL (absolute schedule, so lag never accumulates), then a
+finish chunk, a usage-only chunk (``choices: []``) and ``data: [DONE]``, like SGLang. It is
+a raw asyncio Protocol with pre-encoded chunks, so its own CPU cost stays small and its clock
+is the truth: ``GET /stats`` returns what it measured itself (``POST /stats/reset`` clears).
+
+    python benchmarks/known_timing_server.py --port 0 --ttft-ms 100 --itl-ms 10 --tokens 64
+
+prints ``{"port": P}`` on stdout once listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import re
+import selectors
+import sys
+import time
+
+perf = time.perf_counter
+
+
+def _chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _sse(obj: object) -> bytes:
+    return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+class Server:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.ttft = args.ttft_ms / 1000.0
+        self.itl = args.itl_ms / 1000.0
+        self.records: list[tuple[float, float, float, int]] = []  # recv, first, last, tokens
+        self.active = 0
+        self.clock = perf  # the request's arrival: the poll's wake time when serve() sets it
+
+    def stats(self) -> dict:
+        recs = self.records
+        if not recs:
+            return {"requests": 0}
+        tokens = sum(r[3] for r in recs)
+        span = max(r[2] for r in recs) - min(r[0] for r in recs)
+        gaps = sum(r[2] - r[1] for r in recs if r[3] > 1)
+        ngaps = sum(r[3] - 1 for r in recs if r[3] > 1)
+        return {"requests": len(recs), "tokens": tokens,
+                "ttft_ms_mean": 1000.0 * sum(r[1] - r[0] for r in recs) / len(recs),
+                "itl_ms_mean": 1000.0 * gaps / ngaps if ngaps else None,
+                "tok_s": tokens / span if span > 0 else None, "span_s": span}
+
+
+@functools.lru_cache(maxsize=4096)
+def _token_chunk(kind: str, model: str, text: str, reasoning: bool = False) -> bytes:
+    if kind == "chat":
+        delta = {"role": None, "content": None if reasoning else text,
+                 "reasoning_content": text if reasoning else None}
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+        return _sse({"id": "k", "object": "chat.completion.chunk", "created": 0, "model": model,
+                     "choices": [choice], "usage": None})
+    return _sse({"id": "k", "object": "text_completion", "created": 0, "model": model,
+                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}],
+                 "usage": None})
+
+
+_FIELD = re.compile(rb'"(max_tokens|ignore_eos|model)"\s*:\s*("(?:[^"\\]|\\.)*"|true|false|\d+)')
+
+
+def _fields(body: bytes) -> dict | None:
+    """The three request fields the server needs, without parsing the whole body (the
+    prompt can be long); None when the body is not a JSON object."""
+    if not body.lstrip().startswith(b"{"):
+        return None
+    out: dict = {}
+    for key, value in _FIELD.findall(body):
+        out.setdefault(key.decode(), json.loads(value))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _response_bytes(kind: str, model: str, max_tokens: int, ignore_eos: bool, answer: str | None,
+                    reasoning: int, no_usage: bool, no_done: bool
+                    ) -> tuple[tuple[bytes, ...], bytes, bytes]:
+    """(token chunks, head + role chunk, finish + usage + [DONE] + last chunk), cached per
+    request shape so that a request costs the server next to nothing."""
+    if ignore_eos or not answer:
+        texts = [" tok"] * max_tokens
+    else:
+        texts = [w + " " for w in answer.split()][:max_tokens]
+    n = len(texts)
+    chunks = tuple(_token_chunk(kind, model, text, i < reasoning) for i, text in enumerate(texts))
+    tail = [_sse({"id": "k", "object": "chat.completion.chunk", "created": 0, "model": model,
+                  "choices": [{"index": 0, "delta": {},
+                               "finish_reason": "length" if ignore_eos else "stop"}],
+                  "usage": None})]
+    if not no_usage:
+        tail.append(_sse({"id": "k", "object": "chat.completion.chunk", "model": model,
+                          "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n,
+                                                   "total_tokens": 10 + n}}))
+    if not no_done:
+        tail.append(_chunk(b"data: [DONE]\n\n"))
+    tail.append(b"0\r\n\r\n")
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache"
+            b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+    if kind == "chat":
+        head += _sse({"id": "k", "object": "chat.completion.chunk", "created": 0, "model": model,
+                      "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                   "finish_reason": None}], "usage": None})
+    return chunks, head, b"".join(tail)
+
+
+class StampingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """Notes when each poll returns: a request read in that loop iteration had arrived by
+    then, however many other sockets the loop served first. (dsv4tui.agent.openai_stream
+    has the same, for the client side.)"""
+
+    woke = 0.0
+
+    def select(self, timeout: float | None = None) -> list:
+        ready = super().select(timeout)
+        self.woke = perf()
+        return ready
+
+
+class Handler(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.buf = b""
+        self.busy = False
+        self.tr: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.tr = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        t = self.server.clock()
+        self.buf += data
+        while not self.busy:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            lines = self.buf[:end].decode("latin-1").split("\r\n")
+            headers = {}
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            length = int(headers.get("content-length") or 0)
+            if len(self.buf) < end + 4 + length:
+                return
+            body = self.buf[end + 4:end + 4 + length]
+            self.buf = self.buf[end + 4 + length:]
+            method, path = lines[0].split(" ")[:2]
+            self.handle(method, path, body, t)
+
+    def reply(self, status: int, obj: object) -> None:
+        body = json.dumps(obj).encode()
+        assert self.tr is not None
+        self.tr.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d"
+                      b"\r\n\r\n%s" % (status, len(body), body))
+
+    def handle(self, method: str, path: str, body: bytes, t_recv: float) -> None:
+        srv = self.server
+        if path == "/v1/models":
+            if srv.args.models_status != 200:
+                self.reply(srv.args.models_status, {"error": {"message": "models broken"}})
+            else:
+                self.reply(200, {"object": "list", "data": [{"id": srv.args.model}]})
+        elif path in ("/health", "/health_generate"):
+            self.reply(200, {})
+        elif path == "/stats":
+            self.reply(200, srv.stats())
+        elif path == "/stats/records":
+            self.reply(200, srv.records)
+        elif path == "/stats/reset":
+            srv.records = []
+            self.reply(200, {})
+        elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
+            req = _fields(body)
+            if req is None:
+                self.reply(400, {"error": {"message": "bad json"}})
+                return
+            self.stream("chat" if "chat" in path else "completions", req, t_recv)
+        else:
+            self.reply(404, {"error": {"message": "no route " + path}})
+
+    def stream(self, kind: str, req: dict, t_recv: float) -> None:
+        srv, args = self.server, self.server.args
+        assert self.tr is not None
+        tr = self.tr
+        ignore_eos = bool(req.get("ignore_eos"))
+        chunks, head, end = _response_bytes(kind, str(req.get("model") or args.model),
+                                            int(req.get("max_tokens") or args.tokens), ignore_eos,
+                                            args.answer, args.reasoning, args.no_usage,
+                                            args.no_done)
+        n = len(chunks)
+        tr.write(head)
+        self.busy = True
+        srv.active += 1
+        loop = asyncio.get_running_loop()
+        base = loop.time() - (perf() - t_recv)
+        state = {"i": 0, "first": 0.0}
+
+        def tick() -> None:
+            i = state["i"]
+            if tr.is_closing():
+                srv.active -= 1
+                return
+            tr.write(chunks[i])
+            now = perf()
+            if i == 0:
+                state["first"] = now
+            i += 1
+            state["i"] = i
+            if i < n:
+                loop.call_at(base + srv.ttft + i * srv.itl, tick)
+                return
+            tr.write(end)
+            srv.records.append((t_recv, state["first"], now, n))
+            srv.active -= 1
+            self.busy = False
+            if self.buf:
+                self.data_received(b"")
+
+        if n:
+            loop.call_at(base + srv.ttft, tick)
+        else:
+            tr.write(end)
+            self.busy = False
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--ttft-ms", type=float, default=100.0)
+    p.add_argument("--itl-ms", type=float, default=10.0)
+    p.add_argument("--tokens", type=int, default=64, help="tokens when max_tokens is absent")
+    p.add_argument("--model", default="known-timing")
+    p.add_argument("--answer", help="answer text (word per token) when ignore_eos is not set")
+    p.add_argument("--reasoning", type=int, default=0, help="first N tokens as reasoning_content")
+    p.add_argument("--models-status", type=int, default=200, help="HTTP status of /v1/models")
+    p.add_argument("--no-done", action="store_true", help="end streams without data: [DONE]")
+    p.add_argument("--no-usage", action="store_true", help="send no usage chunk")
+    return p.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    server = Server(args)
+    loop = asyncio.get_running_loop()
+    selector = getattr(loop, "_selector", None)
+    if isinstance(selector, StampingSelector):
+        server.clock = lambda: selector.woke
+    srv = await loop.create_server(lambda: Handler(server), args.host, args.port, backlog=1024)
+    port = srv.sockets[0].getsockname()[1]
+    sys.stdout.write(json.dumps({"port": port}) + "\n")
+    sys.stdout.flush()
+    async with srv:
+        await srv.serve_forever()
+
+
+def main() -> None:
+    loop = asyncio.SelectorEventLoop(StampingSelector())
+    try:
+        loop.run_until_complete(serve(parse_args()))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        loop.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,928 @@
+"""The dashboard App: modes (one screen each), bindings with ids, themes, and the live host.
+
+The App owns what lives longer than a screen: the :class:`HostSupervisor` of the one host
+(connection state, reconnects, the long-lived ``telemetry`` and ``logs --follow`` streams),
+the :class:`UiModel` the screens draw, the run store, and every worker (restart, sanity,
+sweep, store queries). Screens only read the model and get :class:`ModelUpdated` messages,
+batched here to at most ~10 per second. Any worker failure becomes one error dialog
+(:meth:`Dsv4App._worker_state`), never a crash.
+
+Nothing here times requests: the agent on the host measures; the App displays its events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, cast
+
+from textual import on, work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from dsv4tui import keymap, paths, themes
+from dsv4tui.config import HostConfig, ServerProfile, Settings
+from dsv4tui.errors import ConnectError, UserError
+from dsv4tui.screens import model as m
+from dsv4tui.screens.base import DsvScreen
+from dsv4tui.screens.bench import BenchScreen
+from dsv4tui.screens.dashboard import DashboardScreen
+from dsv4tui.screens.help import HelpScreen
+from dsv4tui.screens.launch import LaunchScreen
+from dsv4tui.screens.logs import LogsScreen
+from dsv4tui.screens.messages import (
+    ALL,
+    COMPARE,
+    CONN,
+    GPU,
+    LOGS,
+    PROFILES,
+    RUNS,
+    SANITY,
+    SERVER,
+    STARTUP,
+    SWEEP,
+    ModelUpdated,
+)
+from dsv4tui.screens.modals import (
+    Choice,
+    ConfirmScreen,
+    ErrorScreen,
+    PickerScreen,
+    PlanInput,
+    SweepPlanScreen,
+)
+from dsv4tui.screens.runs import CompareScreen, RunsScreen
+from dsv4tui.widgets.gpu_panel import GpuFrame
+
+FLUSH_S = 0.1  # model changes reach the screen at most this often
+STATUS_POLL_S = 15.0
+LOG_HISTORY_LINES = 2000
+
+SCREENS: dict[str, type[DsvScreen]] = {
+    "dashboard": DashboardScreen, "logs": LogsScreen, "launch": LaunchScreen,
+    "bench": BenchScreen, "runs": RunsScreen,
+}
+
+# Which checkpoints each MoE backend fits (the campaign's notes: sglang_choices).
+_BACKEND_FITS: dict[str, tuple[str, ...]] = {
+    "auto": ("MXFP4", "NVFP4", "FP8", "BF16"),
+    "triton": ("MXFP4", "NVFP4", "FP8", "BF16"),
+    "marlin": ("MXFP4", "NVFP4"),
+    "flashinfer_mxfp4": ("MXFP4",),
+    "flashinfer_cutlass": ("NVFP4", "FP8"),
+    "cutlass": ("NVFP4", "FP8"),
+    "flashinfer_trtllm_routed": ("NVFP4",),
+    "flashinfer_trtllm": ("NVFP4", "FP8"),
+    "deep_gemm": ("FP8",),
+    "triton_kernel": ("MXFP4",),
+}
+
+
+def backend_choices(checkpoint: str, current: str) -> list[Choice]:
+    """The backends that fit ``checkpoint`` (current one marked), with what each runs on."""
+    from dsv4tui import sglang_choices
+
+    out = []
+    ckpt = checkpoint.upper()
+    for name in sglang_choices.MOE_RUNNER_BACKENDS:
+        fits = _BACKEND_FITS.get(name)
+        if (fits is None or ckpt not in fits) and name != current:
+            continue
+        note = sglang_choices.MOE_BACKEND_NOTES.get(name, "")
+        fit = f"fits {', '.join(fits)}" if fits else "not known to fit this checkpoint"
+        out.append(Choice(name, name, f"{fit} — {note}" if note else fit, current=name == current))
+    return out
+
+
+def profile_choice(name: str, p: ServerProfile) -> m.ProfileChoice:
+    fields: list[tuple[str, str]] = []
+    for label, value in (("attention", p.attention_backend), ("kv cache", p.kv_cache_dtype),
+                         ("mem fraction", p.mem_fraction_static), ("dp size", p.dp_size),
+                         ("ep size", p.ep_size), ("speculative", p.speculative_algorithm),
+                         ("port", p.port), ("python", p.python)):
+        if value is not None:
+            fields.append((label, str(value)))
+    if p.extra_args:
+        fields.append(("extra args", " ".join(p.extra_args)))
+    return m.ProfileChoice(name=name, checkpoint=p.checkpoint_label, quantization=p.quantization,
+                           backend=p.backend_label, model_path=p.model_path, tp_size=p.tp_size,
+                           fields=fields)
+
+
+def model_for(name: str, config: HostConfig, *, simulated: bool) -> m.UiModel:
+    """A fresh model for host ``name`` (profiles from its config)."""
+    from dsv4tui.telemetry import HostTelemetry
+
+    model = m.UiModel()
+    model.conn = m.Connection(host=name, simulated=simulated)
+    model.profiles = [profile_choice(n, p) for n, p in config.profiles.items()]
+    if config.profiles:
+        model.active_profile = config.default_profile or next(iter(config.profiles))
+    model.telemetry = HostTelemetry(name)
+    return model
+
+
+class Dsv4App(App[int]):
+    """``Dsv4App(spec=host_spec(...), settings=...)`` runs live; ``Dsv4App(model=frozen)``
+    shows a frozen model (snapshot tests) without any host."""
+
+    TITLE = "dsv4tui"
+    CSS_PATH = [str(Path(__file__).with_name("app.tcss")), str(themes.TCSS)]
+    BINDINGS = [*keymap.bindings("app"),
+                Binding("ctrl+c", "quit_app", "Quit", show=False, priority=True, system=True)]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+
+    def __init__(self, spec: Any = None, *, settings: Settings | None = None,
+                 theme: str | None = None, model: m.UiModel | None = None,
+                 autostart: bool = False, start_mode: str = "dashboard",
+                 store: Any = None) -> None:
+        super().__init__()
+        self.settings = settings or Settings()
+        self.spec = spec
+        self.live = spec is not None
+        if model is None:
+            if spec is None:
+                model = m.UiModel()
+            else:
+                model = model_for(spec.name, spec.config, simulated=spec.simulated)
+        self.model = model
+        self.autostart = autostart
+        self.start_mode = start_mode
+        self._requested_theme = theme
+        self._dirty: set[str] = set()
+        self._flush_pending = False
+        self._backend_override: dict[str, str] = {}
+        self._supervisor: Any = None
+        self._store: Any = store
+        self._runner: Any = None
+        self._live_levels: dict[int, m.LiveLevel] = {}
+        self._log_path: str | None = None
+        self._log_dedup = False
+        self._status_timer: Any = None
+        self._stopping = False
+        self._started_server = False
+        self._status_gen = 0  # bumped by restarts: an older status answer is dropped  # this session started the server (the demo stops it)
+        self.extra_tabs: dict[str, tuple[str, str]] = {}
+        self.last_error: str | None = None  # the last error dialog's message (tests)
+
+    # -- setup ------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        for theme in themes.THEMES.values():
+            self.register_theme(theme)
+        name, warning = themes.resolve(self._requested_theme or self.settings.theme)
+        self.theme = name
+        self._theme_class(name)
+        self.theme_changed_signal.subscribe(self, lambda t: self._theme_class(t.name))
+        if warning:
+            self.notify(warning, title="theme", severity="warning", timeout=8)
+        km, problems = keymap.check_keymap(self.settings.keymap)
+        if km:
+            self.set_keymap(km)
+        for problem in problems:
+            self.notify(problem, title="config", severity="warning", timeout=8)
+        for mode, cls in SCREENS.items():
+            self.add_mode(mode, self._factory(cls))
+        self._add_profile_mode()
+        self.switch_mode(self.start_mode if self.start_mode in self._modes_names() else
+                         "dashboard")
+        if self.live:
+            self.open_store()
+            self.connect_host()
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        theme = self.current_theme if self.is_running else None
+        return themes.variable_defaults(theme.dark if theme is not None else True)
+
+    def _factory(self, cls: type[DsvScreen]) -> Callable[[], Screen[Any]]:
+        return lambda: cls(self.model)
+
+    def _modes_names(self) -> list[str]:
+        return [*SCREENS, *(mode for mode, _ in self.extra_tabs.values())]
+
+    def _add_profile_mode(self) -> None:
+        """The Profile screen (issue 7) when its module exists; tolerated when it does not."""
+        try:
+            import importlib
+
+            module = importlib.import_module("dsv4tui.screens.profile")
+        except Exception:
+            return
+        cls = getattr(module, "ProfileScreen", None)
+        if cls is None:
+            return
+
+        def make() -> Screen[Any]:
+            try:
+                return cast(Screen[Any], cls(self.model))
+            except TypeError:
+                return cast(Screen[Any], cls())
+
+        self.add_mode("profile", make)
+        self.extra_tabs["6"] = ("profile", "Profile")
+
+    def _theme_class(self, name: str) -> None:
+        for t in themes.THEMES:
+            self.set_class(t == name, f"-theme-{t}")
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        km = self._keymap or {}
+        scopes = {"app"}
+        if isinstance(screen, (DashboardScreen, LogsScreen, LaunchScreen)):
+            scopes.add("logs")
+        if isinstance(screen, RunsScreen):
+            scopes.add("runs")
+        if isinstance(screen, CompareScreen):
+            scopes.add("compare")
+        for action, keys in keymap.effective(km):
+            if not action.palette or action.scope not in scopes:
+                continue
+            target = self if action.scope == "app" else screen
+            yield SystemCommand(f"{action.description} ({keys})", action.help,
+                                self._palette_callback(action.action, target))
+        for name in themes.THEMES:
+            yield SystemCommand(f"Theme: {name}", f"Switch to the {name} theme",
+                                self._theme_callback(name))
+
+    def _palette_callback(self, action: str, target: Any) -> Callable[[], Any]:
+        def run() -> None:
+            self.call_later(self.run_action, action, target)
+        return run
+
+    def _theme_callback(self, name: str) -> Callable[[], None]:
+        def run() -> None:
+            self.theme = name
+        return run
+
+    # -- batched model updates -------------------------------------------------------------
+    def mark(self, *parts: str) -> None:
+        """Parts of the model changed: the screen on top redraws them within FLUSH_S."""
+        self._dirty.update(parts)
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.set_timer(FLUSH_S, self._flush_model)
+
+    def _flush_model(self) -> None:
+        self._flush_pending = False
+        if self._live_levels and m.refresh_live_levels(self.model.sweep, self._live_levels):
+            self._dirty.add(SWEEP)
+        parts, self._dirty = frozenset(self._dirty), set()
+        if not parts or self._stopping or not self.is_running:
+            return
+        try:
+            screen = self.screen
+        except Exception:  # no screen yet / any more (start-up, shutdown)
+            return
+        if isinstance(screen, DsvScreen):
+            screen.post_message(ModelUpdated(parts))
+
+    def on_gpu_frame(self, message: GpuFrame) -> None:
+        self.mark(GPU)
+
+    # -- workers' failures: one dialog ------------------------------------------------------
+    @on(Worker.StateChanged)
+    def _worker_state(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state is not WorkerState.ERROR or self._stopping:
+            return
+        error = worker.error
+        titles = {"connect": "cannot connect", "server": "restart failed",
+                  "sanity": "sanity check could not run", "sweep": "sweep stopped",
+                  "store": "run store", "status": "server status", "export": "export failed"}
+        title = titles.get(worker.group, f"{worker.name} failed")
+        message = (error.message if isinstance(error, UserError)
+                   else f"{type(error).__name__}: {error}")
+        details = list(getattr(error, "excerpt", None) or [])
+        self.show_error(title, message, details)
+
+    def show_error(self, title: str, message: str, details: list[str] | None = None) -> None:
+        self.last_error = message
+        self.push_screen(ErrorScreen(title, message, details))
+
+    # -- connection -------------------------------------------------------------------------
+    @work(group="connect", exclusive=True, exit_on_error=False)
+    async def connect_host(self) -> None:
+        from dsv4tui.hosts.supervisor import HostSupervisor
+
+        spec = self.spec
+        sup = HostSupervisor(spec, on_state=self._on_supervisor_state,
+                             on_stream_error=self._on_stream_error)
+        self._supervisor = sup
+        self.model.conn.retry_in = sup.retry_in
+        interval = self.settings.telemetry.interval_s
+        self.model.gpu_interval = interval
+        sup.add_stream("telemetry", ["telemetry", "--interval", f"{interval:g}"],
+                       self._on_telemetry_event)
+        await sup.wait_connected()
+        status = await self._refresh_status()
+        self._status_timer = self.set_timer(STATUS_POLL_S, self._poll_status)
+        if self.autostart and status.get("state") in ("stopped", "crashed", "unknown"):
+            if self.current_mode == "dashboard":
+                self.switch_mode("launch")  # a first look: the startup phases, then sanity
+            self.restart_server(self.model.active_profile, None)
+
+    def _on_supervisor_state(self, sup: Any) -> None:
+        conn = self.model.conn
+        was_down = conn.down
+        conn.state = sup.state.value
+        conn.detail = sup.detail
+        conn.attempts = sup.attempts
+        if conn.state == "connected" and was_down:
+            self.model.logs.append("──── reconnected ────")
+            self.mark(LOGS)
+            self.run_worker(self._refresh_status(), group="status", exclusive=True,
+                            exit_on_error=False)
+        self.mark(CONN)
+
+    def _on_stream_error(self, name: str, error: UserError) -> None:
+        if name == "telemetry" and self.model.telemetry is not None:
+            self.model.telemetry.set_error(error.message)
+            self.mark(GPU)
+        elif name == "logs":
+            self.model.logs.append(f"[dsv4tui] log stream: {error.message}")
+            self.mark(LOGS)
+
+    def _on_telemetry_event(self, ev: dict[str, Any]) -> None:
+        if ev.get("type") != "frame":
+            return
+        from dsv4tui.telemetry import Frame, FrameError
+
+        try:
+            frame = Frame.from_event(ev)
+        except FrameError:
+            return
+        self.model.telemetry.add(frame)
+        if self._runner is not None:
+            self._runner.feed_frame(ev)
+        self.post_message(GpuFrame(self.model.conn.host, frame))
+
+    def host(self) -> Any:
+        sup = self._supervisor
+        if sup is None or sup.host is None or self.model.conn.state != "connected":
+            raise ConnectError(f"{self.model.conn.host}: not connected")
+        return sup.host
+
+    # -- server status and the log stream ---------------------------------------------------
+    async def _refresh_status(self) -> dict[str, Any]:
+        from dsv4tui import server_control
+
+        try:
+            host = self.host()
+        except ConnectError:
+            return {}
+        gen = self._status_gen
+        status = await server_control.status(host, self.model.active_profile)
+        if gen == self._status_gen and not self.model.startup.active:
+            m.apply_status(self.model, status)
+            self.mark(SERVER, PROFILES)
+        if status.get("log"):
+            self._follow_log(str(status["log"]))
+        return status
+
+    def _poll_status(self) -> None:
+        """Timer-chained: the next poll is armed only after this one finished."""
+        async def poll() -> None:
+            try:
+                if not self.model.startup.active and self.model.conn.connected:
+                    with contextlib.suppress(UserError):
+                        await self._refresh_status()
+            finally:
+                if not self._stopping:
+                    self._status_timer = self.set_timer(STATUS_POLL_S, self._poll_status)
+        self.run_worker(poll(), group="status", exclusive=True, exit_on_error=False)
+
+    def _follow_log(self, path: str) -> None:
+        if self._supervisor is None or path == self._log_path:
+            return
+        if self._log_path is not None:
+            self.model.logs.append(f"──── log: {path} ────")
+        self._log_path = path
+        self._log_dedup = False
+        self._supervisor.add_stream(
+            "logs", ["logs", path, "--follow", "--lines", str(LOG_HISTORY_LINES)],
+            self._on_log_event)
+        self.mark(LOGS)
+
+    def _on_log_event(self, ev: dict[str, Any]) -> None:
+        kind = ev.get("type")
+        if kind == "lines":
+            lines = ev.get("lines") or []
+            if ev.get("first_line") == 1 and len(self.model.logs) and self._log_dedup:
+                lines = _skip_seen(self.model.logs.tail(20), lines)
+            self._log_dedup = True
+            self.model.logs.extend(lines)
+            self.mark(LOGS)
+        elif kind == "log_event":
+            inner = ev.get("event") or {}
+            part = m.apply_log_event(self.model, inner, self.model.mono())
+            if part:
+                self.mark(part)
+        elif kind == "log_rotated":
+            self.model.logs.append("──── log file replaced ────")
+            self._log_dedup = False
+            self.mark(LOGS)
+
+    # -- restart ----------------------------------------------------------------------------
+    def _profile(self, name: str | None = None) -> tuple[str, ServerProfile]:
+        if self.spec is None:
+            raise UserError("no host")
+        cfg: HostConfig = self.spec.config
+        return cfg.profile(name or self.model.active_profile)
+
+    def backend_for(self, profile: str | None) -> str:
+        prof = self.model.profile(profile)
+        if profile and profile in self._backend_override:
+            return self._backend_override[profile]
+        return prof.backend if prof else "auto"
+
+    @work(group="server", exclusive=True, exit_on_error=False)
+    async def restart_server(self, profile: str | None, backend: str | None) -> None:
+        from dsv4tui import server_control
+
+        host = self.host()
+        name, prof = self._profile(profile)
+        backend = backend or self._backend_override.get(name)
+        if backend:
+            self._backend_override[name] = backend
+        self.model.active_profile = name
+        self._status_gen += 1
+        su = self.model.startup
+        su.reset(name, backend or prof.backend_label, prof.checkpoint_label, self.model.mono())
+        srv = self.model.server
+        srv.state, srv.phase = "stopping", None
+        self.model.sanity = m.SanityView()
+        self.model.decode.clear()
+        self.mark(STARTUP, SERVER, SANITY, PROFILES)
+
+        def on_step(step: Any) -> None:
+            m.apply_step(su, step, self.model.mono())
+            if step.kind == "started":
+                self._started_server = True
+                srv.state, srv.phase = "starting", "load_weights"
+                srv.profile, srv.backend = name, backend or prof.backend_label
+                srv.checkpoint, srv.tp_size = prof.checkpoint_label, prof.tp_size
+                srv.started_at = time.time()
+                log = (step.event or {}).get("log")
+                if log:
+                    self._follow_log(str(log))
+            elif step.kind in ("phase", "progress"):
+                srv.phase = su.current
+            elif step.kind == "ready":
+                srv.state, srv.phase = "ready", "ready"
+            self.mark(STARTUP, SERVER)
+
+        try:
+            result = await server_control.restart(host, name, backend, on_phase=on_step)
+        except BaseException as exc:
+            su.status, su.ended = "failed", self.model.mono()
+            excerpt = list(getattr(exc, "excerpt", None) or [])
+            if excerpt:
+                su.error_lines = excerpt
+            su.message = getattr(exc, "message", None) or (
+                "cancelled" if isinstance(exc, asyncio.CancelledError) else str(exc))
+            srv.state = "crashed" if excerpt else "unknown"
+            self.mark(STARTUP, SERVER)
+            if not isinstance(exc, asyncio.CancelledError):
+                self.run_worker(self._refresh_status(), group="status", exclusive=True,
+                                exit_on_error=False)
+            raise
+        su.status, su.ended = "ready", self.model.mono()
+        self._status_gen += 1
+        if result.status:
+            m.apply_status(self.model, result.status)
+            if result.status.get("log"):
+                self._follow_log(str(result.status["log"]))
+        srv.state, srv.phase = "ready", "ready"  # restart() returns only once it is ready
+        self.mark(STARTUP, SERVER, PROFILES)
+        await self._sanity()
+
+    # -- sanity and sweeps ------------------------------------------------------------------
+    def _bench_runner(self) -> Any:
+        from dsv4tui.bench_runner import BenchRunner
+
+        runner = BenchRunner(self.host().agent, self._store, on_event=self._on_bench_event)
+        return runner
+
+    def _target(self) -> Any:
+        from dsv4tui.bench_runner import BenchTarget
+
+        name = self.model.server.profile or self.model.active_profile
+        _, prof = self._profile(name)
+        return BenchTarget.for_profile(prof)
+
+    def _on_bench_event(self, ev: dict[str, Any]) -> None:
+        if m.apply_sanity_event(self.model.sanity, ev):
+            self.mark(SANITY)
+        if self._runner is not None and m.apply_sweep_event(
+                self.model.sweep, ev, self._live_levels, self.model.mono()):
+            self.mark(SWEEP)
+
+    async def _sanity(self) -> None:
+        runner = self._bench_runner()
+        srv = self.model.server
+        self.model.sanity = m.SanityView(status="running", backend=srv.backend,
+                                         checkpoint=srv.checkpoint)
+        self.mark(SANITY)
+        outcome = await runner.sanity(self._target(), self.settings.sanity.suite(),
+                                      host=self.model.conn.host)
+        s = self.model.sanity
+        s.at = time.time()
+        if outcome.error:
+            s.status, s.detail = "error", outcome.error
+        else:
+            s.status = "passed" if outcome.passed else "failed"
+        self.mark(SANITY)
+
+    @work(group="sanity", exclusive=True, exit_on_error=False)
+    async def run_sanity(self) -> None:
+        await self._sanity()
+
+    @work(group="sweep", exclusive=True, exit_on_error=False)
+    async def run_sweep(self, plan_input: PlanInput) -> None:
+        from dsv4tui.bench_runner import RunMeta
+
+        host = self.host()
+        name, prof = self._profile(self.model.server.profile)
+        plan = self.settings.sweep.model_copy(update={
+            "levels": plan_input.levels, "input_len": plan_input.input_len,
+            "output_len": plan_input.output_len})
+        srv = self.model.server
+        gpus = [g.sample.name for g in self.model.telemetry.gpus()] if self.model.telemetry else []
+        meta = RunMeta(host=host.name, profile_name=name, profile=prof.model_dump(mode="json"),
+                       backend=srv.backend or self.backend_for(name),
+                       checkpoint=srv.checkpoint or prof.checkpoint_label,
+                       gpu_names=[g for g in gpus if g], simulated=self.model.simulated)
+        self.model.sweep = m.SweepView(
+            status="starting", label=plan_input.label, host=host.name, backend=meta.backend,
+            checkpoint=meta.checkpoint, input_len=plan.input_len, output_len=plan.output_len,
+            levels=[m.LevelRow(c, n) for c, n in plan.levels], started=self.model.mono())
+        self._live_levels = {}
+        self.model.sanity = m.SanityView(status="running", backend=meta.backend,
+                                         checkpoint=meta.checkpoint)
+        self.mark(SWEEP, SANITY)
+        runner = self._bench_runner()
+        self._runner = runner
+        sw = self.model.sweep
+        try:
+            outcome = await runner.sweep(self._target(), plan, plan_input.label, meta,
+                                         sanity_cases=self.settings.sanity.suite())
+            if outcome.sanity is not None and outcome.sanity.error:
+                self.model.sanity.status = "error"
+                self.model.sanity.detail = outcome.sanity.error
+            sw.status = outcome.status
+            sw.detail = outcome.error
+        except ConnectError as exc:
+            sw.status, sw.detail = "interrupted", exc.message
+            raise
+        except asyncio.CancelledError:
+            sw.status, sw.detail = "cancelled", "cancelled by you"
+            raise
+        finally:
+            self._runner = None
+            sw.ended = self.model.mono()
+            for lv in sw.levels:
+                if lv.status in ("running", "warm-up"):
+                    lv.status = "stopped"
+            self.mark(SWEEP, SANITY)
+            self.load_runs()
+        if sw.status == "failed" and sw.detail:
+            self.notify(sw.detail, title="sweep failed", severity="error", timeout=10)
+        elif sw.status == "done":
+            self.notify(f"{sw.label}: best {m.fmt_num(sw.best_tok_s, 1)} tok/s",
+                        title="sweep done", timeout=6)
+
+    # -- the run store ----------------------------------------------------------------------
+    @work(group="store", thread=True, exit_on_error=False)
+    def open_store(self) -> None:
+        if self._store is None:
+            from dsv4tui.store import RunStore
+
+            self._store = RunStore()
+        self._load_runs_now()
+
+    def _load_runs_now(self) -> None:
+        store = self._store
+        if store is None:
+            return
+        rows = [m.RunRow(run_id=r.id, label=r.label, created=r.started_at, host=r.target,
+                         backend=r.backend, checkpoint=r.checkpoint, best_tok_s=r.best_tok_s,
+                         status=r.status, simulated=r.simulated)
+                for r in store.runs(limit=1000)]
+        self.call_from_thread(self._set_runs, rows)
+
+    def _set_runs(self, rows: list[m.RunRow]) -> None:
+        runs = self.model.runs
+        runs.rows = rows
+        ids = {r.run_id for r in rows}
+        runs.marked = [i for i in runs.marked if i in ids]
+        runs.loading = False
+        self.mark(RUNS)
+
+    @work(group="store", thread=True, exit_on_error=False)
+    def load_runs(self) -> None:
+        self._load_runs_now()
+
+    @work(group="store", thread=True, exit_on_error=False)
+    def load_compare(self, ids: list[Any]) -> None:
+        store = self._store
+        if store is None:
+            raise UserError("the run store is not open")
+        by_id = {r.run_id: r for r in self.model.runs.rows}
+        view = m.CompareView(runs=[by_id[i] for i in ids if i in by_id])
+        for run_id in ids:
+            stats: list[m.LevelStats] = []
+            for lv in store.levels(int(run_id)):
+                s = lv.stats
+                ttft, tpot = s.get("ttft_ms") or {}, s.get("tpot_ms") or {}
+                stats.append(m.LevelStats(
+                    concurrency=lv.concurrency, out_tok_s=lv.output_tok_s,
+                    ttft_p50_ms=ttft.get("p50"), ttft_p99_ms=ttft.get("p99"),
+                    tpot_p50_ms=tpot.get("p50"), tensor_active=lv.tensor_mean,
+                    power_w=lv.power_w, errors=int(s.get("errors") or 0)))
+            view.levels[run_id] = stats
+        baseline = self.model.runs.baseline
+        view.baseline = baseline if baseline in ids else ids[0]
+        self.call_from_thread(self._show_compare, view)
+
+    def _show_compare(self, view: m.CompareView) -> None:
+        self.model.runs.compare = view
+        if not isinstance(self.screen, CompareScreen):
+            if self.current_mode != "runs":
+                self.switch_mode("runs")
+            self.push_screen(CompareScreen(self.model))
+        self.mark(COMPARE)
+
+    @work(group="export", thread=True, exit_on_error=False)
+    def export_compare(self) -> None:
+        view = self.model.runs.compare
+        if view is None:
+            raise UserError("nothing to export: compare 2+ runs first (Runs: space, c)")
+        out = paths.data_dir() / "exports"
+        out.mkdir(parents=True, exist_ok=True)
+        stem = out / time.strftime("compare-%Y%m%d-%H%M%S")
+        path = write_compare(view, stem)
+        self.call_from_thread(self.notify, f"wrote {path} and {path.with_suffix('.json').name}",
+                              title="exported", timeout=8)
+
+    # -- actions (keys and the command palette) ---------------------------------------------
+    def action_show(self, mode: str) -> None:
+        if mode not in self._modes_names():
+            return
+        if self.current_mode == mode and isinstance(self.screen, CompareScreen):
+            self.pop_screen()
+            return
+        if isinstance(self.screen, (HelpScreen, ErrorScreen)):
+            self.pop_screen()
+        self.switch_mode(mode)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(HelpScreen())
+
+    def _need_live(self) -> bool:
+        if not self.live:
+            self.notify("no host attached", severity="warning")
+            return False
+        if not self.model.conn.connected:
+            self.notify(f"{self.model.conn.host} is not connected", severity="warning")
+            return False
+        return True
+
+    def action_pick_backend(self) -> None:
+        prof = self.model.profile()
+        if prof is None:
+            self.notify("this host has no launch profiles", severity="warning")
+            return
+        current = self.model.server.backend if (
+            self.model.server.profile == prof.name and self.model.server.backend) \
+            else self.backend_for(prof.name)
+        choices = backend_choices(prof.checkpoint, current)
+        intro = (f"profile [b]{prof.name}[/b] · checkpoint [b]{prof.checkpoint}[/b]"
+                 f"{' · ' + prof.quantization if prof.quantization else ''}\n"
+                 "only the backends that fit this checkpoint are listed")
+
+        def chosen(value: str | None) -> None:
+            if value and value != current:
+                self._confirm_restart(prof.name, value)
+        self.push_screen(PickerScreen("MoE backend", intro, choices), chosen)
+
+    def action_pick_profile(self) -> None:
+        profiles = self.model.profiles
+        if not profiles:
+            self.notify("this host has no launch profiles", severity="warning")
+            return
+        current = self.model.active_profile
+        choices = [Choice(p.name, p.name, f"{p.checkpoint} · {self.backend_for(p.name)} · "
+                          f"{p.model_path}", current=p.name == current) for p in profiles]
+
+        def chosen(value: str | None) -> None:
+            if value and value != current:
+                self._confirm_restart(value, None)
+        self.push_screen(PickerScreen("launch profile", "the host's launch profiles", choices),
+                         chosen)
+
+    def action_restart(self) -> None:
+        if self.model.profile() is None:
+            self.notify("this host has no launch profiles", severity="warning")
+            return
+        self._confirm_restart(self.model.active_profile, None)
+
+    def _confirm_restart(self, profile: str | None, backend: str | None) -> None:
+        if not self._need_live():
+            return
+        if self.model.sweep.running:
+            self.notify("a sweep is running: cancel it first (x)", severity="warning")
+            return
+        if self.model.startup.active:
+            self.notify("a restart is already running", severity="warning")
+            return
+        prof = self.model.profile(profile)
+        assert prof is not None
+        be = backend or self.backend_for(prof.name)
+        state = self.model.server.state
+        stop = ("the running server is stopped first" if state in ("ready", "starting")
+                else f"the server is {state}")
+        msg = (f"profile [b]{prof.name}[/b] · checkpoint [b]{prof.checkpoint}[/b] · "
+               f"backend [b]{be}[/b]\n{stop}; then the sanity prompts run.")
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.switch_mode("launch")
+                self.restart_server(prof.name, backend)
+        self.push_screen(ConfirmScreen("restart the server?", msg, yes="Restart"), answer)
+
+    def action_sanity(self) -> None:
+        if not self._need_live():
+            return
+        if self.model.startup.active:
+            self.notify("the server is restarting; sanity runs when it is ready", timeout=4)
+            return
+        self.run_sanity()
+
+    def default_label(self) -> str:
+        srv = self.model.server
+        prof = self.model.profile(srv.profile)
+        ckpt = srv.checkpoint or (prof.checkpoint if prof else "run")
+        backend = srv.backend or (self.backend_for(prof.name) if prof else "auto")
+        return f"{ckpt}_{backend}"
+
+    def action_sweep(self) -> None:
+        if self.current_mode != "bench":
+            self.switch_mode("bench")
+        if not self._need_live():
+            return
+        if self.model.sweep.running:
+            self.notify("a sweep is already running (x cancels it)", severity="warning")
+            return
+        if self.model.startup.active:
+            self.notify("wait for the restart to finish", severity="warning")
+            return
+        plan = self.settings.sweep
+        gate = f"the sanity prompts run first · last result: {self.model.sanity.summary}"
+        init = PlanInput(self.default_label(), list(plan.levels), plan.input_len, plan.output_len)
+
+        def start(result: PlanInput | None) -> None:
+            if result is not None:
+                self.run_sweep(result)
+        self.push_screen(SweepPlanScreen(init, gate), start)
+
+    def action_cancel(self) -> None:
+        cancelled = False
+        for group in ("sweep", "sanity"):
+            for worker in self.workers:
+                if worker.group == group and worker.is_running:
+                    worker.cancel()
+                    cancelled = True
+        if cancelled:
+            self.notify("cancelling …", timeout=3)
+        else:
+            self.notify("nothing to cancel", timeout=2)
+
+    def action_compare(self) -> None:
+        marked = list(self.model.runs.marked)
+        if len(marked) < 2:
+            if self.current_mode != "runs":
+                self.switch_mode("runs")
+            self.notify("mark 2 or more runs with space, then c", timeout=4)
+            return
+        self.load_compare(marked)
+
+    def action_export(self) -> None:
+        self.export_compare()
+
+    def action_reload_runs(self) -> None:
+        self.load_runs()
+
+    def action_focus_logs(self) -> None:
+        screen = self.screen
+        if not isinstance(screen, DsvScreen) or screen.log_panel() is None:
+            self.switch_mode("dashboard")
+        self.call_after_refresh(self._focus_log)
+
+    def _focus_log(self) -> None:
+        screen = self.screen
+        if isinstance(screen, DsvScreen) and (panel := screen.log_panel()) is not None:
+            panel.view.focus()
+
+    def action_focus_gpus(self) -> None:
+        if self.current_mode != "dashboard":
+            self.switch_mode("dashboard")
+        self.call_after_refresh(self._focus_gpus)
+
+    def _focus_gpus(self) -> None:
+        if isinstance(self.screen, DashboardScreen):
+            self.screen.focus_gpus()
+
+    def action_quit_app(self) -> None:
+        busy = self.model.busy
+        if busy is None:
+            self.run_worker(self._quit_cleanly(), group="quit", exit_on_error=False)
+            return
+        what = {"sweep": "a sweep is running: quitting cancels it (finished requests stay "
+                         "stored; the run is marked cancelled)",
+                "restart": "a restart is running: the server keeps starting on the host"}[busy]
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._quit_cleanly(), group="quit", exit_on_error=False)
+        self.push_screen(ConfirmScreen("quit?", what, yes="Quit", danger=True), answer)
+
+    async def _quit_cleanly(self) -> None:
+        self._stopping = True
+        for worker in list(self.workers):
+            if worker.group in ("sweep", "sanity", "server", "status", "connect"):
+                worker.cancel()
+        if self.model.simulated and self._started_server and self.model.conn.connected:
+            # the demo cleans up after itself: its simulated server goes with it
+            from dsv4tui import server_control
+
+            self.notify("stopping the simulated server …", timeout=5)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server_control.stop(self.host(), grace=5), 15)
+        if self._supervisor is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._supervisor.stop(), 10)
+        self.exit(0)
+
+    async def on_unmount(self) -> None:
+        self._stopping = True
+        if self._supervisor is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._supervisor.stop(), 5)
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                self._store.close()
+
+    # -- tests and benchmarks ---------------------------------------------------------------
+    def refresh_all(self) -> None:
+        self.mark(*ALL)
+
+
+def _skip_seen(tail: list[str], lines: list[str]) -> list[str]:
+    """After a stream restart the agent resends the file's last lines: drop those we have."""
+    if not tail or not lines:
+        return lines
+    last = tail[-1]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i] != last:
+            continue
+        k = min(len(tail), i + 1, 5)
+        if lines[i - k + 1:i + 1] == tail[-k:]:
+            return lines[i + 1:]
+    return lines
+
+
+def write_compare(view: m.CompareView, stem: Path) -> Path:
+    """``stem.csv`` (one row per run and C) and ``stem.json``; returns the CSV path."""
+    from dsv4tui.screens.runs import compare_rows
+
+    headers, rows = compare_rows(view)
+    csv_path = stem.with_suffix(".csv")
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(headers)
+        writer.writerows(rows)
+    data = {
+        "baseline": view.baseline,
+        "runs": [{"id": r.run_id, "label": r.label, "host": r.host, "backend": r.backend,
+                  "checkpoint": r.checkpoint, "status": r.status} for r in view.runs],
+        "levels": {str(k): [{"concurrency": s.concurrency, "output_tok_s": s.out_tok_s,
+                             "ttft_p50_ms": s.ttft_p50_ms, "ttft_p99_ms": s.ttft_p99_ms,
+                             "tpot_p50_ms": s.tpot_p50_ms, "tensor_active": s.tensor_active,
+                             "power_w": s.power_w, "tok_s_per_kw": s.tok_per_kw}
+                            for s in stats] for k, stats in view.levels.items()},
+    }
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=2, default=str),
+                                         encoding="utf-8")
+    return csv_path

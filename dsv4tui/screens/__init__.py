@@ -1,0 +1,1 @@
+"""The dashboard's screens: one module per screen, thin (compose, bindings, redraw)."""

@@ -1,0 +1,141 @@
+"""The frame every main screen shares: connection banner, host bar, screen tabs, footer."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.containers import Container
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from dsv4tui import keymap
+from dsv4tui.screens.messages import ALL, CONN, LOGS, PROFILES, SERVER, ModelUpdated
+from dsv4tui.screens.model import UiModel
+from dsv4tui.widgets.host_bar import ConnectionBanner, HostBar
+from dsv4tui.widgets.log_view import LogPanel
+
+TAB_TITLES = {"dashboard": "Dashboard", "logs": "Logs", "launch": "Launch", "bench": "Bench",
+              "runs": "Runs"}
+
+
+class NavBar(Static):
+    """``1 Dashboard  2 Logs  3 Launch  4 Bench  5 Runs  ? help`` with the current one lit."""
+
+    DEFAULT_CSS = """
+    NavBar { height: 1; padding: 0 1; background: $boost; color: $foreground-muted; }
+    """
+
+    def __init__(self, current: str) -> None:
+        super().__init__("", markup=True)
+        self.current = current
+
+    def on_mount(self) -> None:
+        self.refresh_keys()
+
+    def refresh_keys(self) -> None:
+        keys = dict(keymap.effective(getattr(self.app, "_keymap", {}) or {}))
+        by_id = {a.id: k for a, k in keys.items()}
+        parts = []
+        for mode in keymap.SCREENS:
+            key = by_id.get(f"screen.{mode}", "")
+            title = TAB_TITLES[mode]
+            if mode == self.current:
+                parts.append(f"[reverse $primary] {key} {title} [/]")
+            else:
+                parts.append(f"[$primary]{key}[/] {title}")
+        extra = getattr(self.app, "extra_tabs", {})
+        for key, (mode, title) in extra.items():
+            parts.append(f"[reverse $primary] {key} {title} [/]" if mode == self.current
+                         else f"[$primary]{key}[/] {title}")
+        help_key = by_id.get("help", "?")
+        self.update("  ".join(parts) + f"   [$primary]{help_key}[/] help")
+
+
+class DsvScreen(Screen[None]):
+    """A main screen (a mode). Subclasses compose their body and redraw their parts."""
+
+    MODE = ""
+    AUTO_FOCUS: ClassVar[str | None] = None
+
+    def __init__(self, model: UiModel) -> None:
+        super().__init__(name=self.MODE)
+        self.model = model
+
+    def compose(self) -> ComposeResult:
+        yield ConnectionBanner(self.model)
+        yield HostBar(self.model)
+        yield NavBar(self.MODE)
+        with Container(classes="body"):
+            yield from self.compose_body()
+        yield Footer(compact=True)
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    def on_mount(self) -> None:
+        self.refresh_parts(ALL)
+
+    def on_screen_resume(self) -> None:
+        self.query_one(NavBar).refresh_keys()
+        self.refresh_parts(ALL)
+
+    def on_model_updated(self, message: ModelUpdated) -> None:
+        if self.is_current:
+            self.refresh_parts(message.parts)
+
+    def refresh_parts(self, parts: frozenset[str]) -> None:
+        if CONN in parts:
+            self.query_one(ConnectionBanner).refresh_model()
+            stale = self.model.conn.down
+            self.set_class(stale, "-stale")
+            for panel in self.query(LogPanel):
+                panel.set_stale(stale)
+        if parts & {CONN, SERVER, PROFILES}:
+            self.query_one(HostBar).refresh_model()
+        self.refresh_body(parts)
+
+    def refresh_body(self, parts: frozenset[str]) -> None:
+        """Redraw the body's widgets that show ``parts``."""
+
+    def log_panel(self) -> LogPanel | None:
+        panels = self.query(LogPanel)
+        return panels.first() if panels else None
+
+
+class LogScreen(DsvScreen):
+    """A main screen with a LogPanel: the log keys (``/``, n/N, f, v, t) work anywhere on it."""
+
+    BINDINGS = keymap.bindings("logs")
+
+    def _panel(self) -> LogPanel | None:
+        return self.log_panel()
+
+    def refresh_parts(self, parts: frozenset[str]) -> None:
+        super().refresh_parts(parts)
+        if LOGS in parts and (panel := self._panel()) is not None:
+            panel.sync()
+
+    def action_search(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.start_search()
+
+    def action_next_match(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.next_match(True)
+
+    def action_previous_match(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.next_match(False)
+
+    def action_toggle_follow(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.toggle_follow()
+
+    def action_cycle_level(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.cycle_level()
+
+    def action_cycle_rank(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.cycle_rank()

@@ -1,0 +1,94 @@
+"""Dashboard: host bar, GPU panel, server decode throughput, sanity/sweep status, log tail."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.markup import escape
+from textual.widgets import Static
+
+from dsv4tui.screens.base import LogScreen
+from dsv4tui.screens.messages import CONN, DECODE, GPU, SANITY, STARTUP, SWEEP
+from dsv4tui.screens.model import UiModel, fmt_num
+from dsv4tui.widgets.gpu_panel import GpuPanel
+from dsv4tui.widgets.log_view import LogPanel
+from dsv4tui.widgets.startup import SanityResult
+from dsv4tui.widgets.throughput import ThroughputPanel
+
+
+def sweep_markup(model: UiModel) -> str:
+    sw = model.sweep
+    if sw.status == "idle":
+        return "sweep [$foreground-muted]none yet[/] ([$primary]w[/] to start)"
+    color = {"done": "$success", "running": "$warning", "starting": "$warning",
+             "interrupted": "$error", "failed": "$error", "cancelled": "$warning"}.get(
+                 sw.status, "$foreground")
+    parts = [f"sweep [b]{escape(sw.label or '')}[/b] [{color}]{escape(sw.status)}[/]"]
+    if sw.running and sw.current is not None and sw.current < len(sw.levels):
+        lv = sw.levels[sw.current]
+        parts.append(f"C={lv.concurrency} {lv.completed + lv.errors}/{lv.requests}")
+    parts.append(f"{sw.completed_requests}/{sw.total_requests} requests")
+    best = sw.best_tok_s
+    if best is not None:
+        parts.append(f"best [b]{fmt_num(best, 1)}[/b] tok/s")
+    return " · ".join(parts)
+
+
+def startup_markup(model: UiModel) -> str:
+    su = model.startup
+    if su.status == "idle":
+        return ""
+    from dsv4tui.screens.model import PHASE_LABELS, fmt_duration
+
+    total = fmt_duration(su.total(model.mono()))
+    if su.active:
+        phase = PHASE_LABELS.get(su.current or "", su.current or "stopping")
+        pct = (f" {su.weights_pct:.0f}%" if su.current == "load_weights"
+               and su.weights_pct is not None else "")
+        return f"restart [$warning]{escape(phase)}{pct}[/] {total}"
+    color = "$success" if su.status == "ready" else "$error"
+    return f"restart [{color}]{escape(su.status)}[/] in {total}"
+
+
+class DashboardScreen(LogScreen):
+    MODE = "dashboard"
+
+    def compose_body(self) -> ComposeResult:
+        m = self.model
+        with Horizontal(id="dash-top"):
+            with VerticalScroll(id="gpu-box", classes="panel") as box:
+                box.border_title = "GPUs"
+                box.can_focus = True
+                yield GpuPanel(m.conn.host, telemetry=m.telemetry)
+            with Vertical(id="dash-side", classes="panel") as side:
+                side.border_title = "server"
+                yield ThroughputPanel(m, id="dash-tp")
+                yield SanityResult(m, detail=False, id="dash-sanity")
+                yield Static("", id="dash-sweep", markup=True)
+                yield Static("", id="dash-startup", markup=True)
+        yield ThroughputPanel(m, id="dash-tp-narrow", classes="narrow-only -inline")
+        yield LogPanel(m.logs, title="server log", empty_text=self._empty_log(),
+                       classes="panel", id="dash-log")
+
+    def _empty_log(self) -> str:
+        return "no server log yet — r restarts the server with the active profile"
+
+    def refresh_body(self, parts: frozenset[str]) -> None:
+        m = self.model
+        if GPU in parts or CONN in parts:
+            panel = self.query_one(GpuPanel)
+            if m.telemetry is not None and panel.telemetry is not m.telemetry:
+                panel.set_telemetry(m.telemetry)
+            panel.refresh_telemetry()
+        if DECODE in parts or CONN in parts:
+            for tp in self.query(ThroughputPanel):
+                tp.refresh_model()
+        if SANITY in parts:
+            self.query_one("#dash-sanity", SanityResult).refresh_model()
+        if SWEEP in parts:
+            self.query_one("#dash-sweep", Static).update(sweep_markup(m))
+        if STARTUP in parts:
+            self.query_one("#dash-startup", Static).update(startup_markup(m))
+
+    def focus_gpus(self) -> None:
+        self.query_one("#gpu-box").focus()

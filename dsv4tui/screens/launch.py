@@ -1,0 +1,69 @@
+"""Launch: the active profile's fields, backend/profile pickers, restart and its progress,
+then the sanity gate that runs by itself once the server is ready."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.markup import escape
+from textual.widgets import Static
+
+from dsv4tui.screens.base import LogScreen
+from dsv4tui.screens.messages import PROFILES, SANITY, SERVER, STARTUP
+from dsv4tui.screens.model import UiModel
+from dsv4tui.widgets.log_view import LogPanel
+from dsv4tui.widgets.startup import SanityResult, StartupView
+
+
+def profile_markup(model: UiModel) -> str:
+    prof = model.profile()
+    if prof is None:
+        return "[$foreground-muted]this host has no launch profiles[/]"
+    rows = [("profile", prof.name), ("checkpoint", prof.checkpoint),
+            ("quantization", prof.quantization or "—"), ("moe backend", prof.backend),
+            ("model", prof.model_path)]
+    if prof.tp_size:
+        rows.append(("tp size", str(prof.tp_size)))
+    rows.extend(prof.fields)
+    width = max(len(k) for k, _ in rows)
+    lines = [f"[$foreground-muted]{escape(k):<{width}}[/] {escape(v)}" for k, v in rows]
+    running = model.server
+    if running.backend and running.backend != prof.backend and running.state == "ready":
+        lines.append(f"\n[$warning]the server runs {escape(running.backend)}: "
+                     "r restarts with the profile's backend[/]")
+    others = [p.name for p in model.profiles if p.name != prof.name]
+    if others:
+        lines.append(f"\n[$foreground-muted]other profiles: {escape(', '.join(others))}[/]")
+    return "\n".join(lines)
+
+
+HINT = ("[$primary]b[/] backend  [$primary]p[/] profile  [$primary]r[/] restart  "
+        "[$primary]s[/] sanity")
+
+
+class LaunchScreen(LogScreen):
+    MODE = "launch"
+
+    def compose_body(self) -> ComposeResult:
+        m = self.model
+        with VerticalScroll(id="launch-profile", classes="panel") as left:
+            left.border_title = "launch profile"
+            yield Static("", id="profile-fields", markup=True)
+            yield Static(HINT, id="launch-hint", markup=True)
+        with Vertical(id="launch-right"):
+            with Vertical(id="launch-startup", classes="panel") as box:
+                box.border_title = "restart"
+                yield StartupView(m)
+            with Vertical(id="launch-sanity", classes="panel") as box:
+                box.border_title = "sanity gate"
+                yield SanityResult(m)
+            yield LogPanel(m.logs, title="server log", classes="panel", id="launch-log",
+                           empty_text="no server log yet")
+
+    def refresh_body(self, parts: frozenset[str]) -> None:
+        if parts & {PROFILES, SERVER}:
+            self.query_one("#profile-fields", Static).update(profile_markup(self.model))
+        if STARTUP in parts:
+            self.query_one(StartupView).refresh_model()
+        if SANITY in parts:
+            self.query_one(SanityResult).refresh_model()

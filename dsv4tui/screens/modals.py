@@ -1,0 +1,236 @@
+"""Dialogs: confirm, error, the backend/profile picker and the sweep plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.markup import escape
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+_MODAL_CSS = """
+{name} {{ align: center middle; }}
+{name} > Vertical {{
+    width: 76; max-width: 100%; height: auto; max-height: 90%;
+    border: thick $primary; background: $surface; padding: 0 1;
+}}
+{name} .dlg-buttons {{ height: auto; align-horizontal: right; margin-top: 1; }}
+{name} .dlg-buttons Button {{ margin-left: 1; min-width: 10; }}
+{name} .dlg-text {{ height: auto; margin: 1 0 0 0; }}
+"""
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [("escape,n", "answer(False)", "No"), ("y", "answer(True)", "Yes")]
+    DEFAULT_CSS = _MODAL_CSS.format(name="ConfirmScreen")
+
+    def __init__(self, title: str, message: str, *, yes: str = "Yes", no: str = "No",
+                 danger: bool = False) -> None:
+        super().__init__()
+        self.title_text, self.message, self.yes, self.no = title, message, yes, no
+        self.danger = danger
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = self.title_text
+            yield Static(self.message, classes="dlg-text", markup=True)
+            with Horizontal(classes="dlg-buttons"):
+                yield Button(f"{self.no} (n)", id="no")
+                yield Button(f"{self.yes} (y)", id="yes",
+                             variant="error" if self.danger else "primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#yes", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class ErrorScreen(ModalScreen[None]):
+    """One failure, its message, and (when known) the lines that explain it."""
+
+    BINDINGS = [("escape,enter,q", "close", "Close")]
+    DEFAULT_CSS = _MODAL_CSS.format(name="ErrorScreen") + """
+    ErrorScreen > Vertical { border: thick $error; }
+    ErrorScreen .dlg-details { height: auto; max-height: 14; color: $foreground-muted;
+        margin-top: 1; }
+    """
+
+    def __init__(self, title: str, message: str, details: list[str] | None = None) -> None:
+        super().__init__()
+        self.title_text, self.message, self.details = title, message, details or []
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = self.title_text
+            yield Static(self.message, classes="dlg-text", markup=False)
+            if self.details:
+                yield Static("\n".join(self.details[-12:]), classes="dlg-details", markup=False)
+            with Horizontal(classes="dlg-buttons"):
+                yield Button("OK (enter)", id="ok", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#ok", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class Choice:
+    value: str
+    title: str
+    note: str = ""
+    current: bool = False
+    enabled: bool = True
+
+
+class PickerScreen(ModalScreen[str | None]):
+    """Pick one of ``choices``; the current one is marked; enter applies, esc cancels."""
+
+    BINDINGS = [("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = _MODAL_CSS.format(name="PickerScreen") + """
+    PickerScreen OptionList { height: auto; max-height: 20; margin-top: 1; }
+    PickerScreen .dlg-foot { color: $foreground-muted; height: auto; }
+    """
+
+    def __init__(self, title: str, intro: str, choices: list[Choice]) -> None:
+        super().__init__()
+        self.title_text, self.intro, self.choices = title, intro, choices
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = self.title_text
+            yield Static(self.intro, classes="dlg-text", markup=True)
+            options = []
+            for c in self.choices:
+                mark = "● " if c.current else "  "
+                note = f"\n    [dim]{escape(c.note)}[/dim]" if c.note else ""
+                options.append(Option(f"{mark}[b]{escape(c.title)}[/b]"
+                                      f"{' (current)' if c.current else ''}{note}",
+                                      id=c.value, disabled=not c.enabled))
+            yield OptionList(*options)
+            yield Static("enter: apply (asks before restarting) · esc: cancel", classes="dlg-foot")
+
+    def on_mount(self) -> None:
+        ol = self.query_one(OptionList)
+        ol.focus()
+        for i, c in enumerate(self.choices):
+            if c.current:
+                ol.highlighted = i
+                break
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    label: str
+    levels: list[tuple[int, int]]
+    input_len: int
+    output_len: int
+
+
+def parse_levels(text: str) -> list[tuple[int, int]]:
+    """``1:8,8:32`` -> [(1, 8), (8, 32)]; ValueError with a message the user can act on."""
+    levels = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        c, sep, n = part.partition(":")
+        if not sep or not c.isdigit() or not n.isdigit():
+            raise ValueError(f"level {part!r}: write C:n, e.g. 8:32")
+        if int(c) < 1 or int(n) < 1:
+            raise ValueError(f"level {part!r}: C and n must be >= 1")
+        levels.append((int(c), int(n)))
+    if not levels:
+        raise ValueError("at least one level, e.g. 1:8,8:32")
+    return levels
+
+
+class SweepPlanScreen(ModalScreen[PlanInput | None]):
+    """The sweep plan: label (default ``<checkpoint>_<backend>``), levels, lengths."""
+
+    BINDINGS = [("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = _MODAL_CSS.format(name="SweepPlanScreen") + """
+    SweepPlanScreen Label { margin-top: 1; color: $foreground-muted; }
+    SweepPlanScreen Input { width: 100%; }
+    SweepPlanScreen .dlg-error { color: $error; height: auto; }
+    SweepPlanScreen .dlg-gate { height: auto; margin-top: 1; }
+    """
+
+    def __init__(self, plan: PlanInput, gate: str) -> None:
+        super().__init__()
+        self.plan = plan
+        self.gate = gate
+
+    def compose(self) -> ComposeResult:
+        p = self.plan
+        with Vertical() as box:
+            box.border_title = "sweep plan"
+            yield Static(self.gate, classes="dlg-gate", markup=True)
+            yield Label("label")
+            yield Input(p.label, id="plan-label")
+            yield Label("levels (C:n, …)")
+            yield Input(",".join(f"{c}:{n}" for c, n in p.levels), id="plan-levels")
+            with Horizontal(classes="dlg-row"):
+                with Vertical():
+                    yield Label("input tokens")
+                    yield Input(str(p.input_len), id="plan-in", type="integer")
+                with Vertical():
+                    yield Label("output tokens")
+                    yield Input(str(p.output_len), id="plan-out", type="integer")
+            yield Static("", classes="dlg-error")
+            with Horizontal(classes="dlg-buttons"):
+                yield Button("Cancel (esc)", id="cancel")
+                yield Button("Start sweep", id="start", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#start", Button).focus()
+
+    def _read(self) -> PlanInput | None:
+        err = self.query_one(".dlg-error", Static)
+        try:
+            label = self.query_one("#plan-label", Input).value.strip()
+            if not label:
+                raise ValueError("the label is empty")
+            levels = parse_levels(self.query_one("#plan-levels", Input).value)
+            inp = int(self.query_one("#plan-in", Input).value or "0")
+            out = int(self.query_one("#plan-out", Input).value or "0")
+            if inp < 1 or out < 1:
+                raise ValueError("input and output tokens must be >= 1")
+        except ValueError as exc:
+            err.update(str(exc))
+            return None
+        return PlanInput(label, levels, inp, out)
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self._start()
+
+    @on(Button.Pressed, "#start")
+    def _start(self) -> None:
+        plan = self._read()
+        if plan is not None:
+            self.dismiss(plan)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,45 @@
+"""The demo host's config: two profiles that launch the simulator through ``server start``.
+
+``mxfp4``: the stock DeepSeek-V4-Flash MXFP4 checkpoint on the triton MoE backend;
+``nvfp4``: the NVFP4 checkpoint on marlin. TP 8 on 8 simulated RTX PRO 6000 (sm_120).
+``--sim-speed 8`` makes a startup take ~12 s (~14 s on marlin). Port 30000, or
+``$DSV4TUI_DEMO_PORT``: fixed on purpose, so status finds the server a previous run started.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import dsv4tui
+from dsv4tui.config import HostConfig, ServerProfile
+
+DEMO_SPEED = 8.0
+DEMO_PORT = 30000
+
+
+def demo_port() -> int:
+    value = os.environ.get("DSV4TUI_DEMO_PORT")
+    return int(value) if value and value.isdigit() else DEMO_PORT
+
+
+def demo_profile(checkpoint: str, *, port: int | None = None, speed: float = DEMO_SPEED,
+                 extra_args: list[str] | None = None) -> ServerProfile:
+    """A simulator profile for ``checkpoint`` (MXFP4 -> triton, NVFP4 -> marlin)."""
+    root = str(Path(dsv4tui.__file__).resolve().parent.parent)
+    nvfp4 = checkpoint.upper() == "NVFP4"
+    return ServerProfile(
+        python=sys.executable, module="dsv4tui.sim.sglang",
+        model_path="/models/DeepSeek-V4-Flash-NVFP4" if nvfp4 else "/models/DeepSeek-V4-Flash",
+        served_model_name="deepseek-v4-flash", port=port or demo_port(), tp_size=8,
+        quantization="modelopt_fp4" if nvfp4 else None, checkpoint="NVFP4" if nvfp4 else "MXFP4",
+        moe_runner_backend="marlin" if nvfp4 else "triton", trust_remote_code=True,
+        enable_metrics=True, env={"PYTHONPATH": root},
+        extra_args=["--sim-speed", f"{speed:g}", *(extra_args or [])])
+
+
+def demo_host_config(port: int | None = None) -> HostConfig:
+    return HostConfig(profiles={"mxfp4": demo_profile("MXFP4", port=port),
+                                "nvfp4": demo_profile("NVFP4", port=port)},
+                      default_profile="mxfp4")

@@ -1,0 +1,173 @@
+"""The simulated startup: SGLang's phases and log lines on a realistic, scaled timeline.
+
+At ``--sim-speed 1`` a DeepSeek-V4 TP8 start takes ~95 s (marlin ~20 s more: weight
+repacking). Failures happen where they happen in SGLang: too many ranks at init, KV cache
+OOM, SM100-only MoE kernels at the first CUDA-graph capture, OOM in capture when
+``--mem-fraction-static`` leaves no room, warmup failure after the HTTP server is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from dsv4tui.sim.runtime import SimServer
+from dsv4tui.sim.speed import runs_on
+
+# Seconds at --sim-speed 1.
+T_BOOT = 2.0
+T_DIST = 5.0
+T_LOAD = 54.0
+T_KV = 2.0
+T_GRAPH = 24.0
+T_DRAFT_GRAPH = 8.0
+T_HTTP = 2.0
+T_WARMUP = 5.0
+_SITE = "/opt/sglang/python/sglang/srt"
+
+
+def _server_args_line(sim: SimServer) -> str:
+    a = sim.args
+    fields = {
+        "model_path": a.model_path, "served_model_name": sim.served_name, "host": a.host,
+        "port": a.port, "tp_size": a.tp_size, "dp_size": a.dp_size, "ep_size": a.ep_size,
+        "quantization": a.quantization, "moe_runner_backend": a.moe_runner_backend,
+        "attention_backend": a.attention_backend or ("dsv4" if sim.is_dsv4 else None),
+        "kv_cache_dtype": a.kv_cache_dtype, "mem_fraction_static": sim.mem_fraction,
+        "speculative_algorithm": a.speculative_algorithm,
+        "decode_log_interval": a.decode_log_interval, "api_key": a.api_key,  # SGLang logs it
+    }
+    return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
+
+
+async def _progress(sim: SimServer, label: str, total: int, seconds: float, unit: str) -> None:
+    """A tqdm bar written like tqdm does to a file: '\\r'-separated repaints, one newline."""
+    steps = 10
+    start = time.monotonic()
+    for i in range(steps + 1):
+        done = total * i // steps
+        sim.load_progress = done / total if label.startswith("Loading") else sim.load_progress
+        elapsed = time.monotonic() - start
+        rate = done / elapsed if elapsed > 0 else 0.0
+        sep = "\r" if i else ""
+        sim.log.write_raw(f"{sep}{label}: {100 * done // total:3d}% Completed | {done}/{total} "
+                          f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}<00:00, "
+                          f"{rate:.2f}{unit}]")
+        if label.startswith("Loading"):
+            sim.used_gb = 0.72 + sim.weights_gb * done / total
+        if i < steps:
+            await asyncio.sleep(sim.scaled(seconds / steps))
+    sim.log.write_raw("\n")
+
+
+async def run_startup(sim: SimServer) -> None:
+    """Everything before the HTTP server binds; exits the process on a startup failure."""
+    a = sim.args
+    log = sim.log
+    log.info(_server_args_line(sim), None)
+    await asyncio.sleep(sim.scaled(T_BOOT))
+    gpus = a.sim_gpus * max(a.nnodes, 1)
+    if a.tp_size * max(a.pp_size, 1) > gpus:
+        sim.crash([f'  File "{_SITE}/model_executor/model_runner.py", line 612, in init_torch_distributed',
+                   "    torch.get_device_module(self.device).set_device(self.gpu_id)",
+                   "RuntimeError: CUDA error: invalid device ordinal"], rank=min(gpus, a.tp_size - 1))
+    log.all_ranks("Init torch distributed begin.")
+    await asyncio.sleep(sim.scaled(T_DIST))
+    sim.used_gb = 0.72
+    log.all_ranks("Init torch distributed ends. mem usage=0.72 GB")
+    sim.set_phase("load_weights")
+    log.all_ranks(f"Load weight begin. avail mem={sim.avail_gb:.2f} GB")
+    tic = time.monotonic()
+    load_s = T_LOAD + sim.speed.model.load_extra_s
+    await _progress(sim, "Loading safetensors checkpoint shards", 76, load_s, "it/s")
+    sim.load_progress = 1.0
+    log.all_ranks(f"Load weight end. elapsed={time.monotonic() - tic:.2f} s, "
+                  f"type={sim.architecture}, avail mem={sim.avail_gb:.2f} GB, "
+                  f"mem usage={sim.weights_gb:.2f} GB.")
+    sim.set_phase("kv_cache")
+    await asyncio.sleep(sim.scaled(T_KV))
+    sim.kv_gb = sim.total_gb * sim.mem_fraction - (sim.total_gb - sim.avail_gb)
+    if sim.kv_gb <= 0.5:
+        sim.crash([f'  File "{_SITE}/model_executor/model_runner.py", line 1642, in init_memory_pool',
+                   '    raise RuntimeError(',
+                   "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                   f"Current value: mem_fraction_static={sim.mem_fraction}"])
+    sim.used_gb += sim.kv_gb
+    sim.max_total_tokens = sim.kv_tokens()
+    kv_dtype = "torch.bfloat16" if a.kv_cache_dtype in ("bf16", "bfloat16") else "torch.float8_e4m3fn"
+    log.all_ranks(f"KV Cache is allocated. dtype: {kv_dtype}, #tokens: {sim.max_total_tokens}, "
+                  f"KV size: {sim.kv_gb:.2f} GB")
+    log.all_ranks(f"Memory pool end. avail mem={sim.avail_gb:.2f} GB")
+    await _capture(sim, "target decode", T_GRAPH)
+    if a.speculative_algorithm:
+        await _capture(sim, "draft decode", T_DRAFT_GRAPH)
+    log.info(f"max_total_num_tokens={sim.max_total_tokens}, chunked_prefill_size="
+             f"{a.chunked_prefill_size}, max_prefill_tokens={a.max_prefill_tokens}, "
+             f"max_running_requests={sim.max_running}, context_len={sim.context_len}, "
+             f"available_gpu_mem={sim.avail_gb:.2f} GB")
+    sim.set_phase("http_up")
+    await asyncio.sleep(sim.scaled(T_HTTP))
+
+
+async def _capture(sim: SimServer, stage: str, seconds: float) -> None:
+    a = sim.args
+    bs = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64]
+    if a.cuda_graph_max_bs_decode:
+        bs = [b for b in bs if b <= a.cuda_graph_max_bs_decode] or [1]
+    sim.set_phase("cuda_graph")
+    sim.log.info(f"Capture {stage} CUDA graph begin. backend=full, num_tokens_per_req=1, "
+                 f"bs={bs}, avail mem={sim.avail_gb:.2f} GB")
+    await asyncio.sleep(sim.scaled(1.0))
+    if not runs_on(sim.backend, sim.gpu):
+        sim.crash([
+            f'  File "{_SITE}/layers/moe/moe_runner/flashinfer_trtllm.py", line 214, in run',
+            "    return trtllm_fp4_block_scale_routed_moe(",
+            '  File "/opt/venv/lib/python3.12/site-packages/flashinfer/fused_moe/core.py", '
+            "line 1890, in trtllm_fp4_block_scale_routed_moe",
+            "    return get_trtllm_moe_sm100_module().trtllm_fp4_block_scale_moe(",
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+            "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+            "stacktrace below might be incorrect."])
+    if sim.mem_fraction > 0.95:
+        sim.crash([
+            f'  File "{_SITE}/model_executor/cuda_graph_runner.py", line 731, in capture_one_batch_size',
+            "    run_once()",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+            f"total capacity of {sim.total_gb:.2f} GiB of which {max(sim.avail_gb, 0.1):.2f} GiB "
+            "is free."])
+    tic = time.monotonic()
+    await _progress(sim, "Capturing batches (bs=1 avail_mem="
+                    f"{sim.avail_gb:.2f} GB)", len(bs), max(seconds - 1.0, 0.1), "it/s")
+    sim.used_gb += 0.66
+    sim.log.info(f"Capture {stage} CUDA graph end. elapsed={time.monotonic() - tic:.2f} s, "
+                 f"mem usage=0.66 GB, avail mem={sim.avail_gb:.2f} GB.")
+
+
+async def run_warmup(sim: SimServer) -> None:
+    """After uvicorn is up: one warmup generate, then the ready line (or the warmup failure)."""
+    from dsv4tui.sim.engine import Request
+
+    await asyncio.sleep(sim.scaled(T_WARMUP / 2))
+    sim.log.http(f'127.0.0.1:{40000 + sim.args.port % 20000} - "GET /model_info HTTP/1.1" 200 OK')
+    if sim.faults.fail_startup:
+        await asyncio.sleep(sim.scaled(T_WARMUP / 2))
+        sim.log.info("Initialization failed. warmup error: Traceback (most recent call last):",
+                     None)
+        for line in [
+                f'  File "{_SITE}/entrypoints/http_server.py", line 1502, in _execute_server_warmup',
+                "    res = requests.post(url + request_name, json=json_data, headers=headers, "
+                "timeout=600)",
+                "requests.exceptions.HTTPError: 500 Server Error: Internal Server Error for url: "
+                f"http://{sim.args.host}:{sim.args.port}/generate"]:
+            sim.log.plain(line)
+        sim.exit(1, "crashed")
+    assert sim.engine is not None
+    req = Request(prompt="The capital city of France is", prompt_tokens=7, max_tokens=8)
+    sim.engine.submit(req, external=False)
+    while await req.out.get() is not None:
+        pass
+    await asyncio.sleep(sim.scaled(T_WARMUP / 2))
+    sim.log.http(f'127.0.0.1:{40001 + sim.args.port % 20000} - "POST /generate HTTP/1.1" 200 OK')
+    sim.ready = True
+    sim.set_phase("ready")
+    sim.log.info("The server is fired up and ready to roll!", None)

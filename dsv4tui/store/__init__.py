@@ -1,0 +1,11 @@
+"""The run store: SQLite file of runs, levels, requests, sanity results and launches."""
+
+from dsv4tui.store.compare import compare_runs
+from dsv4tui.store.gpu_window import GpuWindow
+from dsv4tui.store.models import RUN_STATUSES, Launch, Level, Run
+from dsv4tui.store.runstore import RunStore
+from dsv4tui.store.schema import LATEST as SCHEMA_VERSION
+from dsv4tui.store.schema import StoreError
+
+__all__ = ["RUN_STATUSES", "SCHEMA_VERSION", "GpuWindow", "Launch", "Level", "Run", "RunStore",
+           "StoreError", "compare_runs"]

@@ -1,0 +1,161 @@
+"""The run store's schema, versioned with ``PRAGMA user_version``.
+
+MIGRATIONS[i] takes a database from version i to i + 1, inside one transaction together with
+the new user_version, so a crash mid-migration leaves the old version intact. Never edit a
+released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from dsv4tui.errors import UserError
+from dsv4tui.store.profiles import PROFILES_MIGRATION
+
+MIGRATIONS: list[tuple[str, ...]] = [
+    # 0 -> 1: runs, levels, requests, sanity results
+    (
+        """CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            label TEXT NOT NULL,
+            host TEXT NOT NULL,
+            url TEXT,
+            model TEXT,
+            profile_name TEXT,
+            profile_json TEXT,
+            server_version TEXT,
+            gpu_names_json TEXT,
+            plan_json TEXT,
+            started_at REAL NOT NULL,
+            finished_at REAL,
+            status TEXT NOT NULL,
+            error TEXT,
+            owner TEXT,
+            sanity_passed INTEGER,
+            simulated INTEGER NOT NULL DEFAULT 0)""",
+        """CREATE TABLE levels (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            concurrency INTEGER NOT NULL,
+            requests INTEGER NOT NULL,
+            completed INTEGER,
+            errors INTEGER,
+            duration_s REAL,
+            output_tokens INTEGER,
+            output_tok_s REAL,
+            ttft_mean_ms REAL,
+            tpot_mean_ms REAL,
+            token_count_source TEXT,
+            started_at REAL,
+            finished_at REAL,
+            partial INTEGER NOT NULL DEFAULT 0,
+            stats_json TEXT NOT NULL,
+            PRIMARY KEY (run_id, idx))""",
+        """CREATE TABLE requests (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            level_idx INTEGER NOT NULL,
+            idx INTEGER NOT NULL,
+            ok INTEGER NOT NULL,
+            start_s REAL,
+            ttft_s REAL,
+            ttfat_s REAL,
+            e2e_s REAL,
+            tpot_s REAL,
+            output_tokens INTEGER,
+            prompt_tokens INTEGER,
+            token_source TEXT,
+            chunks INTEGER,
+            chunk_gaps_json TEXT,
+            finish_reason TEXT,
+            status INTEGER,
+            error_kind TEXT,
+            error TEXT,
+            PRIMARY KEY (run_id, level_idx, idx))""",
+        """CREATE TABLE sanity_results (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+            host TEXT NOT NULL,
+            url TEXT,
+            model TEXT,
+            name TEXT,
+            prompt TEXT,
+            expect TEXT,
+            answer TEXT,
+            passed INTEGER NOT NULL,
+            latency_s REAL,
+            error_kind TEXT,
+            error TEXT,
+            created_at REAL NOT NULL)""",
+    ),
+    # 1 -> 2: launches, the launch/backend/checkpoint of a run, GPU summaries per level
+    (
+        """CREATE TABLE launches (
+            id INTEGER PRIMARY KEY,
+            host TEXT NOT NULL,
+            profile_name TEXT,
+            profile_json TEXT,
+            backend TEXT,
+            checkpoint TEXT,
+            changes_json TEXT,
+            startup_s REAL,
+            ok INTEGER NOT NULL,
+            error TEXT,
+            created_at REAL NOT NULL)""",
+        "ALTER TABLE runs ADD COLUMN launch_id INTEGER REFERENCES launches(id) ON DELETE SET NULL",
+        "ALTER TABLE runs ADD COLUMN backend TEXT",
+        "ALTER TABLE runs ADD COLUMN checkpoint TEXT",
+        """CREATE TABLE level_gpus (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            level_idx INTEGER NOT NULL,
+            gpu INTEGER NOT NULL,
+            frames INTEGER NOT NULL,
+            util_mean REAL, util_max REAL,
+            tensor_mean REAL, tensor_max REAL,
+            sm_mean REAL, sm_max REAL,
+            dram_mean REAL, dram_max REAL,
+            power_mean_w REAL, power_max_w REAL,
+            PRIMARY KEY (run_id, level_idx, gpu))""",
+        "CREATE INDEX runs_by_host ON runs(host, started_at)",
+        "CREATE INDEX launches_by_host ON launches(host, created_at)",
+        "CREATE INDEX sanity_by_run ON sanity_results(run_id)",
+    ),
+    # 2 -> 3: kernel profiles (dsv4tui/store/profiles.py; IF NOT EXISTS, so a store whose
+    # table profiles.ensure_table made before this migration existed migrates cleanly)
+    PROFILES_MIGRATION,
+]
+
+LATEST = len(MIGRATIONS)
+
+
+class StoreError(UserError):
+    """The run store cannot be opened or used (one line, never a traceback)."""
+
+
+def version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def check_version(conn: sqlite3.Connection, where: str) -> int:
+    """The file's schema version; StoreError when it is newer than this code knows."""
+    found = version(conn)
+    if found > LATEST:
+        raise StoreError(f"the run store {where} has schema version {found}, newer than this "
+                         f"dsv4tui knows ({LATEST}); upgrade dsv4tui (the file was not touched)")
+    return found
+
+
+def migrate(conn: sqlite3.Connection, where: str, target: int = LATEST) -> int:
+    """Bring the database up to ``target``; returns the version it had. ``conn`` must be in
+    autocommit mode (isolation_level=None)."""
+    start = check_version(conn, where)
+    for v in range(start, target):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[v]:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {v + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return start

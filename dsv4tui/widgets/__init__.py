@@ -1,0 +1,1 @@
+"""Reusable widgets: GPU panel/strip (telemetry), log view, host bar, charts, tables."""

@@ -1,0 +1,1 @@
+"""Apps with frozen data for the snapshot tests (no live host)."""

@@ -1,0 +1,177 @@
+"""The dashboard with frozen data: no host, a frozen clock, fixed numbers (snapshot tests).
+
+``frozen_app(mode, theme)`` returns a Dsv4App showing the demo host mid-campaign: server
+ready on MXFP4/triton, 8 simulated GPUs, a log tail with a warning and a traceback, the
+sanity gate passed, a sweep in its second level, four stored runs (two marked) and their
+comparison. Run it by hand: ``python tests/snapshot_apps/frozen.py [MODE] [THEME]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from dsv4tui.app import Dsv4App
+from dsv4tui.config import Settings
+from dsv4tui.screens import model as m
+from dsv4tui.sim.demo import demo_host_config
+from dsv4tui.telemetry import Frame, HostTelemetry
+
+T0 = 1_764_460_000.0  # the frozen "now" (wall and monotonic)
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def _frames(telemetry: HostTelemetry) -> None:
+    for k in range(40):
+        t = T0 - 40 + k + 1
+        busy = k >= 12
+        gpus = []
+        for i in range(8):
+            gpus.append({
+                "index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                "util_gpu": (97 + (i % 3)) if busy else 0,
+                "util_mem": 30 if busy else 0,
+                "mem_used_mib": 86_140 + 64 * i, "mem_total_mib": 97_887,
+                "power_w": (412.0 + 7 * i) if busy else 88.0, "power_limit_w": 600.0,
+                "temp_c": 61 + i if busy else 38, "sm_clock_mhz": 2430 if busy else 720,
+                "sm_clock_max_mhz": 2617, "pstate": "P0", "gpm": True,
+                "tensor_active": (0.8 + 0.1 * (i % 2)) if busy else 0.0,
+                "sm_active": 92.0 if busy else 0.0, "dram_active": 35.0 if busy else 0.0,
+            })
+        ev = {"type": "frame", "seq": k, "time": t, "interval": 1.0, "source": "simulated",
+              "driver": "580.95.05", "gpus": gpus}
+        telemetry.add(Frame.from_event(ev), received=t)
+
+
+def _logs(model: m.UiModel) -> None:
+    text = (DATA / "sglang_logs" / "dsv4_nvfp4_marlin_tp8.log").read_text(encoding="utf-8")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    model.logs.extend(lines[:-2])
+    model.logs.extend([
+        "[2026-03-02 09:17:05 TP3] WARNING: cuda graph capture skipped for bs=80 (max bs 64)",
+        "[2026-03-02 09:17:06 TP0] Decode batch, #running-req: 16, #full token: 3712, full "
+        "token usage: 0.00, #swa token: 3712, swa token usage: 0.03, cuda graph: True, gen "
+        "throughput (token/s): 28.70, #queue-req: 0",
+        "Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 2331, in run',
+        "    self.event_loop_overlap()",
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1968, unhandled cuda error",
+        "[2026-03-02 09:17:09 TP0] Decode batch, #running-req: 16, #full token: 3968, full "
+        "token usage: 0.00, #swa token: 3968, swa token usage: 0.03, cuda graph: True, gen "
+        "throughput (token/s): 28.66, #queue-req: 0",
+    ])
+
+
+def frozen_model() -> m.UiModel:
+    from dsv4tui.app import model_for
+
+    cfg = demo_host_config(port=30000)
+    model = model_for("demo", cfg, simulated=True)
+    model.frozen = T0
+    for prof in model.profiles:  # the interpreter path differs per machine
+        prof.fields = [(k, "python3" if k == "python" else v) for k, v in prof.fields]
+    model.conn.state = "connected"
+    model.telemetry = HostTelemetry("demo", clock=lambda: T0)
+    _frames(model.telemetry)
+    _logs(model)
+    srv = model.server
+    srv.state, srv.phase, srv.profile, srv.backend = "ready", "ready", "mxfp4", "triton"
+    srv.checkpoint, srv.tp_size, srv.started_at = "MXFP4", 8, T0 - 754
+    srv.model = "/models/DeepSeek-V4-Flash"
+    for k in range(90):
+        tok = 0.0 if k < 20 else 18.0 + (k % 7) * 0.9 + min(k - 20, 10) * 0.4
+        model.decode.add(m.DecodeSample(T0 - 90 + k, tok, 16 if k >= 20 else 0, 0,
+                                        0.03 if k >= 20 else 0.0))
+    su = model.startup
+    su.reset("mxfp4", "triton", "MXFP4", T0 - 800)
+    su.status = "ready"
+    durations = {"load_weights": 51.4, "kv_cache": 2.1, "cuda_graph": 24.7, "http_up": 1.8,
+                 "ready": 4.6}
+    t = T0 - 800 + 3.0
+    for name, d in durations.items():
+        ph = su.phases[name]
+        ph.started, ph.ended, ph.seconds = t, t + d, d
+        t += d
+    su.phases["load_weights"].detail = "100%"
+    su.phases["kv_cache"].detail = "1.25M tokens · 58.4 GB · torch.float8_e4m3fn"
+    su.phases["cuda_graph"].detail = "12/12 batches"
+    su.weights_pct = 100.0
+    su.current, su.ended = "ready", t
+    model.sanity = m.SanityView(status="passed", backend="triton", checkpoint="MXFP4",
+                                cases=[m.SanityCaseView("arith-17x23", True, "391",
+                                                        r"^\s*391\s*$", 0.62)])
+    sw = model.sweep
+    sw.status, sw.label, sw.host = "running", "MXFP4_triton", "demo"
+    sw.backend, sw.checkpoint, sw.input_len, sw.output_len = "triton", "MXFP4", 128, 256
+    sw.started, sw.run_id, sw.current = T0 - 95, 4, 1
+    sw.levels = [
+        m.LevelRow(1, 8, completed=8, out_tok_s=11.9, ttft_p50_ms=212, ttft_p99_ms=260,
+                   tpot_p50_ms=83.1, status="done"),
+        m.LevelRow(8, 32, completed=19, errors=1, out_tok_s=19.4, ttft_p50_ms=388,
+                   ttft_p99_ms=1012, tpot_p50_ms=401.7, status="running"),
+        m.LevelRow(16, 48),
+    ]
+    runs = model.runs
+    runs.rows = [
+        m.RunRow(4, "MXFP4_triton", T0 - 95, "demo", "triton", "MXFP4", 19.4, "running", True),
+        m.RunRow(3, "NVFP4_marlin", T0 - 3600, "demo", "marlin", "NVFP4", 28.7, "done", True),
+        m.RunRow(2, "NVFP4_triton", T0 - 7200, "demo", "triton", "NVFP4", 28.5, "done", True),
+        m.RunRow(1, "MXFP4_triton", T0 - 86400, "ct200", "triton", "MXFP4", 23.2, "done"),
+    ]
+    runs.marked = [3, 1]
+    runs.baseline = 1
+    cmp = m.CompareView(runs=[runs.rows[3], runs.rows[1], runs.rows[2]], baseline=1)
+    cmp.levels = {
+        1: [m.LevelStats(1, 12.1, 205, 240, 82.0, 0.8, 1480.0),
+            m.LevelStats(8, 19.8, 380, 990, 398.0, 0.8, 3210.0),
+            m.LevelStats(16, 23.2, 602, 1830, 684.0, 0.9, 3460.0)],
+        3: [m.LevelStats(1, 14.0, 190, 221, 71.0, 31.5, 1620.0),
+            m.LevelStats(8, 24.9, 341, 870, 318.0, 44.0, 3390.0),
+            m.LevelStats(16, 28.7, 540, 1620, 553.0, 52.3, 3550.0)],
+        2: [m.LevelStats(1, 14.2, 188, 219, 70.0, 38.0, 1590.0),
+            m.LevelStats(8, 24.6, 345, 880, 322.0, 49.0, 3370.0),
+            m.LevelStats(16, 28.5, 548, 1650, 557.0, 58.0, 3540.0)],
+    }
+    runs.compare = cmp
+    return model
+
+
+class FrozenApp(Dsv4App):
+    """No host, nothing moving: cursor blink off, frozen clock."""
+
+    def __init__(self, *args: object, initial: str | None = None, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.initial = initial
+
+    def on_mount(self) -> None:  # runs before Dsv4App.on_mount (Textual calls both)
+        self.call_after_refresh(self._initial)
+
+    def _initial(self) -> None:
+        from dsv4tui.screens.help import HelpScreen
+
+        if self.initial == "compare" and self.model.runs.compare is not None:
+            self._show_compare(self.model.runs.compare)
+        elif self.initial == "help":
+            self.push_screen(HelpScreen())
+        self.call_after_refresh(self._no_blink)
+
+    def _no_blink(self) -> None:
+        from textual.widgets import Input
+
+        for screen in self.screen_stack:
+            for box in screen.query(Input):
+                box.cursor_blink = False
+
+
+def frozen_app(mode: str = "dashboard", theme: str = "dark") -> FrozenApp:
+    start = "runs" if mode == "compare" else mode
+    if mode == "help":
+        start = "dashboard"
+    app = FrozenApp(settings=Settings(theme=theme), model=frozen_model(), start_mode=start,
+                    initial=mode)
+    return app
+
+
+if __name__ == "__main__":
+    app = frozen_app(*(sys.argv[1:3]))
+    app.run()

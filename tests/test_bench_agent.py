@@ -1,0 +1,175 @@
+"""``python -m dsv4tui.agent bench sanity|sweep`` as real subprocesses against real servers."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+from plugins.bench_server import (
+    REPO,
+    KnownServer,
+    ScriptServer,
+    agent_run,
+    http_json,
+    normal_stream,
+    of_type,
+)
+from plugins.sim import free_port
+
+from dsv4tui.agent import bench
+from dsv4tui.agent.protocol import parse_event
+from dsv4tui.config import DEFAULT_SANITY, SweepPlan
+
+
+def test_agent_defaults_mirror_the_config() -> None:
+    plan = SweepPlan()
+    for key, value in plan.model_dump(mode="json").items():
+        assert bench.DEFAULT_PLAN[key] == value, key
+    assert [DEFAULT_SANITY.model_dump()] == bench.DEFAULT_CASES
+
+
+def test_sanity_pass_and_fail(known_server: Callable[..., KnownServer]) -> None:
+    good = known_server(answer="391")
+    code, events, err = agent_run("bench", "sanity", "--url", good.url)
+    assert code == 0, err
+    [case] = of_type(events, "sanity_case")
+    assert case["passed"] and case["answer"].strip() == "391" and case["latency_s"] > 0
+    assert of_type(events, "sanity")[0]["passed"] is True
+    assert of_type(events, "bench_target")[0]["model"] == "known-timing"
+
+    bad = known_server(answer="392")
+    cases = json.dumps([{"name": "arith", "prompt": "17*23?", "expect": r"^\s*391\s*$"},
+                        {"prompt": "say 392", "expect": "392", "max_tokens": 4}])
+    code, events, _ = agent_run("bench", "sanity", "--url", bad.url, "--cases-json", cases)
+    assert code == 1
+    assert [c["passed"] for c in of_type(events, "sanity_case")] == [False, True]
+    assert of_type(events, "error")[0]["kind"] == "sanity_failed"
+
+
+def test_sanity_timeout(script_server: ScriptServer) -> None:
+    script_server.responses = [[normal_stream(1)[0], "hang"]]
+    code, events, _ = agent_run("bench", "sanity", "--url", script_server.url, "--model", "m",
+                                "--timeout", "0.5")
+    assert code == 1
+    [case] = of_type(events, "sanity_case")
+    assert case["passed"] is False and case["error_kind"] in ("stall", "timeout")
+
+
+def test_sweep_events_and_numbers(known_server: Callable[..., KnownServer]) -> None:
+    srv = known_server(ttft_ms=30, itl_ms=3)
+    code, events, err = agent_run("bench", "sweep", "--url", srv.url, "--levels", "1:2,3:6",
+                                  "--output-len", "8", "--input-len", "12", "--seed", "7")
+    assert code == 0, err
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "bench_target" and kinds[-1] == "sweep"
+    assert kinds.count("level_start") == 2 and kinds.count("level") == 2
+    reqs = of_type(events, "request")
+    assert len(reqs) == 8 and all(r["ok"] for r in reqs)  # warm-ups are not reported
+    r = reqs[0]
+    assert r["output_tokens"] == 8 and r["token_source"] == "usage" and r["chunks"] == 8
+    assert 0.025 < r["ttft_s"] < 0.5 and len(r["chunk_gaps_ms"]) == 7
+    first, second = of_type(events, "level")
+    assert (first["concurrency"], first["requests"], first["completed"]) == (1, 2, 2)
+    assert (second["concurrency"], second["completed"], second["errors"]) == (3, 6, 0)
+    assert second["output_tokens"] == 48 and second["token_count_source"] == "usage"
+    assert 25 < second["ttft_ms"]["mean"] < 200
+    assert 2.0 < second["itl_ms"]["mean"] < 10.0
+    assert second["client_cpu_us_per_token"] > 0 and second["partial"] is False
+    assert second["started_at"] <= second["finished_at"]
+    assert of_type(events, "sweep")[0]["status"] == "done"
+
+
+def test_sweep_plain_server_models_500_no_done(known_server: Callable[..., KnownServer]) -> None:
+    """A plain OpenAI server: /v1/models answers 500, streams end without [DONE]."""
+    srv = known_server("--models-status", "500", "--no-done", "--no-usage")
+    code, events, _ = agent_run("bench", "sweep", "--url", srv.url + "/v1", "--levels", "1:1")
+    assert code == 2
+    [err] = of_type(events, "error")
+    assert err["kind"] == "model" and "--model" in err["message"]
+    code, events, err_text = agent_run("bench", "sweep", "--url", srv.url + "/v1", "--model",
+                                       "known-timing", "--levels", "2:2", "--output-len", "4")
+    assert code == 0, err_text
+    level = of_type(events, "level")[0]
+    assert level["completed"] == 2 and level["token_count_source"] == "chunks"
+    assert not any(r["done_marker"] for r in of_type(events, "request"))
+
+
+def test_sweep_http_500_stops_on_error_rate(script_server: ScriptServer) -> None:
+    script_server.responses = [http_json(500, {"error": {"message": "boom"}})]
+    code, events, _ = agent_run("bench", "sweep", "--url", script_server.url, "--model", "m",
+                                "--levels", "2:4,4:8", "--warmup", "0")
+    assert code == 1
+    levels = of_type(events, "level")
+    assert len(levels) == 1 and levels[0]["errors_by_kind"].get("http_500", 0) >= 3
+    assert levels[0]["completed"] == 0
+    sweep = of_type(events, "sweep")[0]
+    assert sweep["status"] == "failed" and "C=2" in sweep["reason"]
+    assert of_type(events, "error")[0]["kind"] == "sweep_failed"
+
+
+def test_sweep_connection_refused_is_classified() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    code, events, _ = agent_run("bench", "sweep", "--url", url, "--model", "m", "--levels", "1:2",
+                                "--warmup", "0", "--max-error-rate", "1")
+    assert code == 0  # max error rate 1: the level is kept, every request failed
+    level = of_type(events, "level")[0]
+    assert level["errors_by_kind"] == {"connect": 2}
+    code, events, _ = agent_run("bench", "sanity", "--url", url)
+    assert code == 1 and of_type(events, "error")[0]["kind"] == "connect"
+
+
+@pytest.mark.parametrize("args", [
+    ["--levels", "1x8"], ["--plan-json", "{bad"], ["--plan-json", '{"levels": []}'],
+    ["--plan-json", '{"nope": 1}'], ["--input-len", "0"], ["--max-error-rate", "2"]])
+def test_sweep_bad_input_is_a_usage_error(args: list[str]) -> None:
+    code, events, err = agent_run("bench", "sweep", "--url", "http://127.0.0.1:9", *args)
+    assert code == 2 and "Traceback" not in err
+    assert of_type(events, "error")[0]["kind"] == "usage"
+
+
+@pytest.mark.parametrize("how", ["sigterm", "stdin-eof"])
+def test_cancel_mid_level_keeps_finished_requests(known_server: Callable[..., KnownServer],
+                                                  how: str) -> None:
+    srv = known_server(ttft_ms=20, itl_ms=5, tokens=20)  # ~0.12 s per request
+    argv = [sys.executable, "-m", "dsv4tui.agent"]
+    if how == "stdin-eof":
+        argv.append("--cancel-on-eof")
+    proc = subprocess.Popen([*argv, "bench", "sweep", "--url", srv.url, "--model", "known-timing",
+                             "--levels", "2:200", "--output-len", "20"], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    events = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ev = parse_event(proc.stdout.readline())
+        if ev:
+            events.append(ev)
+            if len(of_type(events, "request")) >= 3:
+                break
+    if how == "sigterm":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        proc.stdin.close()
+    out = proc.stdout.read()
+    proc.wait(30)
+    events += [ev for line in out.splitlines() if (ev := parse_event(line))]
+    assert proc.returncode == 130
+    done = of_type(events, "request")
+    [level] = of_type(events, "level")
+    assert level["partial"] is True and 3 <= level["completed"] == len(done) < 200
+    assert of_type(events, "sweep")[0]["status"] == "cancelled"
+
+
+def test_agent_bench_modules_parse_as_python_3_9() -> None:
+    import ast
+
+    for name in ("bench.py", "openai_stream.py", "stats.py"):
+        source = (REPO / "dsv4tui" / "agent" / name).read_text()
+        ast.parse(source, name, feature_version=(3, 9))
+        assert "from __future__ import annotations" in source

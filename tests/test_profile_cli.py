@@ -1,0 +1,173 @@
+"""``dsv4tui profile``: JSON shapes, the run store, side by side, errors; end to end over the
+console's own agent path against the simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plugins.sim import SimProcess, start_sim, subprocess_env
+
+import dsv4tui.agent.__main__ as agent_main
+from dsv4tui.agent import trace_parse
+from dsv4tui.cli import main
+from dsv4tui.commands import profile as cmd
+from dsv4tui.errors import AgentFailed
+from dsv4tui.sim.trace import write_trace
+from dsv4tui.store import RunStore, profiles
+
+H200 = Path(__file__).parent / "data" / "traces" / "h200_torch_profiler-TP-0.trace.json.gz"
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> Any:
+    return json.loads(capsys.readouterr().out)
+
+
+def sim_summary(tmp: Path, backend: str, checkpoint: str, tensor: float) -> dict[str, Any]:
+    write_trace(str(tmp), backend, checkpoint, 5, tp_size=2, step_s=0.5, seed=1)
+    s = trace_parse.parse_traces([str(tmp)])
+    trace_parse.attribute_tensor_cores(s, tensor, "simulated", 97.0)
+    s.update(url="http://127.0.0.1:30000", model="dsv4", profiled_steps=5,
+             load={"concurrency": 16}, server={"backend": backend, "checkpoint": checkpoint,
+                                               "simulated": True})
+    return s
+
+
+def test_trace_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", "--trace", str(H200), "--json", "--top", "5"]) == 0
+    out = _json(capsys)
+    assert set(out) == {"profile_id", "run_id", "summary"}
+    s = out["summary"]
+    for key in ("files", "ranks", "basis", "basis_note", "gpu_time_ms", "window_ms", "steps",
+                "kernels", "kernels_rest", "families", "tensor_decision"):
+        assert key in s
+    k = s["kernels"][0]
+    assert set(k) >= {"name", "short_name", "family", "calls", "total_us", "mean_us", "share",
+                      "tensor_core_by_name"}
+    f = s["families"][0]
+    assert set(f) >= {"family", "label", "share", "total_us", "calls", "tensor_cores",
+                      "tensor_basis", "tensor_note"}
+    assert s["tensor_decision"]["method"] == "name"
+
+
+def test_trace_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", "--trace", str(H200), "--tensor-active", "0.1"]) == 0
+    text = capsys.readouterr().out
+    assert "_fp32_slot_gemv_kernel" in text and "MoE GEMM" in text
+    assert "tensor pipe 0.10 %" in text and "how the flags were decided" in text
+
+
+@pytest.mark.parametrize("argv, code, msg", [
+    (["profile"], 2, "give a HOST or --url"),
+    (["profile", "--trace", "/nonexistent.trace.json.gz"], 1, "cannot read"),
+    (["profile", "--url", "http://x", "--profile", "p"], 2, "--profile goes with a HOST"),
+    (["profile", "demo", "--steps", "0"], 2, "must be >= 1"),
+    (["profile", "demo", "--tensor-active", "3"], 2, "--tensor-active goes with --trace"),
+    (["profile", "--show", "nope"], 1, "is not a profile id"),
+    (["profile", "--show", "7"], 1, "no kernel profile with id 7"),
+])
+def test_errors_are_one_line(argv: list[str], code: int, msg: str,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert msg in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_store_list_show_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with RunStore() as store:
+        run_id = store.start_run(label="mxfp4-triton", host="demo", backend="triton",
+                                 checkpoint="MXFP4", simulated=True)
+        a = sim_summary(tmp_path / "a", "triton", "MXFP4", 0.8)
+        b = sim_summary(tmp_path / "b", "marlin", "NVFP4", 38.0)
+        pa, ra = cmd.store_profile(store, a, host="demo", run_ref="latest")
+        pb, rb = cmd.store_profile(store, b, host="demo", run_ref=None, label="nvfp4")
+        assert (ra, rb) == (run_id, None)
+        item = profiles.find_profile(store, f"run:{run_id}")
+        assert item.id == pa and item.backend == "triton" and item.label == "mxfp4-triton"
+        assert profiles.find_profile(store, "latest").id == pb
+        assert item.summary["families"] == a["families"]
+        assert item.decode_step_ms == pytest.approx(500, rel=0.01) and item.simulated
+    assert main(["profile", "--list", "--json"]) == 0
+    listed = _json(capsys)
+    assert [p["id"] for p in listed] == [pb, pa] and "summary" not in listed[0]
+    assert main(["profile", "--list", "demo"]) == 0
+    assert "triton" in capsys.readouterr().out
+    assert main(["profile", "--show", str(pa), str(pb)]) == 0
+    text = capsys.readouterr().out
+    assert "vs first" in text and "MoE GEMM" in text and "decode step ms" in text
+    assert main(["profile", "--show", f"run:{run_id}", "--json"]) == 0
+    shown = _json(capsys)["profiles"]
+    assert shown[0]["run_id"] == run_id and shown[0]["summary"]["basis"] == "decode"
+    with RunStore() as store:  # deleting the run keeps the profile, unattached
+        store.delete_run(run_id)
+        assert profiles.get_profile(store, pa).run_id is None  # type: ignore[union-attr]
+        assert profiles.delete_profile(store, pa)
+
+
+def test_profile_table_matches_store_migration_sql() -> None:
+    """The migration is safe to append to schema.MIGRATIONS after ensure_table ran."""
+    assert all("IF NOT EXISTS" in s for s in profiles.PROFILES_MIGRATION)
+
+
+def test_collect_profile_with_an_agent_double() -> None:
+    class Agent:
+        def __init__(self, events: list[dict[str, Any]]) -> None:
+            self.events_ = events
+            self.args: tuple[str, ...] = ()
+
+        async def events(self, *args: str) -> AsyncIterator[dict[str, Any]]:
+            self.args = args
+            for ev in self.events_:
+                yield ev
+
+    seen: list[str] = []
+    agent = Agent([{"type": "profile_phase", "phase": "load"}, {"type": "profile", "basis": "x"}])
+    argv = cmd.agent_args("http://h:1", steps=3, concurrency=4, output_dir="/tmp/t",
+                          model="m", api_key_env="KEY")
+    final = asyncio.run(cmd.collect_profile(agent, argv, lambda ev: seen.append(ev["type"])))
+    assert final["basis"] == "x" and seen == ["profile_phase", "profile"]
+    assert agent.args[:2] == ("profile", "run") and "--api-key-env" in agent.args
+    with pytest.raises(AgentFailed, match="without a profile"):
+        asyncio.run(cmd.collect_profile(Agent([]), argv))
+
+
+# --- through the console: HOST/--url -> agent -> store ------------------------------------
+
+_STDIN_BUG = "stdin.buffer.read1" in inspect.getsource(agent_main._watch_stdin)
+
+
+@pytest.fixture
+def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimProcess]:
+    state = tmp_path / "sim-state.json"
+    monkeypatch.setenv("DSV4TUI_SIM_STATE", str(state))
+    proc = start_sim(tmp_path / "sim", env=subprocess_env(DSV4TUI_SIM_STATE=str(state)),
+                     decode_speed=50.0)
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.mark.xfail(_STDIN_BUG, reason="dsv4tui/agent/__main__.py's stdin watcher blocks in "
+                   "sys.stdin.buffer.read1: every --cancel-on-eof command aborts at exit "
+                   "(SIGABRT, 'could not acquire lock for <stdin>'); read with os.read(0, ...)",
+                   strict=False)
+def test_profile_url_end_to_end_and_attach(sim: SimProcess,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with RunStore() as store:
+        run_id = store.start_run(label="before", host="local", url=sim.url)
+    code = main(["profile", "--url", sim.url, "--steps", "4", "-c", "8", "--warmup", "0.5",
+                 "--run", str(run_id), "--json"])
+    out = _json(capsys)
+    assert code == 0
+    assert out["run_id"] == run_id and out["host"] == "local"
+    assert out["summary"]["families"][0]["family"] in ("moe_gemm", "attention")
+    with RunStore() as store:
+        stored = profiles.find_profile(store, f"run:{run_id}")
+    assert stored.id == out["profile_id"] and stored.backend == "triton"

@@ -1,0 +1,97 @@
+"""The Profile screen: fed by the app (set_profiles), asks through messages, compares two."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.app import App
+from textual.widgets import DataTable, Static
+
+from dsv4tui.agent import trace_parse
+from dsv4tui.screens.profile import ProfileScreen
+from dsv4tui.sim.trace import write_trace
+from dsv4tui.widgets.profile_families import FamilyBars, bar, family_rows
+from dsv4tui.widgets.profile_kernels import KernelTable
+
+
+def summary(tmp: Path, backend: str, checkpoint: str, tensor: float) -> dict[str, Any]:
+    write_trace(str(tmp), backend, checkpoint, 4, tp_size=1, step_s=0.4, seed=5)
+    s = trace_parse.parse_traces([str(tmp)])
+    trace_parse.attribute_tensor_cores(s, tensor, "simulated", 97.0)
+    s["model"] = "deepseek-v4-flash"
+    return s
+
+
+class Harness(App[None]):
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.items = items
+        self.asked: list[Any] = []
+
+    def on_mount(self) -> None:
+        self.push_screen(ProfileScreen())
+
+    def on_profile_screen_reload(self, message: ProfileScreen.Reload) -> None:
+        self.asked.append("reload")
+        assert isinstance(self.screen, ProfileScreen)
+        self.screen.set_profiles(self.items)
+
+    def on_profile_screen_run_requested(self, message: ProfileScreen.RunRequested) -> None:
+        self.asked.append(("run", message.steps, message.concurrency))
+
+
+async def test_profile_screen_shows_and_compares(tmp_path: Path) -> None:
+    a = summary(tmp_path / "a", "triton", "MXFP4", 0.8)
+    b = summary(tmp_path / "b", "marlin", "NVFP4", 38.0)
+    items = [{"id": 2, "summary": b, "backend": "marlin", "checkpoint": "NVFP4",
+              "created_at": 1.7e9, "simulated": True},
+             {"id": 1, "summary": a, "backend": "triton", "checkpoint": "MXFP4", "run_id": 4,
+              "created_at": 1.7e9, "simulated": True}]
+    app = Harness(items)
+    async with app.run_test(size=(150, 48)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        assert app.asked == ["reload"]
+        assert screen.query_one("#prof-table", DataTable).row_count == 2
+        assert [i.id for i in screen.shown()] == [2]  # the highlighted (newest) one
+        head = str(screen.query_one("#prof-head", Static).render())
+        assert "#2 marlin/NVFP4" in head and "SIMULATED" in head
+        kernels = screen.query_one("#prof-kernels", KernelTable)
+        assert kernels.row_count > 5 and len(kernels.columns) == 7
+        # mark the MXFP4 profile first (the base), then the NVFP4 one: side by side
+        await pilot.press("down", "space", "up", "space")
+        assert screen.marked == [1, 2]
+        assert [i.id for i in screen.shown()] == [1, 2]
+        assert len(kernels.columns) == 8  # the second profile's share beside
+        text = screen.query_one("#prof-families", FamilyBars).render_text(120).plain
+        assert "#1 triton/MXFP4 (run 4)" in text and "#2 marlin/NVFP4" in text
+        moe = next(line for line in text.splitlines() if line.startswith("MoE GEMM"))
+        assert "CC" in moe  # MXFP4/triton: the slot GEMV on CUDA cores
+        await pilot.press("k")
+        await pilot.pause()
+        assert app.asked[-1] == ("run", 5, 16)
+        assert "profile requested" in str(screen.query_one("#prof-status", Static).render())
+        screen.set_error("no trace file appeared")
+        assert "profile failed" in str(screen.query_one("#prof-status", Static).render())
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert app.asked[-1] == "reload"
+
+
+async def test_profile_screen_empty() -> None:
+    app = Harness([])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        head = str(app.screen.query_one("#prof-head", Static).render())
+        assert "no kernel profiles yet" in head
+
+
+def test_bars_and_rows() -> None:
+    assert bar(1.0, 4) == "████" and bar(0.0, 4) == "    " and bar(0.5, 4) == "██  "
+    assert bar(0.125 / 4 * 4, 1) == "▏"
+    rows = family_rows([{"families": [{"family": "moe_gemm", "label": "MoE GEMM"}]},
+                        {"families": [{"family": "attention", "label": "attention"}]}])
+    assert [label for label, _ in rows] == ["MoE GEMM", "attention"]
+    assert rows[0][1][1] is None and rows[1][1][0] is None

@@ -1,0 +1,159 @@
+"""The app shell with frozen data (no host): keys and their remapping, the command palette,
+themes, the error dialog, the connection banner, quitting, the runs list."""
+
+from __future__ import annotations
+
+import pytest
+from snapshot_apps.frozen import FrozenApp, frozen_app, frozen_model
+from textual.worker import Worker
+
+from dsv4tui import keymap
+from dsv4tui.config import Settings
+from dsv4tui.errors import UserError
+from dsv4tui.screens.help import HelpScreen
+from dsv4tui.screens.messages import CONN
+from dsv4tui.screens.modals import ConfirmScreen, ErrorScreen
+from dsv4tui.screens.runs import CompareScreen, RunsScreen
+from dsv4tui.widgets.charts import Chart
+from dsv4tui.widgets.host_bar import ConnectionBanner
+
+
+async def test_number_keys_switch_screens_and_help_lists_every_binding() -> None:
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        for key, mode in zip("12345", keymap.SCREENS, strict=True):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.current_mode == mode
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        table = app.screen.query_one("DataTable")
+        ids = {table.get_row_at(i)[3] for i in range(table.row_count)}  # type: ignore[attr-defined]
+        assert ids == {a.id for a in keymap.ACTIONS}
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_keymap_from_config_remaps_by_binding_id() -> None:
+    settings = Settings(keymap={"help": "f1", "screen.runs": "ctrl+u", "nope": "x"})
+    app = FrozenApp(settings=settings, model=frozen_model())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert any("unknown binding id 'nope'" in n.message for n in app._notifications)
+        await pilot.press("question_mark")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.press("ctrl+u")
+        await pilot.pause()
+        assert app.current_mode == "runs"
+        await pilot.press("5")
+        await pilot.pause()
+        assert app.current_mode == "runs"
+
+
+async def test_every_action_is_in_the_command_palette() -> None:
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        titles = " | ".join(c.title for c in app.get_system_commands(app.screen))
+        for action in keymap.ACTIONS:
+            if action.scope in ("app", "logs") and action.palette:
+                assert action.description in titles, action.id
+        for name in ("dark", "light", "high-contrast"):
+            assert f"Theme: {name}" in titles
+
+
+async def test_bad_theme_falls_back_and_charts_follow_the_theme() -> None:
+    app = FrozenApp(settings=Settings(theme="no-such-theme"), model=frozen_model(),
+                    start_mode="bench")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.theme == "dark"
+        assert any("unknown theme" in n.message for n in app._notifications)
+        chart = app.screen.query_one(Chart)
+        dark = chart.series_colors()
+        app.theme = "light"
+        await pilot.pause()
+        assert chart.series_colors() != dark
+        assert app.has_class("-theme-light") and not app.has_class("-theme-dark")
+
+
+async def test_a_failing_worker_becomes_one_error_dialog() -> None:
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        def boom() -> None:
+            raise UserError("the agent said no")
+
+        worker: Worker[None] = app.run_worker(boom, thread=True, group="sanity",
+                                              exit_on_error=False)
+        await worker.wait() if False else None
+        await pilot.pause(0.3)
+        await pilot.pause()
+        assert isinstance(app.screen, ErrorScreen)
+        assert app.last_error == "the agent said no"
+        await pilot.press("enter")
+        assert not isinstance(app.screen, ErrorScreen)
+        assert app.is_running
+
+
+async def test_connection_banner_counts_down_and_greys_the_panels() -> None:
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        banner = app.screen.query_one(ConnectionBanner)
+        assert not banner.has_class("-visible")
+        app.model.conn.state = "reconnecting"
+        app.model.conn.attempts = 2
+        app.model.conn.retry_in = lambda: 7.4
+        app.mark(CONN)
+        await pilot.pause(0.3)
+        assert banner.has_class("-visible")
+        text = str(banner.render())
+        assert "reconnecting in 7s" in text and "attempt 3" in text
+        assert app.screen.has_class("-stale")
+        app.model.conn.state = "connected"
+        app.mark(CONN)
+        await pilot.pause(0.3)
+        assert not banner.has_class("-visible")
+        assert not app.screen.has_class("-stale")
+
+
+async def test_quit_asks_only_while_busy() -> None:
+    app = frozen_app()  # the frozen sweep is running
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert app.is_running
+        app.model.sweep.status = "done"
+        await pilot.press("q")
+        await pilot.pause(0.3)
+    assert app.return_code == 0
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_runs_filter_mark_baseline_compare(size: tuple[int, int]) -> None:
+    app = frozen_app("runs")
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        table = screen.query_one("#runs-table")
+        assert table.row_count == 4  # type: ignore[attr-defined]
+        await pilot.press("slash", *"nvfp4", "enter")
+        await pilot.pause()
+        assert table.row_count == 2  # type: ignore[attr-defined]
+        app.model.runs.marked.clear()
+        await pilot.press("space", "space")
+        assert app.model.runs.marked == [3, 2]
+        await pilot.press("B")
+        assert app.model.runs.baseline == 2
+        await pilot.press("escape")  # leaves the filter box? the table has focus: no-op
+        app._show_compare(app.model.runs.compare)  # type: ignore[arg-type]
+        await pilot.pause()
+        assert isinstance(app.screen, CompareScreen)
+        await pilot.press("m", "B")
+        assert app.screen.metric == 1
+        await pilot.press("escape")
+        assert isinstance(app.screen, RunsScreen)

@@ -1,0 +1,152 @@
+"""The log view: bounded memory under a flood, follow/pause with "N new lines", search with
+next/previous, level and TP-rank filters, errors classified."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+from textual.app import App, ComposeResult
+
+from dsv4tui.widgets.log_lines import ERROR, INFO, WARNING, LogLines
+from dsv4tui.widgets.log_view import LogPanel, LogView
+
+
+def line(i: int, rank: int = 0, text: str = "Decode batch, #running-req: 16") -> str:
+    return f"[2026-03-02 09:16:{i % 60:02d} TP{rank}] {text} #{i}"
+
+
+class LogApp(App[None]):
+    def __init__(self, lines: LogLines) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        yield LogPanel(self.lines)
+
+
+def test_classify_levels_ranks_and_tracebacks() -> None:
+    ring = LogLines(100)
+    ring.append(line(1, 3))
+    ring.append("[2026-03-02 09:16:01 TP1] WARNING: something odd")
+    ring.append("Traceback (most recent call last):")
+    ring.append('  File "x.py", line 1, in f')
+    ring.append("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1968")
+    ring.append("[2026-03-02 09:16:02 TP0] back to normal")
+    ring.append("Loading shards:  8%|▊ | 1/12\rLoading shards: 100%|█| 12/12")
+    levels = [ring.get(i).level for i in range(ring.first, ring.next)]  # type: ignore[union-attr]
+    assert levels == [INFO, WARNING, ERROR, ERROR, ERROR, INFO, INFO]
+    assert ring.get(0).tp == 3  # type: ignore[union-attr]
+    assert ring.ranks == {0, 1, 3}
+    assert ring.get(6).text == "Loading shards: 100%|█| 12/12"  # type: ignore[union-attr]
+
+
+def test_ring_is_bounded_under_a_flood() -> None:
+    ring = LogLines(5_000)
+    ring.extend(line(i) for i in range(5_000))
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    for batch in range(20):  # 10 s of 2,000 lines/s
+        ring.extend(line(i, i % 8) for i in range(batch * 1000, batch * 1000 + 1000))
+    elapsed = time.perf_counter() - t0
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(ring) == 5_000
+    assert ring.first == ring.next - 5_000
+    assert grown < 2_000_000, grown  # replaced lines, not accumulated ones
+    assert elapsed < 2.0, elapsed  # well under 1 s per 20,000 lines even traced
+
+
+async def test_follow_pause_new_lines_and_resume() -> None:
+    ring = LogLines(2_000)
+    ring.extend(line(i) for i in range(300))
+    app = LogApp(ring)
+    async with app.run_test(size=(100, 20)) as pilot:
+        panel = app.query_one(LogPanel)
+        view = app.query_one(LogView)
+        panel.sync()
+        await pilot.pause()
+        assert view.follow and view.scroll_y == view.max_scroll_y
+        view.focus()
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert not view.follow
+        top = view.scroll_y
+        ring.extend(line(i) for i in range(300, 350))
+        panel.sync()
+        await pilot.pause()
+        assert view.pending == 50
+        assert view.scroll_y == top  # the lines under the user's eyes stay put
+        assert "50 new lines" in view.status_text()
+        # the ring drops old lines while paused: the view shifts so the same lines stay
+        seq_on_top = view.seq_at(int(view.scroll_y))
+        ring.extend(line(i) for i in range(350, 2_100))
+        panel.sync()
+        await pilot.pause()
+        assert view.seq_at(int(view.scroll_y)) in (seq_on_top, ring.first)
+        panel.toggle_follow()
+        await pilot.pause()
+        assert view.follow and view.pending == 0
+        assert view.scroll_y == view.max_scroll_y
+
+
+async def test_search_next_previous_and_filters() -> None:
+    ring = LogLines(1_000)
+    for i in range(200):
+        ring.append(line(i, i % 4, "needle here" if i in (20, 120, 180) else "hay"))
+    ring.append("Traceback (most recent call last):")
+    ring.append("ValueError: boom")
+    app = LogApp(ring)
+    async with app.run_test(size=(100, 20)) as pilot:
+        panel = app.query_one(LogPanel)
+        view = app.query_one(LogView)
+        panel.sync()
+        panel.start_search()
+        await pilot.press(*"needle", "enter")
+        await pilot.pause()
+        assert view.match_seq == 180  # from the end backwards
+        assert not view.follow
+        panel.next_match(forward=False)
+        assert view.match_seq == 120
+        panel.next_match(forward=False)
+        assert view.match_seq == 20
+        panel.next_match(forward=True)
+        assert view.match_seq == 120
+
+        view.min_level = ERROR
+        await pilot.pause()
+        assert view.row_count == 2
+        view.min_level = INFO
+        view.rank = 2
+        await pilot.pause()
+        assert view.row_count == 50 + 2  # TP2 lines plus the un-prefixed traceback lines
+        view.cycle_rank()
+        assert view.rank == 3
+        view.cycle_rank()
+        assert view.rank is None
+        assert view.row_count == len(ring)
+
+
+async def test_flood_does_not_block_input() -> None:
+    """2,000 lines/s in 100 ms batches; a key still gets through fast."""
+    ring = LogLines(20_000)
+    app = LogApp(ring)
+    async with app.run_test(size=(120, 40)) as pilot:
+        panel = app.query_one(LogPanel)
+        view = app.query_one(LogView)
+        worst = 0.0
+        n = 0
+        for batch in range(30):
+            ring.extend(line(n + i, i % 8) for i in range(200))
+            n += 200
+            t0 = time.perf_counter()
+            panel.sync()
+            await pilot.pause()
+            worst = max(worst, time.perf_counter() - t0)
+        assert len(ring) == 6_000
+        assert view.row_count == 6_000
+        t0 = time.perf_counter()
+        await pilot.press("f")  # nothing bound here: a plain round trip through the queue
+        assert time.perf_counter() - t0 < 0.5
+        assert worst < 0.5, worst

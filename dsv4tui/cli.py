@@ -28,7 +28,12 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = _Parser(prog="dsv4tui", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(prog="dsv4tui", description="A control room for bringing up LLM servers "
+                     "(SGLang) on GPU hosts: backend switching, restarts, sanity gates, sweeps, "
+                     "GPU telemetry with tensor-pipe activity.",
+                     epilog="Exit codes: 0 ok, 1 failed (sanity, restart...), 2 bad config/usage, "
+                     "3 no NVIDIA driver, 4 connection problem, 5 auth failed, 6 host key, "
+                     "7 remote python/agent, 130 interrupted.")
     parser.add_argument("--version", action="version", version=f"dsv4tui {__version__}")
     parser.add_argument("--config", metavar="PATH", help="config file (default: platformdirs "
                         "user config dir, or $DSV4TUI_CONFIG)")

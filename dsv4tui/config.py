@@ -64,6 +64,12 @@ class ServerProfile(_Model):
     env: dict[str, str] = Field(default_factory=dict, description="Environment for the server.")
     log_file: str | None = Field(None, description="Server log on the host (default in the agent cache).")
     workdir: str | None = Field(None, description="Working directory on the host.")
+    active_params_b: float | None = Field(
+        None, gt=0, description="Active parameters per token, in billions (roofline override; "
+        "e.g. 13 for DeepSeek-V4-Flash). Default: read from the model's config.json.")
+    bytes_per_param: float | None = Field(
+        None, gt=0, description="Bytes per weight for the roofline (0.5 for FP4, 1 for FP8, 2 for "
+        "BF16). Default: from quantization/checkpoint.")
     nnodes: int | None = Field(None, ge=1)
     node_rank: int | None = Field(None, ge=0)
     dist_init_addr: str | None = None
@@ -153,6 +159,9 @@ class SweepPlan(_Model):
     request_timeout_s: float = Field(600.0, gt=0)
     stall_timeout_s: float = Field(60.0, gt=0, description="No bytes for this long = stalled.")
     max_error_rate: float = Field(0.5, ge=0, le=1, description="Stop the sweep above this.")
+    ignore_eos: bool = Field(True, description="Send ignore_eos for fixed output lengths "
+                             "(SGLang, vLLM); false for servers that reject it.")
+    seed: int | None = Field(None, description="Prompt seed (default: random per run).")
 
     @field_validator("levels")
     @classmethod

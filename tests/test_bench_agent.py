@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from plugins.bench_server import (
@@ -19,7 +20,7 @@ from plugins.bench_server import (
     normal_stream,
     of_type,
 )
-from plugins.sim import free_port
+from plugins.sim import free_port, start_sim
 
 from dsv4tui.agent import bench
 from dsv4tui.agent.protocol import parse_event
@@ -173,3 +174,29 @@ def test_agent_bench_modules_parse_as_python_3_9() -> None:
         source = (REPO / "dsv4tui" / "agent" / name).read_text()
         ast.parse(source, name, feature_version=(3, 9))
         assert "from __future__ import annotations" in source
+
+
+def test_against_the_sglang_simulator_and_its_faults(sims: list, tmp_path: Path) -> None:
+    """The simulated SGLang (same HTTP API and stream shape): a clean sweep, then faults."""
+    good = start_sim(tmp_path / "good")
+    wrong = start_sim(tmp_path / "wrong", "--sim-fault", "wrong-answer")
+    broken = start_sim(tmp_path / "broken", "--sim-fault", "http-500")
+    stalled = start_sim(tmp_path / "stalled", "--sim-fault", "stall")
+    sims.extend([good, wrong, broken, stalled])
+    for sim in sims:
+        sim.wait_ready()
+    code, events, err = agent_run("bench", "sweep", "--url", good.url, "--levels", "2:4",
+                                  "--output-len", "8", "--input-len", "16")
+    assert code == 0, err
+    target, level = of_type(events, "bench_target")[0], of_type(events, "level")[0]
+    assert target["model"] == "dsv4-sim" and target["server_version"]
+    assert level["completed"] == 4 and level["token_count_source"] == "usage"
+    assert level["output_tokens"] == 32
+    code, events, _ = agent_run("bench", "sanity", "--url", wrong.url)
+    assert code == 1 and of_type(events, "sanity_case")[0]["passed"] is False
+    code, events, _ = agent_run("bench", "sweep", "--url", broken.url, "--levels", "1:2",
+                                "--warmup", "0")
+    assert code == 1 and set(of_type(events, "level")[0]["errors_by_kind"]) == {"http_500"}
+    code, events, _ = agent_run("bench", "sweep", "--url", stalled.url, "--levels", "1:1",
+                                "--warmup", "0", "--stall-timeout", "0.5", "--output-len", "16")
+    assert code == 1 and of_type(events, "level")[0]["errors_by_kind"] == {"stall": 1}

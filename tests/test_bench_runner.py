@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -159,6 +160,12 @@ async def test_link_drop_mid_sweep_over_ssh_keeps_finished_requests(
             ssh_server.drop_connections()
             with pytest.raises(ConnectError):
                 await asyncio.wait_for(task, 30)
+            for proc in ssh_server.processes:  # reap the killed remote side on this loop
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), 5)
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            await asyncio.sleep(0.05)
         got = [e for e in seen if e["type"] == "request"]
         [run] = store.runs()
         assert run.status == "interrupted" and run.host == "testbox"

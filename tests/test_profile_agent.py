@@ -228,3 +228,25 @@ def test_frames_summary_picks_the_busy_gpus() -> None:
     none = agent_profile.summarize_frames(
         [(0.0, [dict(gpu(0, 90, 0.0), tensor_active=None)])], "nvidia-smi")
     assert none["tensor_active_pct"] is None and "no tensor-pipe counter" in none["note"]
+
+
+def test_telemetry_window_scope() -> None:
+    """The steady load before /start_profile + the trace's window, unless GPUs idled there."""
+    def frame(t: float, util: float, tensor: float) -> tuple[float, list[dict[str, Any]]]:
+        return (t, [{"index": 0, "util_gpu": util, "tensor_active": tensor, "sm_active": util}])
+
+    tw = agent_profile.TelemetryWindow("off", interval=0.5)
+    tw.profile_started_at = 100.0
+    tw.frames = [frame(90.0, 5.0, 9.0),  # warm-up: out
+                 frame(98.0, 90.0, 1.0), frame(99.5, 90.0, 1.0),  # steady load: in
+                 frame(102.0, 0.0, 0.0),  # the profiler starting: out
+                 frame(104.2, 80.0, 2.0),  # inside the trace window: in
+                 frame(110.0, 0.0, 0.0)]  # trace export: out
+    s = tw.summary([104.0, 104.1])
+    assert s["scope"].startswith("steady load") and s["frames"] == 3
+    assert s["tensor_active_pct"] == pytest.approx(4.0 / 3, abs=1e-3)
+    assert s["util_gpu_pct"] == 86.67
+    tw.frames = [frame(t, 0.0, 0.0) for t in (98.0, 99.0, 104.2)] + [frame(120.0, 90.0, 1.0)]
+    s = tw.summary([104.0, 104.1])  # idle there: the whole run counts
+    assert s["scope"] == "whole run" and s["frames"] == 4
+    assert tw.summary(None)["scope"] == "whole run"

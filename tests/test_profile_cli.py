@@ -4,7 +4,6 @@ console's own agent path against the simulator."""
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 import pytest
 from plugins.sim import SimProcess, start_sim, subprocess_env
 
-import dsv4tui.agent.__main__ as agent_main
 from dsv4tui.agent import trace_parse
 from dsv4tui.cli import main
 from dsv4tui.commands import profile as cmd
@@ -138,9 +136,6 @@ def test_collect_profile_with_an_agent_double() -> None:
 
 # --- through the console: HOST/--url -> agent -> store ------------------------------------
 
-_STDIN_BUG = "stdin.buffer.read1" in inspect.getsource(agent_main._watch_stdin)
-
-
 @pytest.fixture
 def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimProcess]:
     state = tmp_path / "sim-state.json"
@@ -154,10 +149,6 @@ def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimProcess]
         proc.stop()
 
 
-@pytest.mark.xfail(_STDIN_BUG, reason="dsv4tui/agent/__main__.py's stdin watcher blocks in "
-                   "sys.stdin.buffer.read1: every --cancel-on-eof command aborts at exit "
-                   "(SIGABRT, 'could not acquire lock for <stdin>'); read with os.read(0, ...)",
-                   strict=False)
 def test_profile_url_end_to_end_and_attach(sim: SimProcess,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     with RunStore() as store:

@@ -3,7 +3,6 @@ themes, the error dialog, the connection banner, quitting, the runs list."""
 
 from __future__ import annotations
 
-import pytest
 from snapshot_apps.frozen import FrozenApp, frozen_app, frozen_model
 from textual.worker import Worker
 
@@ -33,9 +32,28 @@ async def test_number_keys_switch_screens_and_help_lists_every_binding() -> None
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
+        # every action is in the command palette, and the themes
+        titles = " | ".join(c.title for c in app.get_system_commands(app.screen))
+        for action in keymap.ACTIONS:
+            if action.scope in ("app", "runs") and action.palette:
+                assert action.description in titles, action.id
+        for name in ("dark", "light", "high-contrast"):
+            assert f"Theme: {name}" in titles
 
-async def test_keymap_from_config_remaps_by_binding_id() -> None:
-    settings = Settings(keymap={"help": "f1", "screen.runs": "ctrl+u", "nope": "x"})
+        # q asks while busy (the frozen sweep is running), not otherwise
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert app.is_running
+        app.model.sweep.status = "done"
+        await pilot.press("q")
+        await pilot.pause(0.3)
+    assert app.return_code == 0
+
+
+async def test_keymap_and_theme_from_config() -> None:
+    settings = Settings(keymap={"help": "f1", "screen.bench": "ctrl+u", "nope": "x"},
+                        theme="no-such-theme")
     app = FrozenApp(settings=settings, model=frozen_model())
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -45,31 +63,14 @@ async def test_keymap_from_config_remaps_by_binding_id() -> None:
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
+        await pilot.press("4")
+        await pilot.pause()
+        assert app.current_mode == "dashboard"
         await pilot.press("ctrl+u")
         await pilot.pause()
-        assert app.current_mode == "runs"
-        await pilot.press("5")
-        await pilot.pause()
-        assert app.current_mode == "runs"
+        assert app.current_mode == "bench"
 
-
-async def test_every_action_is_in_the_command_palette() -> None:
-    app = frozen_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        titles = " | ".join(c.title for c in app.get_system_commands(app.screen))
-        for action in keymap.ACTIONS:
-            if action.scope in ("app", "logs") and action.palette:
-                assert action.description in titles, action.id
-        for name in ("dark", "light", "high-contrast"):
-            assert f"Theme: {name}" in titles
-
-
-async def test_bad_theme_falls_back_and_charts_follow_the_theme() -> None:
-    app = FrozenApp(settings=Settings(theme="no-such-theme"), model=frozen_model(),
-                    start_mode="bench")
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
+        # a bad theme name falls back to dark with a notification; charts follow the theme
         assert app.theme == "dark"
         assert any("unknown theme" in n.message for n in app._notifications)
         chart = app.screen.query_one(Chart)
@@ -80,7 +81,7 @@ async def test_bad_theme_falls_back_and_charts_follow_the_theme() -> None:
         assert app.has_class("-theme-light") and not app.has_class("-theme-dark")
 
 
-async def test_a_failing_worker_becomes_one_error_dialog() -> None:
+async def test_worker_failure_dialog_and_connection_banner() -> None:
     app = frozen_app()
     async with app.run_test(size=(120, 40)) as pilot:
         def boom() -> None:
@@ -88,7 +89,6 @@ async def test_a_failing_worker_becomes_one_error_dialog() -> None:
 
         worker: Worker[None] = app.run_worker(boom, thread=True, group="sanity",
                                               exit_on_error=False)
-        await worker.wait() if False else None
         await pilot.pause(0.3)
         await pilot.pause()
         assert isinstance(app.screen, ErrorScreen)
@@ -96,11 +96,9 @@ async def test_a_failing_worker_becomes_one_error_dialog() -> None:
         await pilot.press("enter")
         assert not isinstance(app.screen, ErrorScreen)
         assert app.is_running
+        assert worker.is_finished
 
-
-async def test_connection_banner_counts_down_and_greys_the_panels() -> None:
-    app = frozen_app()
-    async with app.run_test(size=(120, 40)) as pilot:
+        # connection lost: the banner counts down, panels are greyed
         banner = app.screen.query_one(ConnectionBanner)
         assert not banner.has_class("-visible")
         app.model.conn.state = "reconnecting"
@@ -119,23 +117,9 @@ async def test_connection_banner_counts_down_and_greys_the_panels() -> None:
         assert not app.screen.has_class("-stale")
 
 
-async def test_quit_asks_only_while_busy() -> None:
-    app = frozen_app()  # the frozen sweep is running
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("q")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("n")
-        assert app.is_running
-        app.model.sweep.status = "done"
-        await pilot.press("q")
-        await pilot.pause(0.3)
-    assert app.return_code == 0
-
-
-@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
-async def test_runs_filter_mark_baseline_compare(size: tuple[int, int]) -> None:
+async def test_runs_filter_mark_baseline_compare() -> None:
     app = frozen_app("runs")
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, RunsScreen)

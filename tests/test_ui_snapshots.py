@@ -1,7 +1,8 @@
-"""Every screen with frozen data, at 120x40 and 80x24, in each theme (pytest-textual-snapshot).
+"""Every screen with frozen data (tests/snapshot_apps/frozen.py: no host, frozen clock), at
+120x40 and 80x24, in each theme: pytest-textual-snapshot's ``snap_compare``.
 
-Update after an intended change: ``pytest tests/test_ui_snapshots.py --snapshot-update``, then
-look at the SVGs in tests/__snapshots__/test_ui_snapshots/ before committing them.
+Update after an intended change: ``pytest tests/test_ui_snapshots.py --snapshot-update``,
+then look at the SVGs in tests/__snapshots__/test_ui_snapshots/ before committing them.
 """
 
 from __future__ import annotations

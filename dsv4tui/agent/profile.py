@@ -36,7 +36,8 @@ from dsv4tui.agent.openai_stream import Endpoint, build_body, chat_path, make_cl
 DEFAULT_STEPS = 5
 DEFAULT_CONCURRENCY = 16
 TRACE_GLOBS = ("*.trace.json.gz", "*.trace.json")
-LEAD_S = 3.0  # telemetry of the steady load before the trace's window that still counts
+LEAD_S = 3.0  # seconds of steady load before /start_profile whose telemetry counts
+MIN_BUSY_PCT = 20.0  # ... when the GPUs were busy then; else the whole run's telemetry counts
 
 
 def _usage(message: str) -> protocol.AgentError:
@@ -128,6 +129,7 @@ class TelemetryWindow:
         self._thread: Optional[threading.Thread] = None
         self.started_at = 0.0
         self.stopped_at = 0.0
+        self.profile_started_at = 0.0  # when /start_profile was sent (epoch seconds)
 
     def start(self) -> None:
         self.started_at = time.time()
@@ -174,17 +176,21 @@ class TelemetryWindow:
                 pass
 
     def summary(self, window: Optional[List[float]] = None) -> Dict[str, Any]:
-        """The telemetry of the trace's own window (epoch seconds, from the trace) plus the
-        steady load just before it (``LEAD_S``), when at least two ticks fall there; else of
-        the whole run (warm-up, profiling and the trace export, when GPUs may idle: the
-        busy fraction, ``util_gpu``, accounts for that)."""
+        """The telemetry of the steady load in the ``LEAD_S`` before /start_profile plus the
+        trace's own window (epoch seconds, from the trace), when at least two ticks fall
+        there; else of the whole run. Left out: the profiler's start-up and the trace
+        export, when the server's scheduler is blocked and the GPUs idle (where they are in,
+        the busy fraction, ``util_gpu``, accounts for them)."""
         frames = self.frames
         scope = "whole run"
-        if window and len(window) == 2:
-            inside = [f for f in frames
-                      if window[0] - LEAD_S < f[0] < window[1] + self.interval]
-            if len(inside) >= 2:
-                frames, scope = inside, "trace window"
+        if window and len(window) == 2 and self.profile_started_at:
+            ps = self.profile_started_at
+            chosen = [f for f in frames
+                      if ps - LEAD_S < f[0] <= ps or window[0] < f[0] < window[1] + self.interval]
+            part = summarize_frames(chosen, self.source_name)
+            busy = part.get("util_gpu_pct")
+            if len(chosen) >= 2 and busy is not None and busy >= MIN_BUSY_PCT:
+                frames, scope = chosen, "steady load before /start_profile + trace window"
         out = summarize_frames(frames, self.source_name, self.problem,
                                self.stopped_at - self.started_at)
         out["scope"] = scope
@@ -466,6 +472,7 @@ class ProfileRun:
                 body["profile_by_stage"] = True
             self.phase("profiling", "/start_profile: %d steps, traces to %s"
                        % (args.steps, out_dir))
+            tele.profile_started_at = time.time()
             start_call = asyncio.ensure_future(_post(target.endpoint, "/start_profile", body,
                                                      target.api_key, args.timeout))
             started_profile = True

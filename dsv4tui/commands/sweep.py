@@ -26,6 +26,8 @@ def register(sub: Any) -> None:
     p.add_argument("--input-len", type=int, help="prompt length in tokens (approximate)")
     p.add_argument("--output-len", type=int, help="output tokens per request (ignore_eos)")
     p.add_argument("--warmup", type=int, help="uncounted warm-up requests per level")
+    p.add_argument("--no-ignore-eos", action="store_true",
+                   help="do not send ignore_eos (servers that reject it, e.g. transformers serve)")
     p.add_argument("--no-sanity", action="store_true", help="skip the sanity gate")
     p.add_argument("--json", action="store_true", help="print the run as JSON")
     p.set_defaults(func=run)
@@ -49,6 +51,8 @@ def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
     for key in ("input_len", "output_len", "warmup"):
         if getattr(args, key) is not None:
             data[key] = getattr(args, key)
+    if getattr(args, "no_ignore_eos", False):
+        data["ignore_eos"] = False
     try:
         return SweepPlan.model_validate(data)
     except ValidationError as exc:

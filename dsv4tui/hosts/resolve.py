@@ -21,6 +21,8 @@ from dsv4tui.hosts.session import HostSession
 from dsv4tui.hosts.ssh import SshSession
 
 DEMO_GPUS = 8
+DEMO_GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+DEMO_GPU_MEM_MIB = 97887
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,9 @@ def demo_env() -> dict[str, str]:
     base.mkdir(parents=True, exist_ok=True)
     return {"DSV4TUI_SIM_STATE": str(base / "sim-state.json"),
             "DSV4TUI_SIM_GPUS": str(DEMO_GPUS),
+            # the campaign's box, also before the simulated server has started
+            "DSV4TUI_SIM_GPU_NAME": DEMO_GPU_NAME,
+            "DSV4TUI_SIM_GPU_MEM_MIB": str(DEMO_GPU_MEM_MIB),
             "DSV4TUI_AGENT_HOME": str(base / "agent")}
 
 

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Container
+from textual.markup import escape
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from dsv4tui import keymap
 from dsv4tui.screens.messages import ALL, CONN, LOGS, PROFILES, SERVER, ModelUpdated
 from dsv4tui.screens.model import UiModel
 from dsv4tui.widgets.host_bar import ConnectionBanner, HostBar
 from dsv4tui.widgets.log_view import LogPanel
+from dsv4tui.widgets.text import update_static
 
 TAB_TITLES = {"dashboard": "Dashboard", "logs": "Logs", "launch": "Launch", "bench": "Bench",
               "runs": "Runs"}
@@ -49,7 +52,37 @@ class NavBar(Static):
             parts.append(f"[reverse $primary] {key} {title} [/]" if mode == self.current
                          else f"[$primary]{key}[/] {title}")
         help_key = by_id.get("help", "?")
-        self.update("  ".join(parts) + f"   [$primary]{help_key}[/] help")
+        update_static(self, "  ".join(parts) + f"   [$primary]{help_key}[/] help",
+                      fixed_height=True)
+
+
+class KeyBar(Static):
+    """The keys of this screen (after the config's keymap). Built once per screen: unlike
+    Textual's Footer it does not recompose on every focus or screen change."""
+
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom; height: 1; padding: 0 1; background: $panel; color: $foreground;
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    """
+
+    def __init__(self, scopes: tuple[str, ...]) -> None:
+        super().__init__("", markup=True)
+        self.scopes = scopes
+
+    def on_mount(self) -> None:
+        self.refresh_keys()
+
+    def refresh_keys(self) -> None:
+        km = getattr(self.app, "_keymap", {}) or {}
+        parts = []
+        for scope in self.scopes:
+            for action, keys in keymap.effective(km):
+                if action.scope == scope and action.show:
+                    parts.append(f"[b $accent]{escape(keys)}[/] {escape(action.description)}")
+        parts.append("[b $accent]^p[/] palette")
+        update_static(self, "  ".join(parts), fixed_height=True)
 
 
 class DsvScreen(Screen[None]):
@@ -57,6 +90,7 @@ class DsvScreen(Screen[None]):
 
     MODE = ""
     AUTO_FOCUS: ClassVar[str | None] = None
+    SCOPES: ClassVar[tuple[str, ...]] = ("app",)  # whose keys the key bar shows, in order
 
     def __init__(self, model: UiModel) -> None:
         super().__init__(name=self.MODE)
@@ -68,7 +102,7 @@ class DsvScreen(Screen[None]):
         yield NavBar(self.MODE)
         with Container(classes="body"):
             yield from self.compose_body()
-        yield Footer(compact=True)
+        yield KeyBar(self.SCOPES)
 
     def compose_body(self) -> ComposeResult:
         yield from ()
@@ -76,9 +110,33 @@ class DsvScreen(Screen[None]):
     def on_mount(self) -> None:
         self.refresh_parts(ALL)
 
-    def on_screen_resume(self) -> None:
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        """Textual's Screen._on_screen_resume, without its restyle of the whole screen.
+
+        Switching modes re-applies every CSS rule to every node of the screen and so throws
+        away every widget's cached lines (~50 ms apply + a ~80 ms cold render at 160x48 on a
+        small machine). Nothing restyles our screens while they are away: a theme change is
+        caught by ``switch_mode`` (``refresh_css``), the breakpoint classes by
+        ``_screen_resized``. So: the same steps, minus ``update_node_styles``.
+        """
+        event.prevent_default()
+        app = self.app
+        if app.SUSPENDED_SCREEN_CLASS:
+            self.remove_class(app.SUSPENDED_SCREEN_CLASS)
+        self.stack_updates += 1
+        app._refresh_notifications()
+        self._update_auto_focus()
+        if self.is_attached:
+            if self._size != app.size:
+                self._refresh_layout(app.size)
+            self.refresh()
         self.query_one(NavBar).refresh_keys()
+        self.query_one(KeyBar).refresh_keys()
         self.refresh_parts(ALL)
+        self.on_resumed()
+
+    def on_resumed(self) -> None:
+        """Called after the screen came back into view (subclasses)."""
 
     def on_model_updated(self, message: ModelUpdated) -> None:
         if self.is_current:
@@ -107,6 +165,7 @@ class LogScreen(DsvScreen):
     """A main screen with a LogPanel: the log keys (``/``, n/N, f, v, t) work anywhere on it."""
 
     BINDINGS = keymap.bindings("logs")
+    SCOPES = ("logs", "app")
 
     def _panel(self) -> LogPanel | None:
         return self.log_panel()

@@ -15,6 +15,7 @@ from dsv4tui.widgets.charts import Chart, Series
 from dsv4tui.widgets.gpu_strip import GpuStrip
 from dsv4tui.widgets.startup import SanityResult
 from dsv4tui.widgets.sweep_table import SweepTable
+from dsv4tui.widgets.text import update_static
 from dsv4tui.widgets.throughput import ThroughputPanel
 
 _STATUS_COLOR = {"done": "$success", "running": "$warning", "starting": "$warning",
@@ -69,8 +70,8 @@ class BenchScreen(DsvScreen):
     def _tick(self) -> None:
         """The elapsed time moves while a sweep runs (nothing else redraws on a timer)."""
         if self.is_current and self.model.sweep.running:
-            self.query_one("#bench-plan", Static).update(
-                plan_markup(self.model, self.default_label()))
+            update_static(self.query_one("#bench-plan", Static),
+                          plan_markup(self.model, self.default_label()))
 
     def default_label(self) -> str:
         prof = self.model.profile()
@@ -84,7 +85,8 @@ class BenchScreen(DsvScreen):
             self.query_one("#bench-sanity", SanityResult).refresh_model()
         if SWEEP in parts:
             sw = m.sweep
-            self.query_one("#bench-plan", Static).update(plan_markup(m, self.default_label()))
+            update_static(self.query_one("#bench-plan", Static),
+                          plan_markup(m, self.default_label()))
             bar = self.query_one("#bench-progress", ProgressBar)
             bar.update(total=max(1, sw.total_requests), progress=sw.completed_requests)
             self.query_one(SweepTable).show_sweep(sw)

@@ -13,6 +13,7 @@ from dsv4tui.screens.model import UiModel, fmt_num
 from dsv4tui.widgets.gpu_panel import GpuPanel
 from dsv4tui.widgets.log_view import LogPanel
 from dsv4tui.widgets.startup import SanityResult
+from dsv4tui.widgets.text import update_static
 from dsv4tui.widgets.throughput import ThroughputPanel
 
 
@@ -52,6 +53,7 @@ def startup_markup(model: UiModel) -> str:
 
 class DashboardScreen(LogScreen):
     MODE = "dashboard"
+    _gpu_shape: tuple[int, bool, bool] | None = None
 
     def compose_body(self) -> ComposeResult:
         m = self.model
@@ -79,16 +81,22 @@ class DashboardScreen(LogScreen):
             panel = self.query_one(GpuPanel)
             if m.telemetry is not None and panel.telemetry is not m.telemetry:
                 panel.set_telemetry(m.telemetry)
-            panel.refresh_telemetry()
+            t = panel.telemetry
+            shape = (len(t.gpus()), bool(t.error), t.latest is not None)
+            if shape != self._gpu_shape:  # rows come or go: a layout pass
+                self._gpu_shape = shape
+                panel.refresh_telemetry()
+            else:  # same rows, new numbers: repaint only
+                panel.refresh()
         if DECODE in parts or CONN in parts:
             for tp in self.query(ThroughputPanel):
                 tp.refresh_model()
         if SANITY in parts:
             self.query_one("#dash-sanity", SanityResult).refresh_model()
         if SWEEP in parts:
-            self.query_one("#dash-sweep", Static).update(sweep_markup(m))
+            update_static(self.query_one("#dash-sweep", Static), sweep_markup(m))
         if STARTUP in parts:
-            self.query_one("#dash-startup", Static).update(startup_markup(m))
+            update_static(self.query_one("#dash-startup", Static), startup_markup(m))
 
     def focus_gpus(self) -> None:
         self.query_one("#gpu-box").focus()

@@ -13,6 +13,7 @@ from dsv4tui.screens.messages import PROFILES, SANITY, SERVER, STARTUP
 from dsv4tui.screens.model import UiModel
 from dsv4tui.widgets.log_view import LogPanel
 from dsv4tui.widgets.startup import SanityResult, StartupView
+from dsv4tui.widgets.text import update_static
 
 
 def profile_markup(model: UiModel) -> str:
@@ -62,7 +63,7 @@ class LaunchScreen(LogScreen):
 
     def refresh_body(self, parts: frozenset[str]) -> None:
         if parts & {PROFILES, SERVER}:
-            self.query_one("#profile-fields", Static).update(profile_markup(self.model))
+            update_static(self.query_one("#profile-fields", Static), profile_markup(self.model))
         if STARTUP in parts:
             self.query_one(StartupView).refresh_model()
         if SANITY in parts:

@@ -17,5 +17,5 @@ class LogsScreen(LogScreen):
                        "f follow · v level · t rank)", classes="panel", id="logs-log",
                        empty_text="no server log yet")
 
-    def on_screen_resume(self) -> None:
+    def on_resumed(self) -> None:
         self.query_one(LogView).focus()

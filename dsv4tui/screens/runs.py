@@ -15,6 +15,7 @@ from dsv4tui.screens.base import DsvScreen
 from dsv4tui.screens.messages import COMPARE, RUNS
 from dsv4tui.screens.model import CompareView, RunRow, UiModel, fmt_num, fmt_pct_change
 from dsv4tui.widgets.charts import Chart, Series
+from dsv4tui.widgets.text import update_static
 
 RUN_COLUMNS = (("", "mark", 2), ("label", "label", 24), ("date", "date", 16),
                ("host", "host", 10), ("backend", "backend", 12), ("ckpt", "ckpt", 6),
@@ -28,6 +29,7 @@ def fmt_date(epoch: float) -> str:
 class RunsScreen(DsvScreen):
     MODE = "runs"
     BINDINGS = keymap.bindings("runs")
+    SCOPES = ("runs", "app")
     AUTO_FOCUS = "#runs-table"
 
     def compose_body(self) -> ComposeResult:
@@ -89,7 +91,7 @@ class RunsScreen(DsvScreen):
             text = (f"{shown}/{len(runs.rows)} runs{filt} · {n} marked · "
                     "[$primary]space[/] mark  [$primary]c[/] compare (2+)  "
                     "[$primary]B[/] baseline  [$primary]/[/] filter")
-        self.query_one("#runs-hint", Static).update(text)
+        update_static(self.query_one("#runs-hint", Static), text)
 
     def highlighted(self) -> RunRow | None:
         table = self.query_one("#runs-table", DataTable)
@@ -200,6 +202,7 @@ class CompareScreen(DsvScreen):
 
     MODE = "runs"
     BINDINGS = keymap.bindings("compare")
+    SCOPES = ("compare", "app")
 
     def __init__(self, model: UiModel) -> None:
         super().__init__(model)

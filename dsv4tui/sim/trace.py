@@ -141,12 +141,14 @@ def write_trace(output_dir: str, backend: str, checkpoint: str, num_steps: int |
     profile_id = profile_id or repr(time.time())
     if start_time is None:  # the profiled steps end now
         start_time = time.time() - step * (steps + 1.6 * prefill_steps) - 0.05
-    t0 = start_time * 1e6
+    # Kineto writes ts in us relative to baseTimeNanoseconds (base + ts = wall clock).
+    base_us = (int(start_time) - 86_400) * 1e6
+    t0 = start_time * 1e6 - base_us
     os.makedirs(output_dir, exist_ok=True)
     mix = _mix(backend, checkpoint)
     paths = []
     for rank in range(max(1, tp_size)):
-        rng = random.Random((seed if seed is not None else int(t0)) * 131 + rank)
+        rng = random.Random((seed if seed is not None else int(start_time * 1e6)) * 131 + rank)
         events = _rank_events(rank, mix, steps, prefill_steps, step, batch, t0, rng)
         doc_head = {
             "schemaVersion": 1,
@@ -165,7 +167,7 @@ def write_trace(output_dir: str, backend: str, checkpoint: str, num_steps: int |
             fh.write("{\n  " + head + ',\n  "traceEvents": [\n')
             fh.write(",\n".join(json.dumps(ev, separators=(", ", ": ")) for ev in events))
             fh.write(f'\n  ],\n  "traceName": {json.dumps(path)},\n  "displayTimeUnit": "ms",\n'
-                     f'  "baseTimeNanoseconds": {int(t0 * 1000)}\n}}\n')
+                     f'  "baseTimeNanoseconds": {int(base_us) * 1000}\n}}\n')
         os.replace(tmp, path)
         paths.append(path)
     return paths

@@ -8,6 +8,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from dsv4tui.screens.model import PHASE_LABELS, UiModel, fmt_duration
+from dsv4tui.widgets.text import update_static
 
 _CONN_STYLE = {"connected": "$success", "connecting": "$warning", "reconnecting": "$warning",
                "lost": "$error", "failed": "$error", "closed": "$foreground-muted"}
@@ -84,7 +85,7 @@ class HostBar(Static):
         text = " │ ".join(parts)
         if m.simulated:
             text += "  " + sim_badge()
-        self.update(text)
+        update_static(self, text)
         if self._timer is not None:
             if state in ("ready", "starting") and m.frozen is None:
                 self._timer.resume()
@@ -139,6 +140,6 @@ class ConnectionBanner(Static):
             detail = f": {escape(conn.detail)}" if conn.detail else ""
             text = (f"⚠ connection to {host} lost{detail} — {when}{attempt} · "
                     "panels show the last data seen")
-        self.update(text)
+        update_static(self, text)
         if self._timer is not None:
             self._timer.resume()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import NamedTuple
 
 INFO, WARNING, ERROR = 0, 1, 2
 LEVEL_NAMES = {INFO: "all", WARNING: "warnings+", ERROR: "errors"}
@@ -22,16 +23,19 @@ _ERROR = re.compile(
     r"CUDA out of memory|NCCL error|no kernel image|Killed|core dumped|"
     r"[Ff]ailed to|exited with code [1-9]|Received sigquit")
 _WARNING = re.compile(r"\bWARNING\b|\bWARN\b|\bWarning\b|\bdeprecated\b", re.IGNORECASE)
+_ERROR_HINTS = ("error", "exception", "traceback", "critical", "fatal", "out of memory", "nccl",
+                "no kernel", "killed", "core dumped", "failed to", "exited with code", "sigquit")
 _TRACE_CONT = re.compile(r"^(?:\s+\S|File \"|During handling|The above exception)")
 
 
-class LogLine:
-    __slots__ = ("level", "text", "tp")
+class LogLine(NamedTuple):
+    """One classified line. The ring keeps plain ``(text, level, tp)`` tuples (tuples of
+    atoms are untracked by the cyclic GC, unlike any class instance: 20,000 kept lines must
+    not lengthen every full collection); ``get`` hands out this named view of one."""
 
-    def __init__(self, text: str, level: int, tp: int | None) -> None:
-        self.text = text
-        self.level = level
-        self.tp = tp
+    text: str
+    level: int
+    tp: int | None
 
 
 class LogLines:
@@ -41,7 +45,7 @@ class LogLines:
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
         self.capacity = capacity
-        self._ring: list[LogLine | None] = [None] * capacity
+        self._ring: list[tuple[str, int, int | None] | None] = [None] * capacity
         self.first = 0
         self.next = 0
         self.max_width = 0
@@ -53,7 +57,7 @@ class LogLines:
         return self.next - self.first
 
     def classify(self, text: str) -> LogLine:
-        m = _PREFIX.match(text)
+        m = _PREFIX.match(text) if text.startswith("[") else None
         tp: int | None = None
         if m and m.group("prefix"):
             t = _TP.search(m.group("prefix"))
@@ -62,10 +66,12 @@ class LogLines:
         if self._in_traceback and not m and _TRACE_CONT.match(text):
             return LogLine(text, ERROR, tp)
         self._in_traceback = False
-        if _ERROR.search(text):
+        low = text.lower()
+        # cheap substring checks first: most lines are neither (a flood is 2,000 lines/s)
+        if any(k in low for k in _ERROR_HINTS) and _ERROR.search(text):
             self._in_traceback = "Traceback" in text
             return LogLine(text, ERROR, tp)
-        if _WARNING.search(text):
+        if ("warn" in low or "deprecat" in low) and _WARNING.search(text):
             return LogLine(text, WARNING, tp)
         return LogLine(text, INFO, tp)
 
@@ -78,7 +84,7 @@ class LogLines:
         if "\t" in text:
             text = text.expandtabs(4)
         line = self.classify(text)
-        self._ring[self.next % self.capacity] = line
+        self._ring[self.next % self.capacity] = (line[0], line[1], line[2])
         self.next += 1
         if self.next - self.first > self.capacity:
             self.first = self.next - self.capacity
@@ -100,7 +106,8 @@ class LogLines:
     def get(self, seq: int) -> LogLine | None:
         if seq < self.first or seq >= self.next:
             return None
-        return self._ring[seq % self.capacity]
+        raw = self._ring[seq % self.capacity]
+        return None if raw is None else LogLine(*raw)
 
     def clear(self) -> None:
         self._ring = [None] * self.capacity
@@ -112,9 +119,9 @@ class LogLines:
         out: list[str] = []
         seq = self.next - 1
         while seq >= self.first and len(out) < n:
-            line = self.get(seq)
-            if line is not None and line.level >= min_level:
-                out.append(line.text)
+            raw = self._ring[seq % self.capacity]
+            if raw is not None and raw[1] >= min_level:
+                out.append(raw[0])
             seq -= 1
         out.reverse()
         return out

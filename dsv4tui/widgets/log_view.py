@@ -28,6 +28,7 @@ from textual.strip import Strip
 from textual.widgets import Input, Static
 
 from dsv4tui.widgets.log_lines import ERROR, INFO, LEVEL_NAMES, WARNING, LogLine, LogLines
+from dsv4tui.widgets.text import update_static
 
 _MAX_VIRTUAL_WIDTH = 1000
 
@@ -441,7 +442,7 @@ class LogPanel(Vertical):
     def _update_status(self) -> None:
         view = self.view
         status = self.query_one(".log-status", Static)
-        status.update(view.status_text())
+        update_static(status, view.status_text(), fixed_height=True)
         status.set_class(not view.follow and view.pending > 0, "-paused")
 
     def set_stale(self, stale: bool) -> None:

@@ -10,6 +10,7 @@ from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
 from dsv4tui.screens.model import PHASES, SanityView, UiModel, fmt_duration
+from dsv4tui.widgets.text import update_static
 
 
 class StartupView(Vertical):
@@ -55,7 +56,8 @@ class StartupView(Vertical):
                   "failed": "[$error]failed[/]"}.get(su.status, escape(su.status))
         total = su.total(now)
         tot = f"  total [b]{fmt_duration(total)}[/b]" if total is not None else ""
-        title.update(f"startup {status}{tot}" + (f"  ({what})" if what else ""))
+        update_static(title, f"startup {status}{tot}" + (f"  ({what})" if what else ""),
+                      fixed_height=True)
         rows: list[str] = []
         if su.status != "idle":
             for name in PHASES:
@@ -78,7 +80,7 @@ class StartupView(Vertical):
             color = "$error" if su.status == "failed" else "$foreground-muted"
             rows.append(f"   [{color}]{escape(su.message)}[/]")
         table = "\n".join(rows)
-        self.query_one(".su-phases", Static).update(table)
+        update_static(self.query_one(".su-phases", Static), table)
         bar = self.query_one(ProgressBar)
         show_bar = su.status == "starting" and su.current == "load_weights"
         bar.set_class(not show_bar, "-hidden")
@@ -88,7 +90,7 @@ class StartupView(Vertical):
         errors.set_class(bool(su.error_lines), "-visible")
         if su.error_lines:
             errors.border_title = "errors from the server log"
-            errors.update("\n".join(su.error_lines[-12:]))
+            update_static(errors, "\n".join(su.error_lines[-12:]))
         if self._timer is not None:
             if su.active and self.model.frozen is None:
                 self._timer.resume()
@@ -136,4 +138,4 @@ class SanityResult(Static):
         self.refresh_model()
 
     def refresh_model(self) -> None:
-        self.update(sanity_markup(self.model.sanity, detail=self.detail))
+        update_static(self, sanity_markup(self.model.sanity, detail=self.detail))

@@ -8,6 +8,7 @@ from textual.widgets import Sparkline, Static
 
 from dsv4tui.screens.model import UiModel, fmt_num
 from dsv4tui.widgets.host_bar import sim_badge
+from dsv4tui.widgets.text import update_static
 
 
 class ThroughputPanel(Vertical):
@@ -53,7 +54,7 @@ class ThroughputPanel(Vertical):
                     f"queue [b]{latest.queue if latest.queue is not None else 'n/a'}[/b]{usage}")
         if self.model.simulated and not self.prefix:
             text += "  " + sim_badge()
-        nums.update(text)
+        update_static(nums, text, fixed_height=True)
         data = self.model.decode.throughput()
         self.query_one(Sparkline).data = data[-120:]
         self.set_class(self.model.conn.down, "-stale")

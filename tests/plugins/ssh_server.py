@@ -133,6 +133,8 @@ async def ssh_server(isolated_env: Path, tmp_path: Path) -> AsyncIterator[SshHos
             raise
         finally:
             feeder.cancel()
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
         with contextlib.suppress(asyncssh.Error, OSError):
             process.exit(code)
 

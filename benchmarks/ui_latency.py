@@ -160,6 +160,7 @@ async def load_phase(args: argparse.Namespace) -> dict[str, Any]:
         cpu0 = time.process_time()
         switch: list[float] = []
         follow: list[float] = []
+        by_screen: dict[str, list[float]] = {}
         cycle = ["2", "f", "4", "1", "f", "5", "3", "1", "f", "2", "f", "4"]
         names = {"1": "dashboard", "2": "logs", "3": "launch", "4": "bench", "5": "runs"}
         for n in range(args.keys):
@@ -168,7 +169,9 @@ async def load_phase(args: argparse.Namespace) -> dict[str, Any]:
                 view = app.screen.query_one(LogPanel).view
                 follow.append(await press(app, pilot, "f", ("follow", not view.follow)))
             else:
-                switch.append(await press(app, pilot, key, ("mode", names[key])))
+                ms = await press(app, pilot, key, ("mode", names[key]))
+                switch.append(ms)
+                by_screen.setdefault(names[key], []).append(ms)
             await asyncio.sleep(random.uniform(0.05, 0.15))
         elapsed = time.monotonic() - t0
         out["console_cpu_pct"] = 100.0 * (time.process_time() - cpu0) / elapsed
@@ -178,7 +181,7 @@ async def load_phase(args: argparse.Namespace) -> dict[str, Any]:
         out["frames_per_s"] = (m.telemetry.frames - frames0) / elapsed
         out["flood_per_s"] = args.flood
         out["completed_requests"] = sum(lv.completed for lv in m.sweep.levels)
-        out["switch"], out["follow"] = switch, follow
+        out["switch"], out["follow"], out["by_screen"] = switch, follow, by_screen
         flooder.kill()
         flooder.wait()
         app.action_cancel()
@@ -247,6 +250,9 @@ def main() -> int:
                          ("all keys", every)):
         print(f"  {name:<14} n={len(values):<4} p50 {statistics.median(values):6.1f} ms   "
               f"p99 {pct(values, 99):6.1f} ms   max {max(values):6.1f} ms")
+    print("  switch to:     " + "  ".join(
+        f"{name} p50 {statistics.median(v):.0f}/p99 {pct(v, 99):.0f} ms"
+        for name, v in sorted(load["by_screen"].items())))
     p99 = pct(every, 99)
     print(f"key press -> screen update p99: {p99:.1f} ms (target < 50 ms): "
           f"{'OK' if p99 < 50 else 'OVER'}")

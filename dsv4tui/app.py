@@ -352,6 +352,8 @@ class Dsv4App(App[int]):
             if self.current_mode == "dashboard":
                 self.switch_mode("launch")  # a first look: the startup phases, then sanity
             self.restart_server(self.model.active_profile, None)
+        elif status.get("state") == "ready" and self.model.server.profile:
+            self.run_sanity()  # attached to a running server we started: is it still sane?
 
     def _on_supervisor_state(self, sup: Any) -> None:
         conn = self.model.conn

@@ -137,7 +137,7 @@ async def test_flood_does_not_block_input() -> None:
         view = app.query_one(LogView)
         worst = 0.0
         n = 0
-        for batch in range(30):
+        for _batch in range(30):
             ring.extend(line(n + i, i % 8) for i in range(200))
             n += 200
             t0 = time.perf_counter()

@@ -76,10 +76,13 @@ class KeyBar(Static):
 
     def refresh_keys(self) -> None:
         km = getattr(self.app, "_keymap", {}) or {}
-        parts = []
+        first = ("help", "quit")  # on a narrow terminal the end of the bar is cut off
+        keys_of = dict((a.id, k) for a, k in keymap.effective(km))
+        parts = [f"[b $accent]{escape(keys_of[i])}[/] {keymap.BY_ID[i].description}"
+                 for i in first]
         for scope in self.scopes:
             for action, keys in keymap.effective(km):
-                if action.scope == scope and action.show:
+                if action.scope == scope and action.show and action.id not in first:
                     parts.append(f"[b $accent]{escape(keys)}[/] {escape(action.description)}")
         parts.append("[b $accent]^p[/] palette")
         update_static(self, "  ".join(parts), fixed_height=True)

@@ -71,7 +71,12 @@ class BenchScreen(DsvScreen):
         """The elapsed time moves while a sweep runs (nothing else redraws on a timer)."""
         if self.is_current and self.model.sweep.running:
             update_static(self.query_one("#bench-plan", Static),
-                          plan_markup(self.model, self.default_label()))
+                          plan_markup(self.model, self.default_label()), fixed_height=True)
+
+    def _update_chart(self) -> None:
+        labels, series = chart_series(self.model.sweep)
+        self.query_one(Chart).show_data(labels, series, ylabel="tok/s",
+                                        empty="no level finished yet")
 
     def default_label(self) -> str:
         prof = self.model.profile()
@@ -86,13 +91,12 @@ class BenchScreen(DsvScreen):
         if SWEEP in parts:
             sw = m.sweep
             update_static(self.query_one("#bench-plan", Static),
-                          plan_markup(m, self.default_label()))
+                          plan_markup(m, self.default_label()), fixed_height=True)
             bar = self.query_one("#bench-progress", ProgressBar)
             bar.update(total=max(1, sw.total_requests), progress=sw.completed_requests)
             self.query_one(SweepTable).show_sweep(sw)
-            labels, series = chart_series(sw)
-            self.query_one(Chart).show_data(labels, series, ylabel="tok/s",
-                                            empty="no level finished yet")
+            # plotext rebuilds cost tens of ms: after this frame, so keys are not held up
+            self.call_after_refresh(self._update_chart)
         if GPU in parts or CONN in parts:
             strip = self.query_one(GpuStrip)
             if m.telemetry is not None and strip.telemetry is not m.telemetry:

@@ -94,9 +94,11 @@ class DashboardScreen(LogScreen):
         if SANITY in parts:
             self.query_one("#dash-sanity", SanityResult).refresh_model()
         if SWEEP in parts:
-            update_static(self.query_one("#dash-sweep", Static), sweep_markup(m))
+            update_static(self.query_one("#dash-sweep", Static), sweep_markup(m),
+                          fixed_height=True)
         if STARTUP in parts:
-            update_static(self.query_one("#dash-startup", Static), startup_markup(m))
+            update_static(self.query_one("#dash-startup", Static), startup_markup(m),
+                          fixed_height=True)
 
     def focus_gpus(self) -> None:
         self.query_one("#gpu-box").focus()

@@ -171,7 +171,12 @@ class SweepPlanScreen(ModalScreen[PlanInput | None]):
     BINDINGS = [("escape", "cancel", "Cancel")]
     DEFAULT_CSS = _MODAL_CSS.format(name="SweepPlanScreen") + """
     SweepPlanScreen Label { margin-top: 1; color: $foreground-muted; }
-    SweepPlanScreen Input { width: 100%; }
+    SweepPlanScreen Input {
+        width: 100%; height: 1; border: none; padding: 0 1; background: $panel;
+    }
+    SweepPlanScreen Input:focus { background: $primary 25%; border: none; }
+    SweepPlanScreen .dlg-row { height: auto; }
+    SweepPlanScreen .dlg-row > Vertical { height: auto; width: 1fr; margin-right: 1; }
     SweepPlanScreen .dlg-error { color: $error; height: auto; }
     SweepPlanScreen .dlg-gate { height: auto; margin-top: 1; }
     """
@@ -203,7 +208,9 @@ class SweepPlanScreen(ModalScreen[PlanInput | None]):
                 yield Button("Start sweep", id="start", variant="primary")
 
     def on_mount(self) -> None:
-        self.query_one("#start", Button).focus()
+        box = self.query_one("#plan-levels", Input)
+        box.focus()  # enter in any field starts the sweep
+        box.cursor_position = len(box.value)
 
     def _read(self) -> PlanInput | None:
         err = self.query_one(".dlg-error", Static)

@@ -50,8 +50,15 @@ class RunsScreen(DsvScreen):
         if RUNS in parts:
             self._fill()
 
+    _shown: tuple[object, ...] | None = None
+
     def _fill(self) -> None:
         runs = self.model.runs
+        shown = (tuple(runs.rows), tuple(runs.marked), runs.baseline, runs.filter,
+                 runs.loading, runs.error)
+        if shown == self._shown:  # a DataTable rebuild repaints every row: only on change
+            return
+        self._shown = shown
         table = self.query_one("#runs-table", DataTable)
         keep = table.cursor_row
         current = self.highlighted()

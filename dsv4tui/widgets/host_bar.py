@@ -85,7 +85,10 @@ class HostBar(Static):
         text = " │ ".join(parts)
         if m.simulated:
             text += "  " + sim_badge()
-        update_static(self, text)
+        # a layout pass only when the bar may wrap differently (not for every uptime tick)
+        last = getattr(self, "_dsv_text", None)
+        update_static(self, text, fixed_height=last is not None and
+                      abs(len(last) - len(text)) <= 2 and self.size.width >= 100)
         if self._timer is not None:
             if state in ("ready", "starting") and m.frozen is None:
                 self._timer.resume()

@@ -46,7 +46,7 @@ class LogView(ScrollView, can_focus=True):
         overflow-y: scroll;
         overflow-x: auto;
         scrollbar-size-vertical: 1;
-        scrollbar-size-horizontal: 1;
+        scrollbar-size-horizontal: 0;  /* a row for the log instead; left/right still scroll */
         & > .logview--error { color: $error; text-style: bold; }
         & > .logview--warning { color: $warning; }
         & > .logview--match { background: $accent 40%; }
@@ -318,12 +318,17 @@ class LogView(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+        self._base_style = None
+
+    _base_style: Style | None = None
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.size.width
         row = scroll_y + y
-        base = self.rich_style
+        base = self._base_style
+        if base is None:  # rich_style walks the ancestors: once per style change, not per row
+            base = self._base_style = self.rich_style
         if self.row_count == 0:
             if y == 0:
                 style = self.get_component_rich_style("logview--empty")
@@ -336,12 +341,13 @@ class LogView(ScrollView, can_focus=True):
         key = (seq, scroll_x, width, seq == self.match_seq)
         strip = self._cache.get(key)
         if strip is None:
-            strip = self._render_strip(line, seq == self.match_seq, base)
-            strip = strip.crop_extend(scroll_x, scroll_x + width, base)
+            strip = self._render_strip(line, seq == self.match_seq, base, scroll_x, width)
             self._cache[key] = strip
-        return strip.apply_offsets(scroll_x, row)
+        return strip
 
-    def _render_strip(self, line: LogLine, current: bool, base: Style) -> Strip:
+    def _render_strip(self, line: LogLine, current: bool, base: Style, scroll_x: int,
+                      width: int) -> Strip:
+        """One row, already cropped to the view (a Strip costs; make one, not three)."""
         style = base
         if line.level == ERROR:
             style = base + self.get_component_rich_style("logview--error")
@@ -350,12 +356,18 @@ class LogView(ScrollView, can_focus=True):
         text = line.text
         if current:
             style = style + self.get_component_rich_style("logview--current")
-            return Strip([Segment(text, style)])
         needle = self.search_text
-        if not needle:
-            return Strip([Segment(text, style)])
+        if text.isascii() and (current or not needle or needle.lower() not in text.lower()):
+            visible = text[scroll_x:scroll_x + width]
+            pad = width - len(visible)
+            segments = [Segment(visible, style)]
+            if pad > 0:
+                segments.append(Segment(" " * pad, base))
+            return Strip(segments, width)
+        if current or not needle:
+            return Strip([Segment(text, style)]).crop_extend(scroll_x, scroll_x + width, base)
         low, n = text.lower(), needle.lower()
-        segments: list[Segment] = []
+        segments = []
         match_style = style + self.get_component_rich_style("logview--match")
         pos = 0
         while True:
@@ -368,7 +380,7 @@ class LogView(ScrollView, can_focus=True):
             pos = hit + len(n)
         if pos < len(text):
             segments.append(Segment(text[pos:], style))
-        return Strip(segments)
+        return Strip(segments).crop_extend(scroll_x, scroll_x + width, base)
 
     def status_text(self) -> str:
         parts = []

@@ -132,10 +132,11 @@ class SanityResult(Static):
                  classes: str | None = None) -> None:
         super().__init__("", id=id, classes=classes, markup=True)
         self.model = model
-        self.detail = detail
+        self.detail = detail  # False: one line (its CSS height is fixed)
 
     def on_mount(self) -> None:
         self.refresh_model()
 
     def refresh_model(self) -> None:
-        update_static(self, sanity_markup(self.model.sanity, detail=self.detail))
+        update_static(self, sanity_markup(self.model.sanity, detail=self.detail),
+                      fixed_height=not self.detail)

@@ -625,6 +625,71 @@ class Dsv4App(App[int]):
             self.notify(f"{sw.label}: best {m.fmt_num(sw.best_tok_s, 1)} tok/s",
                         title="sweep done", timeout=6)
 
+    # -- kernel profiles (the Profile screen posts these) ------------------------------------
+    def on_profile_screen_reload(self, _message: Any) -> None:
+        self.load_profiles()
+
+    def on_profile_screen_run_requested(self, message: Any) -> None:
+        self.take_profile(int(message.steps), int(message.concurrency))
+
+    def _profile_screen(self) -> Any | None:
+        screen = self.screen
+        return screen if hasattr(screen, "set_profiles") else None
+
+    @work(group="profiles", thread=True, exit_on_error=False)
+    def load_profiles(self) -> None:
+        from dsv4tui.store import RunStore, profiles
+
+        if self._store is None:
+            self._store = RunStore()
+        items = profiles.profiles(self._store, host=self.spec.name if self.spec else None)
+        self.call_from_thread(self._show_profiles, items)
+
+    def _show_profiles(self, items: list[Any]) -> None:
+        screen = self._profile_screen()
+        if screen is not None:
+            screen.set_profiles(items)
+
+    def _profile_progress(self, ev: dict[str, Any]) -> None:
+        screen = self._profile_screen()
+        if screen is not None and ev.get("type") in ("profile_target", "profile_phase"):
+            screen.set_progress(str(ev.get("message") or f"profiling {ev.get('url')} ..."))
+
+    @work(group="profile", exclusive=True, exit_on_error=False)
+    async def take_profile(self, steps: int, concurrency: int) -> None:
+        """Steady load + SGLang's /start_profile on the host (agent), then store it with the
+        host's latest run."""
+        from dsv4tui.commands.profile import agent_args, collect_profile, store_profile
+
+        host = self.host()
+        name = self.model.server.profile or self.model.active_profile
+        pname, prof = self._profile(name)
+        url = f"http://{prof.host}:{prof.port}"
+        try:
+            summary = await collect_profile(
+                host.agent, agent_args(url, steps=steps, concurrency=concurrency,
+                                       model=prof.served_model_name,
+                                       api_key_env=prof.api_key_env),
+                self._profile_progress)
+        except UserError as err:
+            screen = self._profile_screen()
+            if screen is not None:
+                screen.set_error(err.message)
+            raise
+        if self._store is None:
+            from dsv4tui.store import RunStore
+
+            self._store = RunStore()
+        has_runs = bool(await asyncio.to_thread(self._store.runs, host=host.name, limit=1))
+        await asyncio.to_thread(
+            store_profile, self._store, summary, host=host.name,
+            run_ref="latest" if has_runs else None, label=f"{prof.checkpoint_label}_{prof.backend_label}",
+            backend=prof.backend_label, checkpoint=prof.checkpoint_label, simulated=host.simulated)
+        screen = self._profile_screen()
+        if screen is not None:
+            screen.set_progress(f"stored profile of {pname} ({prof.backend_label})")
+        self.load_profiles()
+
     # -- the run store ----------------------------------------------------------------------
     @work(group="store", thread=True, exit_on_error=False)
     def open_store(self) -> None:
@@ -665,14 +730,17 @@ class Dsv4App(App[int]):
         view = m.CompareView(runs=[by_id[i] for i in ids if i in by_id])
         for run_id in ids:
             stats: list[m.LevelStats] = []
-            for lv in store.levels(int(run_id)):
+            levels = store.levels(int(run_id))
+            ceiling = _roofline_pct(store, int(run_id), levels)
+            for lv in levels:
                 s = lv.stats
                 ttft, tpot = s.get("ttft_ms") or {}, s.get("tpot_ms") or {}
                 stats.append(m.LevelStats(
                     concurrency=lv.concurrency, out_tok_s=lv.output_tok_s,
                     ttft_p50_ms=ttft.get("p50"), ttft_p99_ms=ttft.get("p99"),
                     tpot_p50_ms=tpot.get("p50"), tensor_active=lv.tensor_mean,
-                    power_w=lv.power_w, errors=int(s.get("errors") or 0)))
+                    power_w=lv.power_w, errors=int(s.get("errors") or 0),
+                    roofline_pct=ceiling.get(lv.concurrency)))
             view.levels[run_id] = stats
         baseline = self.model.runs.baseline
         view.baseline = baseline if baseline in ids else ids[0]
@@ -931,6 +999,20 @@ def _skip_seen(tail: list[str], lines: list[str]) -> list[str]:
     return lines
 
 
+def _roofline_pct(store: Any, run_id: int, levels: list[Any]) -> dict[int, float | None]:
+    """Measured tok/s as % of the memory-bound ceiling per C; empty when the run lacks the
+    facts (GPU, active parameters) the roofline needs."""
+    from dsv4tui import roofline
+
+    run = store.run(run_id)
+    if run is None:
+        return {}
+    try:
+        return roofline.percent_by_concurrency(roofline.for_run(run, levels))
+    except UserError:
+        return {}
+
+
 def write_compare(view: m.CompareView, stem: Path) -> Path:
     """``stem.csv`` (one row per run and C) and ``stem.json``; returns the CSV path."""
     from dsv4tui.screens.runs import compare_rows
@@ -948,7 +1030,8 @@ def write_compare(view: m.CompareView, stem: Path) -> Path:
         "levels": {str(k): [{"concurrency": s.concurrency, "output_tok_s": s.out_tok_s,
                              "ttft_p50_ms": s.ttft_p50_ms, "ttft_p99_ms": s.ttft_p99_ms,
                              "tpot_p50_ms": s.tpot_p50_ms, "tensor_active": s.tensor_active,
-                             "power_w": s.power_w, "tok_s_per_kw": s.tok_per_kw}
+                             "power_w": s.power_w, "tok_s_per_kw": s.tok_per_kw,
+                             "roofline_pct": s.roofline_pct}
                             for s in stats] for k, stats in view.levels.items()},
     }
     stem.with_suffix(".json").write_text(json.dumps(data, indent=2, default=str),

@@ -40,7 +40,7 @@ SPECULATIVE_ALGORITHMS: tuple[str, ...] = (
 MOE_BACKEND_NOTES: dict[str, str] = {
     "auto": "SGLang picks (DeepSeek-V4: flashinfer_trtllm_routed on NVFP4, else flashinfer_mxfp4)",
     "marlin": "W4A16: FP4 weights dequantised to BF16 tensor cores; fits MXFP4 and NVFP4",
-    "triton": "NVFP4 → native FP4×FP4 cutlass grouped GEMM; MXFP4 → slot GEMV on CUDA cores",
+    "triton": "NVFP4 → native FP4 x FP4 cutlass grouped GEMM; MXFP4 → slot GEMV on CUDA cores",
     "flashinfer_trtllm_routed": "SM100-only kernels (B200/GB200); fails on sm_120",
     "flashinfer_mxfp4": "MXFP4 checkpoints",
     "flashinfer_cutlass": "FP4/FP8 cutlass grouped GEMM",

@@ -716,6 +716,8 @@ def wait_ready(state: Dict[str, Any], timeout: float, live: bool = False) -> int
                 health.health(int(state["port"]), probe, 1.0)["status"] == 200
         if ready:
             fields = status_fields(state)
+            if fields.get("state") == "starting":  # the log said ready; /health may lag a beat
+                fields.update(state="ready", phase="ready")
             fields["startup_s"] = round(time.time() - started, 3)
             protocol.emit("status", **fields)
             return 0

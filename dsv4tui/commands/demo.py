@@ -27,10 +27,14 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dsv4tui.app import Dsv4App
-    from dsv4tui.config import DEMO
+    from dsv4tui.config import DEMO, SweepPlan
     from dsv4tui.hosts.resolve import host_spec
 
     settings, _ = load_settings(args)
+    if "sweep" not in settings.model_fields_set:
+        # The simulator decodes at the campaign's real speed (~23 tok/s at C=16), so the full
+        # campaign plan would take 10+ minutes; the demo's default is a shorter sweep.
+        settings.sweep = SweepPlan(levels=[(1, 4), (8, 16), (16, 32)], output_len=64)
     spec = host_spec(DEMO, settings)
     app = Dsv4App(spec, settings=settings, theme=args.theme, autostart=not args.no_start,
                   start_mode=args.screen)

@@ -279,6 +279,7 @@ class LevelStats:
     tensor_active: float | None = None  # mean %, across GPUs, during the level
     power_w: float | None = None  # mean total power of all GPUs, during the level
     errors: int = 0
+    roofline_pct: float | None = None  # measured tok/s as % of the memory-bound ceiling
 
     @property
     def tok_per_kw(self) -> float | None:

@@ -181,7 +181,7 @@ METRICS = (
 def compare_rows(cmp: CompareView) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the compare table: per C, per run, with % change vs baseline."""
     headers = ["C", "run", "tok/s", "Δ tok/s", "TTFT p50", "TTFT p99", "TPOT", "tensor",
-               "tok/kW", "Δ tok/kW"]
+               "tok/kW", "Δ tok/kW", "roofline"]
     rows: list[list[str]] = []
     base = cmp.baseline if cmp.baseline is not None else (cmp.runs[0].run_id if cmp.runs else None)
     for c in cmp.concurrencies():
@@ -189,7 +189,7 @@ def compare_rows(cmp: CompareView) -> tuple[list[str], list[list[str]]]:
         for run in cmp.runs:
             s = cmp.stat(run.run_id, c)
             if s is None:
-                rows.append([str(c), run.label, "—", "", "", "", "", "", "", ""])
+                rows.append([str(c), run.label, "—", "", "", "", "", "", "", "", ""])
                 continue
             is_base = run.run_id == base
             rows.append([
@@ -200,6 +200,7 @@ def compare_rows(cmp: CompareView) -> tuple[list[str], list[list[str]]]:
                 "n/a" if s.tensor_active is None else f"{s.tensor_active:.1f}%",
                 fmt_num(s.tok_per_kw, 1),
                 "base" if is_base else fmt_pct_change(s.tok_per_kw, b.tok_per_kw if b else None),
+                "n/a" if s.roofline_pct is None else f"{s.roofline_pct:.2g}%",
             ])
     return headers, rows
 

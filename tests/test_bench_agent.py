@@ -200,3 +200,20 @@ def test_against_the_sglang_simulator_and_its_faults(sims: list, tmp_path: Path)
     code, events, _ = agent_run("bench", "sweep", "--url", stalled.url, "--levels", "1:1",
                                 "--warmup", "0", "--stall-timeout", "0.5", "--output-len", "16")
     assert code == 1 and of_type(events, "level")[0]["errors_by_kind"] == {"stall": 1}
+
+
+def test_sweep_drops_ignore_eos_when_the_server_rejects_it(script_server: ScriptServer) -> None:
+    """transformers serve answers 422 'Unexpected fields: {ignore_eos}' (seen on the H200):
+    the sweep says so once and runs without it instead of failing every request."""
+    script_server.responses = [
+        http_json(422, {"detail": "Unexpected fields in the request: {'ignore_eos'}"}),
+        normal_stream(3)]
+    code, events, _ = agent_run("bench", "sweep", "--url", script_server.url, "--model", "m",
+                                "--levels", "1:2", "--warmup", "0")
+    assert code == 0
+    notice = of_type(events, "notice")
+    assert len(notice) == 1 and notice[0]["kind"] == "ignore_eos_rejected"
+    assert "ignore_eos" in script_server.requests[0]
+    assert all("ignore_eos" not in r for r in script_server.requests[1:])
+    level = of_type(events, "level")[0]
+    assert level["completed"] == 2 and level["errors"] == 0

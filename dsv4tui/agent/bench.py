@@ -368,6 +368,7 @@ class Sweep:
         client = make_client(self.args.transport, target.endpoint, target.api_key, biggest,
                              self.args.connect_timeout)
         try:
+            await self._probe_ignore_eos(client, target)
             for li, (c, n) in enumerate(plan["levels"]):
                 if self.cancel.is_set():
                     break
@@ -378,6 +379,24 @@ class Sweep:
             await client.aclose()
         if self.cancel.is_set() and self.status == "done":
             self.status = "cancelled"
+
+    async def _probe_ignore_eos(self, client: Any, target: Target) -> None:
+        """Servers outside SGLang/vLLM may reject the non-standard ``ignore_eos`` (transformers
+        serve: HTTP 422). One tiny request finds out; then the sweep runs without it and says
+        so, instead of failing every request."""
+        plan = self.plan
+        if not plan["ignore_eos"]:
+            return
+        endpoint = plan["endpoint"]
+        path = target.endpoint.path(chat_path(endpoint))
+        body = build_body(endpoint, target.model, "Say OK.", 2, plan["temperature"], True)
+        data = client.request_bytes(path, body) if hasattr(client, "request_bytes") else None
+        res = parse_stream(await client.request(path, body, 60.0, 30.0, data))
+        if not res.ok and res.status in (400, 422) and "ignore_eos" in str(res.error or ""):
+            plan["ignore_eos"] = False
+            self.sink.emit("notice", kind="ignore_eos_rejected", status=res.status,
+                           message="the server rejects ignore_eos (HTTP %s); sweeping without "
+                           "it, so a request may end at EOS before output_len" % res.status)
 
     async def _level(self, client: Any, target: Target, li: int, c: int, n: int) -> None:
         plan = self.plan

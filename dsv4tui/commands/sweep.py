@@ -73,7 +73,9 @@ class Progress:
 
     def __call__(self, ev: dict[str, Any]) -> None:
         kind = ev.get("type")
-        if kind == "level_start":
+        if kind == "notice":
+            print(f"note: {ev.get('message')}", file=self.stream, flush=True)
+        elif kind == "level_start":
             self.level, self.done, self.errors = ev, 0, 0
             self._line()
         elif kind == "request" and self.level is not None:

@@ -14,6 +14,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 def test_missing_file_gives_defaults(tmp_path: Path) -> None:
     settings, path = config.load(tmp_path / "nope.toml")
+    assert path == tmp_path / "nope.toml"
     assert settings.sweep.levels == [(1, 8), (8, 32), (16, 48)]
     assert settings.sanity.suite()[0].prompt == "What is 17*23? Number only."
 

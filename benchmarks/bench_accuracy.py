@@ -51,7 +51,10 @@ def server_call(url: str, path: str) -> dict:
 def agent_level(url: str, transport: str, c: int, n: int) -> dict:
     cmd = [sys.executable, "-m", "dsv4tui.agent", "bench", "sweep", "--url", url,
            "--model", "known-timing", "--transport", transport, "--levels", f"{c}:{n}",
-           "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN), "--warmup", "0"]
+           "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN), "--warmup", "0",
+           # the known server always sends OUTPUT_LEN tokens; without this the sweep would
+           # first probe whether it accepts ignore_eos, and the server's clock would count it
+           "--no-ignore-eos"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     for line in out.stdout.splitlines():
         ev = json.loads(line)

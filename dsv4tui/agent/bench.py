@@ -385,8 +385,8 @@ class Sweep:
         serve: HTTP 422). One tiny request finds out; then the sweep runs without it and says
         so, instead of failing every request."""
         plan = self.plan
-        if not plan["ignore_eos"]:
-            return
+        if not plan["ignore_eos"] or target.server_version:
+            return  # SGLang (it answers /server_info with a version) takes ignore_eos
         endpoint = plan["endpoint"]
         path = target.endpoint.path(chat_path(endpoint))
         body = build_body(endpoint, target.model, "Say OK.", 2, plan["temperature"], True)

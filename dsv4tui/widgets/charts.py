@@ -50,6 +50,19 @@ class Chart(PlotextPlot):
         self._labels: list[str] = []
         self._series: list[Series] = []
         self._empty = "no data yet"
+        self._version = 0  # bumped by every replot
+        self._plot_cache: tuple[Any, Any] | None = None
+
+    def render(self) -> Any:
+        """plotext rebuilds the whole figure on every paint (tens of ms for a bar chart on a
+        small CPU) and a screen switch repaints everything: keep the last build until the data,
+        the size or the theme changes."""
+        key = (self.size, self._version, self.app.theme)
+        if self._plot_cache is not None and self._plot_cache[0] == key:
+            return self._plot_cache[1].copy()
+        out = super().render()
+        self._plot_cache = (key, out)
+        return out.copy() if hasattr(out, "copy") else out
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._replot())
@@ -77,6 +90,7 @@ class Chart(PlotextPlot):
         return [_rgb(c) for c in chart_colors(variables, dark)]
 
     def _replot(self) -> None:
+        self._version += 1
         if not self.is_mounted:
             return
         plt: Any = self.plt  # the bundled .pyi misses multiple_bar's labels= and colour lists

@@ -350,13 +350,7 @@ class Sweep:
         self.seed = plan["seed"] if plan["seed"] is not None else random.randrange(1 << 30)
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.cancel = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, self.cancel.set)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
+        self.cancel = protocol.cancel_event_on_signals()
         target = await resolve_target(self.args)
         plan = self.plan
         self.sink.emit("bench_target", url=target.endpoint.base, model=target.model,
@@ -413,6 +407,8 @@ class Sweep:
         try:
             await client.warm(c)
         except Exception:
+            # pre-opening connections is an optimisation: if the server is unreachable, every
+            # request of the level fails on its own and is counted with its error kind
             pass
         warm = asyncio.ensure_future(asyncio.gather(*(
             client.request(path, bodies[n + i], timeout, stall, datas[n + i])

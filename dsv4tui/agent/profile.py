@@ -25,7 +25,6 @@ import glob
 import json
 import os
 import random
-import signal
 import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -423,13 +422,7 @@ class ProfileRun:
         from dsv4tui.agent.state import cache_dir
 
         args = self.args
-        loop = asyncio.get_running_loop()
-        self.cancel = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, self.cancel.set)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
+        self.cancel = protocol.cancel_event_on_signals()
         target = await resolve_target(args)
         info = await server_info(target.endpoint, target.api_key)
         labels = _info_labels(info)

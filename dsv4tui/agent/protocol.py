@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+if TYPE_CHECKING:
+    import asyncio
 
 PROTOCOL_VERSION = 1
 
@@ -52,6 +55,22 @@ class AgentError(Exception):
 
 def emit_error(err: AgentError) -> None:
     emit("error", kind=err.kind, message=err.message, **err.details)
+
+
+def cancel_event_on_signals() -> "asyncio.Event":
+    """An event set by SIGINT/SIGTERM (and so by the console closing stdin, see
+    ``--cancel-on-eof``): async commands stop at a clean point and keep what finished."""
+    import asyncio
+    import signal
+
+    cancel = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, cancel.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    return cancel
 
 
 def parse_event(line: str) -> Optional[Dict[str, Any]]:

@@ -8,17 +8,22 @@ from typing import Any
 from dsv4tui.commands.output import load_settings
 
 
+def add_app_args(p: argparse.ArgumentParser) -> None:
+    """The options every command that opens the dashboard takes."""
+    p.add_argument("--theme", help="dark, light, high-contrast (or a Textual theme); default: "
+                   "the config's theme")
+    p.add_argument("--screen", default="dashboard",
+                   choices=("dashboard", "logs", "launch", "bench", "runs"),
+                   help="the screen to open on")
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("connect", help="open the dashboard for HOST (a config host, an "
                        "~/.ssh/config alias, user@host[:port], local or demo)")
     p.add_argument("host", metavar="HOST")
-    p.add_argument("--theme", help="dark, light, high-contrast (or a Textual theme); default: "
-                   "the config's theme")
     p.add_argument("--accept-new", action="store_true",
                    help="trust an unknown host key on first use (a changed key is still refused)")
-    p.add_argument("--screen", default="dashboard",
-                   choices=("dashboard", "logs", "launch", "bench", "runs"),
-                   help="the screen to open on")
+    add_app_args(p)
     p.set_defaults(func=run)
 
 

@@ -10,18 +10,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from dsv4tui.commands.connect import add_app_args
 from dsv4tui.commands.output import load_settings
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="the dashboard against a simulated 8-GPU host (nothing "
                        "to set up)")
-    p.add_argument("--theme", help="dark, light, high-contrast (or a Textual theme)")
     p.add_argument("--no-start", action="store_true",
                    help="do not start the simulated server (r starts it)")
-    p.add_argument("--screen", default="dashboard",
-                   choices=("dashboard", "logs", "launch", "bench", "runs"),
-                   help="the screen to open on")
+    add_app_args(p)
     p.set_defaults(func=run)
 
 

@@ -21,22 +21,20 @@ through component classes ($primary, $accent, $warning, $error, $text-muted ...)
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
 from textual.message import Message
-from textual.widget import Widget
 
 from dsv4tui.telemetry import (
     Frame,
     GpuSample,
     GpuStatus,
-    HostTelemetry,
     fmt_age,
 )
+from dsv4tui.widgets.gpu_base import TelemetryWidget
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -215,7 +213,7 @@ def plan_layout(width: int) -> Layout:
     return Layout(tuple(cols), dict(bars), spark)
 
 
-class GpuPanel(Widget):
+class GpuPanel(TelemetryWidget):
     """Live view of every GPU on one host. Feed it frames; it never connects anywhere."""
 
     DEFAULT_CSS = """
@@ -242,47 +240,8 @@ class GpuPanel(Widget):
         "gpu-panel--error", "gpu-panel--stale", "gpu-panel--sim",
     }
 
-    def __init__(self, host: str = "", telemetry: HostTelemetry | None = None, *,
-                 clock: Callable[[], float] | None = None, name: str | None = None,
-                 id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(name=name, id=id, classes=classes)
-        self._telemetry = telemetry or HostTelemetry(host, clock=clock or time.monotonic)
-        self._error: str | None = None
-
-    # -- data in -------------------------------------------------------------------------
-    @property
-    def telemetry(self) -> HostTelemetry:
-        return self._telemetry
-
-    def set_telemetry(self, telemetry: HostTelemetry) -> None:
-        """Show another host (or a shared model)."""
-        self._telemetry = telemetry
-        self.refresh(layout=True)
-
-    def update_frame(self, frame: Frame) -> None:
-        """Add a frame to the panel's telemetry and redraw."""
-        self._telemetry.add(frame)
-        self._error = None
-        self.refresh(layout=True)
-
-    def refresh_telemetry(self) -> None:
-        """Redraw after the shared telemetry model changed."""
-        self._error = None
-        self.refresh(layout=True)
-
-    def show_error(self, message: str | None) -> None:
-        """A stream failure to show (None clears it); a new frame clears it too."""
-        self._error = message
-        self._telemetry.set_error(message)
-        self.refresh(layout=True)
-
-    def on_mount(self) -> None:
-        # ages and stale marks move with time even when no frame arrives
-        self.set_interval(1.0, self._tick)
-
-    def _tick(self) -> None:
-        if self._telemetry.latest is not None:
-            self.refresh()
+    COMPONENT_PREFIX = "gpu-panel"
+    RELAYOUT = True
 
     # -- drawing -------------------------------------------------------------------------
     def _style(self, name: str) -> Style:

@@ -10,14 +10,10 @@ a shared ``telemetry`` plus ``refresh_telemetry()``. It never fetches anything i
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
-from rich.style import Style
 from rich.text import Text
-from textual.widget import Widget
 
-from dsv4tui.telemetry import Frame, GpuStatus, HostTelemetry, fmt_age
+from dsv4tui.telemetry import GpuStatus, fmt_age
+from dsv4tui.widgets.gpu_base import TelemetryWidget
 from dsv4tui.widgets.gpu_panel import level_char
 
 
@@ -31,7 +27,7 @@ def _total(values: list[float | None]) -> float | None:
     return sum(nums) if nums else None
 
 
-class GpuStrip(Widget):
+class GpuStrip(TelemetryWidget):
     """One-line summary of every GPU on one host."""
 
     DEFAULT_CSS = """
@@ -57,45 +53,8 @@ class GpuStrip(Widget):
         "gpu-strip--stale", "gpu-strip--sim",
     }
 
-    def __init__(self, host: str = "", telemetry: HostTelemetry | None = None, *,
-                 clock: Callable[[], float] | None = None, name: str | None = None,
-                 id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(name=name, id=id, classes=classes)
-        self._telemetry = telemetry or HostTelemetry(host, clock=clock or time.monotonic)
-        self._error: str | None = None
-
-    @property
-    def telemetry(self) -> HostTelemetry:
-        return self._telemetry
-
-    def set_telemetry(self, telemetry: HostTelemetry) -> None:
-        self._telemetry = telemetry
-        self.refresh()
-
-    def update_frame(self, frame: Frame) -> None:
-        self._telemetry.add(frame)
-        self._error = None
-        self.refresh()
-
-    def refresh_telemetry(self) -> None:
-        self._error = None
-        self.refresh()
-
-    def show_error(self, message: str | None) -> None:
-        """A stream failure to show (None clears it); a new frame clears it too."""
-        self._error = message
-        self._telemetry.set_error(message)
-        self.refresh()
-
-    def on_mount(self) -> None:
-        self.set_interval(1.0, self._tick)
-
-    def _tick(self) -> None:
-        if self._telemetry.latest is not None:
-            self.refresh()
-
-    def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(f"gpu-strip--{name}")
+    COMPONENT_PREFIX = "gpu-strip"
+    RELAYOUT = False
 
     def render(self) -> Text:
         t = self._telemetry

@@ -184,16 +184,19 @@ def compare_rows(cmp: CompareView) -> tuple[list[str], list[list[str]]]:
                "tok/kW", "Δ tok/kW", "roofline"]
     rows: list[list[str]] = []
     base = cmp.baseline if cmp.baseline is not None else (cmp.runs[0].run_id if cmp.runs else None)
+    labels = [r.label for r in cmp.runs]
+    names = {r.run_id: r.label if labels.count(r.label) == 1 else f"{r.label} #{r.run_id}"
+             for r in cmp.runs}  # two runs of one label stay apart
     for c in cmp.concurrencies():
         b = cmp.stat(base, c)
         for run in cmp.runs:
             s = cmp.stat(run.run_id, c)
             if s is None:
-                rows.append([str(c), run.label, "—", "", "", "", "", "", "", "", ""])
+                rows.append([str(c), names[run.run_id], "—", "", "", "", "", "", "", "", ""])
                 continue
             is_base = run.run_id == base
             rows.append([
-                str(c), run.label + (" (base)" if is_base else ""),
+                str(c), names[run.run_id] + (" (base)" if is_base else ""),
                 fmt_num(s.out_tok_s, 1),
                 "base" if is_base else fmt_pct_change(s.out_tok_s, b.out_tok_s if b else None),
                 fmt_num(s.ttft_p50_ms, 0), fmt_num(s.ttft_p99_ms, 0), fmt_num(s.tpot_p50_ms, 1),

@@ -22,10 +22,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
+from textual.widget import AwaitMount
 from textual.worker import Worker, WorkerState
 
 from dsv4tui import keymap, paths, themes
@@ -61,6 +64,7 @@ from dsv4tui.screens.modals import (
     SweepPlanScreen,
 )
 from dsv4tui.screens.runs import CompareScreen, RunsScreen
+from dsv4tui.widgets import strip_cycles
 from dsv4tui.widgets.gpu_panel import GpuFrame
 
 FLUSH_S = 0.1  # model changes reach the screen at most this often
@@ -147,6 +151,7 @@ class Dsv4App(App[int]):
                  theme: str | None = None, model: m.UiModel | None = None,
                  autostart: bool = False, start_mode: str = "dashboard",
                  store: Any = None) -> None:
+        strip_cycles.install()
         super().__init__()
         self.settings = settings or Settings()
         self.spec = spec
@@ -164,6 +169,9 @@ class Dsv4App(App[int]):
         self._flush_pending = False
         self._live_at = 0.0
         self._shown_modes: set[str] = set()
+        self._no_delay = False  # set while switching to a mode whose screen is mounted
+        self._gc_paused = False  # the cyclic GC waits while a key's frame is being made
+        self._gc_timer: Timer | None = None
         self._backend_override: dict[str, str] = {}
         self._supervisor: Any = None
         self._store: Any = store
@@ -221,6 +229,58 @@ class Dsv4App(App[int]):
     def tune_gc() -> None:
         """Fewer collections under a high allocation rate (JSON events, strips)."""
         gc.set_threshold(20_000, 50, 50)
+
+    GC_PAUSE_S = 0.15  # how long after a key the cyclic GC waits
+
+    def post_message(self, message: Message) -> bool:
+        """Keys pause the cyclic GC from the moment they are posted (the terminal driver
+        posts from its input thread) until their effect is on screen -- Textual does the same
+        while it scrolls: a collection started in between adds its whole pause (15-60 ms on
+        a small machine) to the key's latency. It resumes GC_PAUSE_S after the last key."""
+        paused = isinstance(message, events.Key) and gc.isenabled()
+        if paused:
+            gc.disable()
+            self._gc_paused = True
+        posted = super().post_message(message)
+        if paused and not posted:
+            self._gc_paused = False
+            gc.enable()
+        return posted
+
+    async def on_event(self, event: events.Event) -> None:
+        if not isinstance(event, events.Key):
+            await super().on_event(event)
+            return
+        if self._gc_paused:
+            if self._gc_timer is not None:
+                self._gc_timer.stop()
+            self._gc_timer = self.set_timer(self.GC_PAUSE_S, self._resume_gc)
+        screen = self.screen
+        await super().on_event(event)
+        if self.screen is screen and screen.is_attached:
+            # the key's answer is drawn now, not on the screen's next update tick (up to a
+            # frame later); a new screen draws itself when it resumes (DsvScreen)
+            screen._on_timer_update()
+
+    def _resume_gc(self) -> None:
+        self._gc_timer = None
+        if self._gc_paused:
+            self._gc_paused = False
+            gc.enable()
+
+    def switch_mode(self, mode: str) -> AwaitMount:
+        """Textual's switch_mode, minus its 50 ms update delay when the mode's screen is
+        already mounted: the delay masks a half-composed first frame, and a mounted screen
+        has none, so it only made every screen switch 50 ms slower."""
+        self._no_delay = mode in self._screen_stacks
+        try:
+            return super().switch_mode(mode)
+        finally:
+            self._no_delay = False
+
+    def delay_update(self, delay: float = 0.05) -> None:
+        if not self._no_delay:
+            super().delay_update(delay)
 
     def _factory(self, cls: type[DsvScreen]) -> Callable[[], Screen[Any]]:
         return lambda: cls(self.model)

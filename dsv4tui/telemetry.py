@@ -453,6 +453,10 @@ class HostTelemetry:
             out.append(GpuStatus(self._last_sample[index], age > self.stale_after_s, age))
         return out
 
+    def gpu_count(self) -> int:
+        """How many GPUs :meth:`gpus` lists."""
+        return len(self._last_sample)
+
     @property
     def source(self) -> str | None:
         return self.latest.source if self.latest else None

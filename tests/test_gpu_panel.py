@@ -138,7 +138,7 @@ async def _panel_text(telemetry: HostTelemetry, size: tuple[int, int]) -> list[s
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         panel = app.query_one(GpuPanel)
-        return [line.plain for line in panel._lines(panel.size.width)]
+        return [line.plain for line in panel.lines(panel.size.width)]
 
 
 async def test_eight_gpus_fit_120x40_and_80x24() -> None:
@@ -176,15 +176,15 @@ async def test_update_frame_error_and_waiting() -> None:
     app = PanelApp(HostTelemetry("ct200", clock=FrozenClock(BASE)))
     async with app.run_test(size=(120, 40)) as pilot:
         panel = app.query_one(GpuPanel)
-        assert "waiting for telemetry" in panel._lines(116)[-1]
+        assert "waiting for telemetry" in panel.lines(116)[-1]
         panel.show_error("no NVIDIA driver on ct200")
         await pilot.pause()
-        assert panel._lines(116)[1].plain == "no NVIDIA driver on ct200"
+        assert panel.lines(116)[1].plain == "no NVIDIA driver on ct200"
         frame = Frame.from_event(loaders.frames("fake_nvml_h200x8.jsonl")[-1])
         panel.telemetry.clock = FrozenClock(BASE)  # type: ignore[method-assign]
         panel.update_frame(frame)
         await pilot.pause()
-        lines = [line.plain for line in panel._lines(116)]
+        lines = [line.plain for line in panel.lines(116)]
         assert len(lines) == 10 and "no NVIDIA driver" not in "".join(lines)
         assert panel.size.height == 10  # height: auto follows the rows
 
@@ -195,10 +195,10 @@ async def test_warning_style_on_busy_gpu_with_idle_tensor_pipe() -> None:
         await pilot.pause()
         panel = app.query_one(GpuPanel)
         warn = panel.get_component_rich_style("gpu-panel--warn")
-        row0 = panel._lines(116)[2]  # GPU 0: util 99 %, tensor 0.8 % -> CUDA cores
+        row0 = panel.lines(116)[2]  # GPU 0: util 99 %, tensor 0.8 % -> CUDA cores
         spans = [row0.plain[s.start:s.end] for s in row0.spans if s.style == warn]
         assert "  0.8%" in spans or " 0.8%" in spans or any("0.8%" in x for x in spans)
-        row4 = panel._lines(116)[6]  # GPU 4: bf16 matmul, tensor 93 %: no warning on tensor
+        row4 = panel.lines(116)[6]  # GPU 4: bf16 matmul, tensor 93 %: no warning on tensor
         spans4 = [row4.plain[s.start:s.end] for s in row4.spans if s.style == warn]
         assert not any("93%" in x for x in spans4)
 

@@ -141,3 +141,30 @@ async def test_runs_filter_mark_baseline_compare() -> None:
         assert app.screen.metric == 1
         await pilot.press("escape")
         assert isinstance(app.screen, RunsScreen)
+
+
+async def test_dashboard_gpu_panel_shows_each_new_frame() -> None:
+    """The panel draws from cached rows (Line API): a new frame must reach the screen, not
+    only the next once-a-second tick."""
+    from snapshot_apps.frozen import T0
+
+    from dsv4tui.screens.messages import GPU
+    from dsv4tui.telemetry import Frame
+    from dsv4tui.widgets.gpu_panel import GpuPanel
+
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        panel = app.screen.query_one(GpuPanel)
+        before = [panel.render_line(y).text for y in range(panel.size.height)]
+        assert any(" 97% " in row or " 98% " in row for row in before)
+        gpus = [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                 "util_gpu": 12, "gpm": True, "tensor_active": 55.0} for i in range(8)]
+        frame = Frame.from_event({"type": "frame", "seq": 99, "time": T0, "interval": 1.0,
+                                  "source": "simulated", "driver": "580.95.05", "gpus": gpus})
+        app.model.telemetry.add(frame, received=T0)
+        app.mark(GPU)
+        await pilot.pause(0.3)
+        after = [panel.render_line(y).text for y in range(panel.size.height)]
+        assert sum(" 12% " in row for row in after) == 8
+        assert sum("55%" in row for row in after) == 8

@@ -14,6 +14,8 @@ import pytest
 from snapshot_apps.frozen import frozen_app
 from textual.pilot import Pilot
 
+from dsv4tui.widgets.charts import Chart
+
 SCREENS = ("dashboard", "logs", "launch", "bench", "runs", "compare", "help")
 THEMES = ("dark", "light", "high-contrast")
 SIZES = ((120, 40), (80, 24))
@@ -32,6 +34,12 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 async def settle(pilot: Pilot[object]) -> None:
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+    for _ in range(200):  # charts draw in a worker thread
+        charts = pilot.app.screen.query(Chart)
+        if all(chart.settled for chart in charts):
+            break
+        await pilot.pause(0.02)
     await pilot.pause()
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, TypeVar, cast
 
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Container
+from textual.geometry import Size
 from textual.markup import escape
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from dsv4tui import keymap
@@ -18,8 +20,22 @@ from dsv4tui.widgets.host_bar import ConnectionBanner, HostBar
 from dsv4tui.widgets.log_view import LogPanel
 from dsv4tui.widgets.text import update_static
 
+W = TypeVar("W", bound=Widget)
+
 TAB_TITLES = {"dashboard": "Dashboard", "logs": "Logs", "launch": "Launch", "bench": "Bench",
               "runs": "Runs"}
+
+
+def _keys_changed(bar: Static) -> bool:
+    """Whether the app's keymap or tabs changed since ``bar`` last drew them (they are set at
+    startup: a screen switch need not rebuild the bars)."""
+    app = bar.app
+    sign = (id(getattr(app, "_keymap", None)), len(getattr(app, "_keymap", None) or {}),
+            tuple(getattr(app, "extra_tabs", {})))
+    if getattr(bar, "_keys_sign", None) == sign:
+        return False
+    bar._keys_sign = sign  # type: ignore[attr-defined]
+    return True
 
 
 class NavBar(Static):
@@ -37,6 +53,8 @@ class NavBar(Static):
         self.refresh_keys()
 
     def refresh_keys(self) -> None:
+        if not _keys_changed(self):
+            return
         keys = dict(keymap.effective(getattr(self.app, "_keymap", {}) or {}))
         by_id = {a.id: k for a, k in keys.items()}
         parts = []
@@ -75,6 +93,8 @@ class KeyBar(Static):
         self.refresh_keys()
 
     def refresh_keys(self) -> None:
+        if not _keys_changed(self):
+            return
         km = getattr(self.app, "_keymap", {}) or {}
         first = ("help", "quit")  # on a narrow terminal the end of the bar is cut off
         keys_of = dict((a.id, k) for a, k in keymap.effective(km))
@@ -98,6 +118,7 @@ class DsvScreen(Screen[None]):
     def __init__(self, model: UiModel) -> None:
         super().__init__(name=self.MODE)
         self.model = model
+        self._found: dict[tuple[type[Widget], str | None], Widget] = {}
 
     def compose(self) -> ComposeResult:
         yield ConnectionBanner(self.model)
@@ -111,6 +132,10 @@ class DsvScreen(Screen[None]):
         yield from ()
 
     def on_mount(self) -> None:
+        # Textual marks a mode's screen as styled only when it was mounted at the time of the
+        # switch; a new screen mounts just after, so its second visit re-parsed and re-applied
+        # the whole stylesheet (100-250 ms). Mounted now, with the current stylesheet.
+        self._css_update_count = self.app._css_update_count
         self.refresh_parts(ALL)
 
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
@@ -132,11 +157,28 @@ class DsvScreen(Screen[None]):
         if self.is_attached:
             if self._size != app.size:
                 self._refresh_layout(app.size)
-            self.refresh()
-        self.query_one(NavBar).refresh_keys()
-        self.query_one(KeyBar).refresh_keys()
+            # repaint the whole screen from its widgets' cached lines; refresh() would also
+            # throw away the screen's own (unchanged) background lines
+            self._repaint_required = True
+            self.check_idle()
+        self.one(NavBar).refresh_keys()
+        self.one(KeyBar).refresh_keys()
         self.refresh_parts(ALL)
         self.on_resumed()
+        if self.is_attached and self.is_current:
+            # draw now rather than on the next tick of the screen's update timer (up to a
+            # frame later): this frame is the answer to a key press
+            self._on_timer_update()
+
+    def _screen_resized(self, size: Size) -> None:
+        """Textual calls this on every mode switch, and it reflows and repaints the whole
+        screen at once, with what the screen showed when it was left; the resume handler
+        above then repaints it again with current data. When the size is the one the screen
+        was laid out for, skip the first pass: one repaint, already current (a layout asked
+        for while the screen was away is done by that repaint's update)."""
+        if size == self._compositor.size:
+            return
+        super()._screen_resized(size)
 
     def on_resumed(self) -> None:
         """Called after the screen came back into view (subclasses)."""
@@ -147,21 +189,36 @@ class DsvScreen(Screen[None]):
 
     def refresh_parts(self, parts: frozenset[str]) -> None:
         if CONN in parts:
-            self.query_one(ConnectionBanner).refresh_model()
+            self.one(ConnectionBanner).refresh_model()
             stale = self.model.conn.down
             self.set_class(stale, "-stale")
-            for panel in self.query(LogPanel):
+            if (panel := self.log_panel()) is not None:
                 panel.set_stale(stale)
         if parts & {CONN, SERVER, PROFILES}:
-            self.query_one(HostBar).refresh_model()
+            self.one(HostBar).refresh_model()
         self.refresh_body(parts)
+
+    def one(self, kind: type[W], selector: str | None = None) -> W:
+        """``query_one([selector,] kind)``, remembered: the frame's widgets live as long as
+        the screen, and a CSS query on every model update adds up under load."""
+        key = (kind, selector)
+        found = self._found.get(key)
+        if found is None:
+            found = self.query_one(selector, kind) if selector else self.query_one(kind)
+            self._found[key] = found
+        return cast(W, found)
 
     def refresh_body(self, parts: frozenset[str]) -> None:
         """Redraw the body's widgets that show ``parts``."""
 
     def log_panel(self) -> LogPanel | None:
-        panels = self.query(LogPanel)
-        return panels.first() if panels else None
+        key = (LogPanel, None)
+        if key not in self._found:
+            panels = self.query(LogPanel)
+            if not panels:
+                return None
+            self._found[key] = panels.first()
+        return cast(LogPanel, self._found[key])
 
 
 class LogScreen(DsvScreen):

@@ -9,7 +9,7 @@ from textual.markup import escape
 from textual.widgets import ProgressBar, Static
 
 from dsv4tui.screens.base import DsvScreen
-from dsv4tui.screens.messages import CONN, DECODE, GPU, SANITY, SWEEP
+from dsv4tui.screens.messages import ALL, CONN, DECODE, GPU, SANITY, SWEEP
 from dsv4tui.screens.model import SweepView, UiModel, fmt_duration
 from dsv4tui.widgets.charts import Chart, Series
 from dsv4tui.widgets.gpu_strip import GpuStrip
@@ -64,18 +64,23 @@ class BenchScreen(DsvScreen):
             yield GpuStrip(m.conn.host, telemetry=m.telemetry, id="bench-gpus")
             yield ThroughputPanel(m, id="bench-tp", classes="-inline")
 
+    _chart_due = False  # the chart waits for the next tick while a sweep runs
+
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
-        """The elapsed time moves while a sweep runs (nothing else redraws on a timer)."""
+        """The elapsed time moves while a sweep runs; the chart follows once a second."""
         if self.is_current and self.model.sweep.running:
-            update_static(self.query_one("#bench-plan", Static),
+            update_static(self.one(Static, "#bench-plan"),
                           plan_markup(self.model, self.default_label()), fixed_height=True)
+        if self.is_current and self._chart_due:
+            self._update_chart()
 
     def _update_chart(self) -> None:
+        self._chart_due = False
         labels, series = chart_series(self.model.sweep)
-        self.query_one(Chart).show_data(labels, series, ylabel="tok/s",
+        self.one(Chart).show_data(labels, series, ylabel="tok/s",
                                         empty="no level finished yet")
 
     def default_label(self) -> str:
@@ -87,20 +92,25 @@ class BenchScreen(DsvScreen):
     def refresh_body(self, parts: frozenset[str]) -> None:
         m = self.model
         if SANITY in parts:
-            self.query_one("#bench-sanity", SanityResult).refresh_model()
+            self.one(SanityResult, "#bench-sanity").refresh_model()
         if SWEEP in parts:
             sw = m.sweep
-            update_static(self.query_one("#bench-plan", Static),
+            update_static(self.one(Static, "#bench-plan"),
                           plan_markup(m, self.default_label()), fixed_height=True)
-            bar = self.query_one("#bench-progress", ProgressBar)
+            bar = self.one(ProgressBar, "#bench-progress")
             bar.update(total=max(1, sw.total_requests), progress=sw.completed_requests)
-            self.query_one(SweepTable).show_sweep(sw)
-            # plotext rebuilds cost tens of ms: after this frame, so keys are not held up
-            self.call_after_refresh(self._update_chart)
+            self.one(SweepTable).show_sweep(sw)
+            # a plotext build costs ~10-20 ms: while requests finish many times a second, the
+            # chart redraws once a second (on the tick); otherwise (and when the screen comes
+            # into view) after this frame
+            if sw.running and parts != ALL:
+                self._chart_due = True
+            else:
+                self.call_after_refresh(self._update_chart)
         if GPU in parts or CONN in parts:
-            strip = self.query_one(GpuStrip)
+            strip = self.one(GpuStrip)
             if m.telemetry is not None and strip.telemetry is not m.telemetry:
                 strip.set_telemetry(m.telemetry)
             strip.refresh_telemetry()
         if DECODE in parts or CONN in parts:
-            self.query_one(ThroughputPanel).refresh_model()
+            self.one(ThroughputPanel).refresh_model()

@@ -53,7 +53,6 @@ def startup_markup(model: UiModel) -> str:
 
 class DashboardScreen(LogScreen):
     MODE = "dashboard"
-    _gpu_shape: tuple[int, bool, bool] | None = None
 
     def compose_body(self) -> ComposeResult:
         m = self.model
@@ -78,26 +77,20 @@ class DashboardScreen(LogScreen):
     def refresh_body(self, parts: frozenset[str]) -> None:
         m = self.model
         if GPU in parts or CONN in parts:
-            panel = self.query_one(GpuPanel)
+            panel = self.one(GpuPanel)
             if m.telemetry is not None and panel.telemetry is not m.telemetry:
                 panel.set_telemetry(m.telemetry)
-            t = panel.telemetry
-            shape = (len(t.gpus()), bool(t.error), t.latest is not None)
-            if shape != self._gpu_shape:  # rows come or go: a layout pass
-                self._gpu_shape = shape
-                panel.refresh_telemetry()
-            else:  # same rows, new numbers: repaint only
-                panel.refresh()
+            panel.refresh_telemetry()  # a layout pass only when rows come or go
         if DECODE in parts or CONN in parts:
             for tp in self.query(ThroughputPanel):
                 tp.refresh_model()
         if SANITY in parts:
-            self.query_one("#dash-sanity", SanityResult).refresh_model()
+            self.one(SanityResult, "#dash-sanity").refresh_model()
         if SWEEP in parts:
-            update_static(self.query_one("#dash-sweep", Static), sweep_markup(m),
+            update_static(self.one(Static, "#dash-sweep"), sweep_markup(m),
                           fixed_height=True)
         if STARTUP in parts:
-            update_static(self.query_one("#dash-startup", Static), startup_markup(m),
+            update_static(self.one(Static, "#dash-startup"), startup_markup(m),
                           fixed_height=True)
 
     def focus_gpus(self) -> None:

@@ -63,8 +63,8 @@ class LaunchScreen(LogScreen):
 
     def refresh_body(self, parts: frozenset[str]) -> None:
         if parts & {PROFILES, SERVER}:
-            update_static(self.query_one("#profile-fields", Static), profile_markup(self.model))
+            update_static(self.one(Static, "#profile-fields"), profile_markup(self.model))
         if STARTUP in parts:
-            self.query_one(StartupView).refresh_model()
+            self.one(StartupView).refresh_model()
         if SANITY in parts:
-            self.query_one(SanityResult).refresh_model()
+            self.one(SanityResult).refresh_model()

@@ -1,16 +1,22 @@
 """Charts (textual-plotext) whose series colours come from the theme (``$chart-1`` ..).
 
 A chart keeps the last data it was given and re-plots on resize and on theme change, so a
-theme switch recolours the bars as well as the background.
+theme switch recolours the bars as well as the background. Drawings are made in a worker
+thread and shown through Textual's Line API (see :class:`Chart`), so plotting never holds up
+a key press.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich.segment import Segment
+from rich.text import Text
 from textual.color import Color
+from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from dsv4tui.themes import chart_colors
@@ -35,7 +41,13 @@ def _rgb(hex_color: str) -> tuple[int, int, int]:
 
 
 class Chart(PlotextPlot):
-    """Grouped bars (one colour per series) or lines over x labels."""
+    """Grouped bars (one colour per series) or lines over x labels.
+
+    plotext draws in pure Python (10-20 ms for a bar chart on a small CPU, and Textual's
+    generic path for its ANSI output costs ~3x that again), so a chart is never drawn on the
+    UI loop: each change (data, size, theme) is drawn in a worker thread into Strips, and the
+    screen shows the previous drawing until the new one is ready.
+    """
 
     DEFAULT_CSS = """
     Chart { height: 1fr; min-height: 8; }
@@ -50,19 +62,67 @@ class Chart(PlotextPlot):
         self._labels: list[str] = []
         self._series: list[Series] = []
         self._empty = "no data yet"
-        self._version = 0  # bumped by every replot
-        self._plot_cache: tuple[Any, Any] | None = None
+        self._version = 0  # bumped by every change of what is plotted
+        self._strips: list[Strip] = []
+        self._strips_key: tuple[Any, ...] | None = None
+        self._drawing: tuple[Any, ...] | None = None  # the key being drawn in the thread
 
-    def render(self) -> Any:
-        """plotext rebuilds the whole figure on every paint (tens of ms for a bar chart on a
-        small CPU) and a screen switch repaints everything: keep the last build until the data,
-        the size or the theme changes."""
-        key = (self.size, self._version, self.app.theme)
-        if self._plot_cache is not None and self._plot_cache[0] == key:
-            return self._plot_cache[1].copy()
-        out = super().render()
-        self._plot_cache = (key, out)
-        return out.copy() if hasattr(out, "copy") else out
+    @property
+    def settled(self) -> bool:
+        """True when what is shown is the drawing of the current data, size and theme."""
+        if self._drawing is not None:
+            return False
+        hidden = not self.size.width or not self.size.height or not self.display
+        return hidden or self._strips_key == self._key()
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.size, self._version, self.app.theme)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        key = self._key()
+        if key != self._strips_key and self._drawing is None and width and self.size.height:
+            self._drawing = key
+            self.run_worker(self._draw(key, self._spec()), group="chart-draw",
+                            exit_on_error=False)
+        base = self.rich_style
+        if y < len(self._strips):
+            strip = self._strips[y]
+            return strip if strip.cell_length == width else strip.crop_extend(0, width, base)
+        return Strip.blank(width, base)
+
+    async def _draw(self, key: tuple[Any, ...], spec: dict[str, Any]) -> None:
+        try:
+            self._strips = await asyncio.to_thread(self._draw_strips, spec)
+            self._strips_key = key
+        finally:
+            self._drawing = None
+            self.refresh()  # shows it, or starts the next drawing if the key moved on
+
+    def _spec(self) -> dict[str, Any]:
+        """Everything a drawing needs, read on the UI loop (the thread touches only plotext)."""
+        return {"labels": list(self._labels), "series": list(self._series),
+                "title": self.title, "ylabel": self.ylabel, "empty": self._empty,
+                "kind": self.kind, "colors": self.series_colors(),
+                "theme": self._get_plotext_theme_name(self.app.theme),
+                "width": self.size.width, "height": self.size.height,
+                "base": self.rich_style, "console": self.app.console}
+
+    def _draw_strips(self, spec: dict[str, Any]) -> list[Strip]:
+        """(worker thread) Plot, build and convert to Strips."""
+        plt: Any = self.plt  # the bundled .pyi misses multiple_bar's labels= and colour lists
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(spec["title"])
+        plot_series(plt, spec)
+        width, height = spec["width"], spec["height"]
+        plt.plotsize(width, height)
+        plt._set_size(width, height)  # textual-plotext does both (its issue #5)
+        plt.theme(spec["theme"])
+        text = Text.from_ansi(plt.build())
+        base, console = spec["base"], spec["console"]
+        return [Strip(Segment.apply_style(line.render(console), base), line.cell_len)
+                .crop_extend(0, width, base) for line in text.split("\n", allow_blank=True)]
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._replot())
@@ -73,7 +133,7 @@ class Chart(PlotextPlot):
         labels, series = list(labels), list(series)
         if (labels == self._labels and series == self._series and title in (None, self.title)
                 and ylabel in (None, self.ylabel) and empty in (None, self._empty)):
-            return  # nothing new: skip the (costly) plotext rebuild
+            return  # nothing new: no new drawing
         self._labels = labels
         self._series = series
         if title is not None:
@@ -91,39 +151,37 @@ class Chart(PlotextPlot):
 
     def _replot(self) -> None:
         self._version += 1
-        if not self.is_mounted:
-            return
-        plt: Any = self.plt  # the bundled .pyi misses multiple_bar's labels= and colour lists
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(self.title)
-        colors = self.series_colors()
-        series = [s for s in self._series if any(v is not None for v in s.values)]
-        if not self._labels or not series:
-            plt.xticks([])
-            plt.yticks([])
-            plt.text(self._empty, 0.5, 0.5, alignment="center")
-            plt.xlim(0, 1)
-            plt.ylim(0, 1)
-            self.refresh()
-            return
-        if self.ylabel:
-            plt.ylabel(self.ylabel)
-        names = [s.name for s in series]
-        if self.kind == "bars":
-            values = [[0.0 if v is None else float(v) for v in s.values] for s in series]
-            if len(series) == 1:
-                plt.bar(self._labels, values[0], color=colors[0], width=0.6)
-            else:
-                plt.multiple_bar(self._labels, values, labels=names, width=0.7,
-                                 color=[colors[i % len(colors)] for i in range(len(series))])
-        else:
-            xs = list(range(1, len(self._labels) + 1))
-            for i, s in enumerate(series):
-                pts = [(x, float(v)) for x, v in zip(xs, s.values, strict=False) if v is not None]
-                if not pts:
-                    continue
-                plt.plot([p[0] for p in pts], [p[1] for p in pts], marker="braille",
-                         color=colors[i % len(colors)], label=s.name)
-            plt.xticks(xs, self._labels)
         self.refresh()
+
+
+def plot_series(plt: Any, spec: dict[str, Any]) -> None:
+    """The plotext calls for ``spec``'s labels and series (or its empty message)."""
+    labels: list[str] = spec["labels"]
+    colors: list[tuple[int, int, int]] = spec["colors"]
+    series = [s for s in spec["series"] if any(v is not None for v in s.values)]
+    if not labels or not series:
+        plt.xticks([])
+        plt.yticks([])
+        plt.text(spec["empty"], 0.5, 0.5, alignment="center")
+        plt.xlim(0, 1)
+        plt.ylim(0, 1)
+        return
+    if spec["ylabel"]:
+        plt.ylabel(spec["ylabel"])
+    names = [s.name for s in series]
+    if spec["kind"] == "bars":
+        values = [[0.0 if v is None else float(v) for v in s.values] for s in series]
+        if len(series) == 1:
+            plt.bar(labels, values[0], color=colors[0], width=0.6)
+        else:
+            plt.multiple_bar(labels, values, labels=names, width=0.7,
+                             color=[colors[i % len(colors)] for i in range(len(series))])
+        return
+    xs = list(range(1, len(labels) + 1))
+    for i, s in enumerate(series):
+        pts = [(x, float(v)) for x, v in zip(xs, s.values, strict=False) if v is not None]
+        if not pts:
+            continue
+        plt.plot([p[0] for p in pts], [p[1] for p in pts], marker="braille",
+                 color=colors[i % len(colors)], label=s.name)
+    plt.xticks(xs, labels)

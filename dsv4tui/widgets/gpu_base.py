@@ -1,11 +1,17 @@
-"""What the GPU panel and the compact GPU strip share: telemetry in, redraw, error, ticking."""
+"""What the GPU panel and the compact GPU strip share: telemetry in, redraw, error, ticking,
+and a cheap way to draw: the widget's lines are built once per change (a frame, a tick, a
+resize, a theme) as Strips and served row by row (Textual's Line API), so a screen switch or a
+log-driven repaint reuses them instead of rebuilding the text."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
+from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
+from textual.strip import Strip
 from textual.widget import Widget
 
 from dsv4tui.telemetry import Frame, HostTelemetry
@@ -23,13 +29,23 @@ class TelemetryWidget(Widget):
         super().__init__(name=name, id=id, classes=classes)
         self._telemetry = telemetry or HostTelemetry(host, clock=clock or time.monotonic)
         self._error: str | None = None
+        self._version = 0  # bumped by every change that can alter what is drawn
+        self._strips: list[Strip] = []
+        self._strips_key: tuple[int, int] | None = None
+        self._styles: dict[str, Style] = {}
+        self._height: int | None = None
 
     @property
     def telemetry(self) -> HostTelemetry:
         return self._telemetry
 
     def _redraw(self) -> None:
-        self.refresh(layout=self.RELAYOUT)
+        self._version += 1
+        layout = False
+        if self.RELAYOUT:  # a layout pass reflows the whole screen: only when the height moves
+            height = self.line_count()
+            layout, self._height = height != self._height, height
+        self.refresh(layout=layout)
 
     def set_telemetry(self, telemetry: HostTelemetry) -> None:
         """Show another host (or a shared model)."""
@@ -59,7 +75,47 @@ class TelemetryWidget(Widget):
 
     def _tick(self) -> None:
         if self._telemetry.latest is not None:
-            self.refresh()
+            self._redraw()
 
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(f"{self.COMPONENT_PREFIX}--{name}")
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(
+                f"{self.COMPONENT_PREFIX}--{name}")
+        return style
+
+    # -- drawing -------------------------------------------------------------------------
+    def lines(self, width: int) -> list[Text]:
+        """The widget's rows as Rich Text, for ``width`` cells (subclasses)."""
+        raise NotImplementedError
+
+    def line_count(self) -> int:
+        """How many rows :meth:`lines` returns (without building them)."""
+        return 1
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self._strips_key = None
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        key = (width, self._version)
+        if key != self._strips_key:
+            base = self.rich_style
+            console = self.app.console
+            strips = []
+            for text in self.lines(width):
+                if text.cell_len > width:
+                    text.truncate(width, overflow=text.overflow or "crop")
+                style = text.style  # Text.render leaves the Text's own style out
+                if style:
+                    own = base + (style if isinstance(style, Style) else console.get_style(style))
+                else:
+                    own = base
+                segments = Segment.apply_style(text.render(console), own)
+                strips.append(Strip(segments, text.cell_len).extend_cell_length(width, base))
+            self._strips, self._strips_key = strips, key
+        if y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(width, self.rich_style)

@@ -24,7 +24,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rich.style import Style
 from rich.text import Text
 from textual.message import Message
 
@@ -244,10 +243,15 @@ class GpuPanel(TelemetryWidget):
     RELAYOUT = True
 
     # -- drawing -------------------------------------------------------------------------
-    def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(f"gpu-panel--{name}")
+    def line_count(self) -> int:
+        t = self._telemetry
+        count = 1 + bool(self._error or t.error)
+        gpus = t.gpu_count()
+        if gpus:
+            return count + 1 + gpus
+        return count + (0 if (self._error or t.error) else 1)
 
-    def _lines(self, width: int) -> list[Text]:
+    def lines(self, width: int) -> list[Text]:
         t = self._telemetry
         now = t.clock()
         lines = [self._header(width, now)]
@@ -339,12 +343,8 @@ class GpuPanel(TelemetryWidget):
             self._style("warn") if warn and not stale else self._style("value"))
         out.append(text, style)
 
-    def render(self) -> Text:
-        width = max(20, self.size.width)
-        return Text("\n", no_wrap=True).join(self._lines(width))
-
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
-        return len(self._lines(max(20, width)))
+        return self.line_count()
 
 
 def cell_value(key: str, g: GpuSample, width: int) -> tuple[float | None, str, bool]:

@@ -56,7 +56,11 @@ class GpuStrip(TelemetryWidget):
     COMPONENT_PREFIX = "gpu-strip"
     RELAYOUT = False
 
+    def lines(self, width: int) -> list[Text]:
+        return [self.render()]
+
     def render(self) -> Text:
+        """The strip as Rich Text (drawing goes through :meth:`lines`)."""
         t = self._telemetry
         now = t.clock()
         out = Text(no_wrap=True, overflow="ellipsis")

@@ -425,6 +425,7 @@ class LogPanel(Vertical):
         self.lines = lines
         self.border_title = title
         self._empty_text = empty_text
+        self._view: LogView | None = None
 
     def compose(self) -> ComposeResult:
         yield LogView(self.lines, empty_text=self._empty_text)
@@ -433,7 +434,10 @@ class LogPanel(Vertical):
 
     @property
     def view(self) -> LogView:
-        return self.query_one(LogView)
+        view = self._view
+        if view is None:
+            view = self._view = self.query_one(LogView)
+        return view
 
     def on_mount(self) -> None:
         self._update_status()
@@ -493,6 +497,7 @@ class LogPanel(Vertical):
 
     def toggle_follow(self) -> None:
         self.view.follow = not self.view.follow
+        self._update_status()  # in the same frame as the key, not after a message round trip
 
     def cycle_level(self) -> None:
         self.view.cycle_level()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from dsv4tui.screens.model import UiModel, fmt_num
 from dsv4tui.widgets.host_bar import sim_badge
+from dsv4tui.widgets.spark import FastSparkline
 from dsv4tui.widgets.text import update_static
 
 
@@ -33,17 +34,19 @@ class ThroughputPanel(Vertical):
         super().__init__(id=id, classes=classes)
         self.model = model
         self.prefix = "server " if classes and "-inline" in classes else ""
+        self._numbers = Static("", classes="tp-numbers", markup=True)
+        self._spark = FastSparkline([])
 
     def compose(self) -> ComposeResult:
-        yield Static("", classes="tp-numbers", markup=True)
-        yield Sparkline([], summary_function=max)
+        yield self._numbers
+        yield self._spark
 
     def on_mount(self) -> None:
         self.refresh_model()
 
     def refresh_model(self) -> None:
         latest = self.model.decode.latest
-        nums = self.query_one(".tp-numbers", Static)
+        nums = self._numbers
         if latest is None:
             text = f"{self.prefix}[$foreground-muted]no decode lines yet[/]"
         else:
@@ -56,5 +59,5 @@ class ThroughputPanel(Vertical):
             text += "  " + sim_badge()
         update_static(nums, text, fixed_height=True)
         data = self.model.decode.throughput()
-        self.query_one(Sparkline).data = data[-120:]
+        self._spark.data = data[-120:]
         self.set_class(self.model.conn.down, "-stale")

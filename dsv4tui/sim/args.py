@@ -126,4 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-fault", action="append", type=_fault, default=[], metavar="|".join(FAULTS))
     a("--sim-checkpoint", type=str.upper, choices=("MXFP4", "NVFP4"))
     a("--sim-no-children", action="store_true", help="do not fork scheduler processes")
+    a("--sim-nice", type=int, default=0,
+      help="lower the simulator's CPU priority by this much (the demo: 10, so a simulated "
+           "GPU server on the same laptop never takes the CPU from the dashboard)")
     return p

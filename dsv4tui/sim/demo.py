@@ -36,7 +36,7 @@ def demo_profile(checkpoint: str, *, port: int | None = None, speed: float = DEM
         quantization="modelopt_fp4" if nvfp4 else None, checkpoint="NVFP4" if nvfp4 else "MXFP4",
         moe_runner_backend="marlin" if nvfp4 else "triton", trust_remote_code=True,
         enable_metrics=True, env={"PYTHONPATH": root}, active_params_b=13.0, bytes_per_param=0.5,
-        extra_args=["--sim-speed", f"{speed:g}", *(extra_args or [])])
+        extra_args=["--sim-speed", f"{speed:g}", "--sim-nice", "10", *(extra_args or [])])
 
 
 def demo_host_config(port: int | None = None) -> HostConfig:

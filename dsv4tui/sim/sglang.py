@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.sim_nice > 0:
+        with contextlib.suppress(OSError):
+            os.nice(args.sim_nice)
     sim.fork_children()
     try:
         asyncio.run(_serve(sim))

@@ -1053,6 +1053,7 @@ class Dsv4App(App[int]):
 
     async def on_unmount(self) -> None:
         self._stopping = True
+        self._resume_gc()  # never leave the process with the cyclic GC off
         if self._supervisor is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._supervisor.stop(), 5)

@@ -15,6 +15,7 @@ from dsv4tui.screens.modals import ConfirmScreen, ErrorScreen
 from dsv4tui.screens.runs import CompareScreen, RunsScreen
 from dsv4tui.widgets.charts import Chart
 from dsv4tui.widgets.host_bar import ConnectionBanner
+from dsv4tui.widgets.log_view import LogPanel
 
 
 async def test_number_keys_switch_screens_and_help_lists_every_binding() -> None:
@@ -168,3 +169,51 @@ async def test_dashboard_gpu_panel_shows_each_new_frame() -> None:
         after = [panel.render_line(y).text for y in range(panel.size.height)]
         assert sum(" 12% " in row for row in after) == 8
         assert sum("55%" in row for row in after) == 8
+
+
+async def test_keys_pause_the_cyclic_gc_only_briefly() -> None:
+    """A key pauses the cyclic GC until its frame is out (150 ms after the last key); it is
+    back on afterwards and when the app exits right after a key."""
+    import gc
+
+    from textual import events
+
+    from dsv4tui.app import Dsv4App
+
+    assert gc.isenabled()
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.post_message(events.Key("f", "f"))  # what the terminal driver does
+        assert not gc.isenabled()
+        await pilot.pause(Dsv4App.GC_PAUSE_S + 0.3)
+        assert gc.isenabled()
+        assert not app.screen.query_one(LogPanel).view.follow  # the key did its work
+        app.post_message(events.Key("f", "f"))
+        assert not gc.isenabled()
+    assert gc.isenabled()  # the app exited inside the pause
+
+
+def test_strips_that_are_not_cut_make_no_reference_cycles() -> None:
+    """Textual caches a Strip divided or crop-extended to its own size on the strip itself
+    (a cycle per rendered line); with the patch those strips are freed by reference counting."""
+    import gc
+
+    from rich.segment import Segment
+    from textual.strip import Strip
+
+    from dsv4tui.widgets import strip_cycles
+
+    assert strip_cycles.install()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(200):
+            strip = Strip([Segment("hello "), Segment("world")], 11)
+            assert strip.divide([11]) == [strip]
+            assert strip.crop_extend(0, 11, None) is strip
+            assert [s.text for s in strip.divide([5, 11])] == ["hello", " world"]
+            assert strip.crop_extend(0, 14, None).cell_length == 14
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -15,25 +15,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
-import gc
 import json
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
-from textual import events, on, work
-from textual.app import App, SystemCommand
+from textual import on, work
+from textual.app import SystemCommand
 from textual.binding import Binding
-from textual.message import Message
 from textual.screen import Screen
-from textual.timer import Timer
-from textual.widget import AwaitMount
 from textual.worker import Worker, WorkerState
 
 from dsv4tui import keymap, paths, themes
 from dsv4tui.config import HostConfig, ServerProfile, Settings
 from dsv4tui.errors import ConnectError, UserError
+from dsv4tui.responsive import ResponsiveApp
 from dsv4tui.screens import model as m
 from dsv4tui.screens.base import DsvScreen
 from dsv4tui.screens.bench import BenchScreen
@@ -64,7 +61,6 @@ from dsv4tui.screens.modals import (
     SweepPlanScreen,
 )
 from dsv4tui.screens.runs import CompareScreen, RunsScreen
-from dsv4tui.widgets import strip_cycles
 from dsv4tui.widgets.gpu_panel import GpuFrame
 
 FLUSH_S = 0.1  # model changes reach the screen at most this often
@@ -136,7 +132,7 @@ def model_for(name: str, config: HostConfig, *, simulated: bool) -> m.UiModel:
     return model
 
 
-class Dsv4App(App[int]):
+class Dsv4App(ResponsiveApp):
     """``Dsv4App(spec=host_spec(...), settings=...)`` runs live; ``Dsv4App(model=frozen)``
     shows a frozen model (snapshot tests) without any host."""
 
@@ -151,7 +147,6 @@ class Dsv4App(App[int]):
                  theme: str | None = None, model: m.UiModel | None = None,
                  autostart: bool = False, start_mode: str = "dashboard",
                  store: Any = None) -> None:
-        strip_cycles.install()
         super().__init__()
         self.settings = settings or Settings()
         self.spec = spec
@@ -169,9 +164,6 @@ class Dsv4App(App[int]):
         self._flush_pending = False
         self._live_at = 0.0
         self._shown_modes: set[str] = set()
-        self._no_delay = False  # set while switching to a mode whose screen is mounted
-        self._gc_paused = False  # the cyclic GC waits while a key's frame is being made
-        self._gc_timer: Timer | None = None
         self._backend_override: dict[str, str] = {}
         self._supervisor: Any = None
         self._store: Any = store
@@ -214,96 +206,15 @@ class Dsv4App(App[int]):
             self.connect_host()
             self.set_timer(1.0, self._warm_modes)
 
-    def _warm_modes(self) -> None:
-        """Mount the screens not shown yet in the background, one every 0.3 s after startup.
-
-        A mode's first visit composes and mounts its screen and runs Textual's stylesheet pass
-        over it: 100-250 ms on a small machine, the slowest key press of a session. Done here,
-        the first press of ``4`` is as quick as the second."""
-        for mode in self._modes_names():
-            if mode in self._screen_stacks:
-                continue
-            factory = self._modes[mode]
-            screen, _ = self._get_screen(factory() if callable(factory) else factory)
-            self._load_screen_css(screen)
-            self._screen_stacks[mode] = [screen]
-            self.set_timer(0.3, self._warm_modes)
-            return
-        self.call_after_refresh(self._freeze_heap)
-
     def get_theme_variable_defaults(self) -> dict[str, str]:
         theme = self.current_theme if self.is_running else None
         return themes.variable_defaults(theme.dark if theme is not None else True)
 
-    def _freeze_heap(self) -> None:
-        """Move what exists now (screens, widgets, caches) out of the cyclic GC's sight.
-
-        With ~200,000 tracked objects a full collection takes 150-250 ms on a small machine,
-        and a log flood triggers one every few seconds: the UI's worst stalls. The screens
-        live as long as the app, so they need not be scanned again (``gc.freeze``)."""
-        gc.freeze()
-
-    @staticmethod
-    def tune_gc() -> None:
-        """Young collections every 5,000 allocations (Python: 700) under a high allocation
-        rate (JSON events, strips): ~4 ms each here, where 20,000 made fewer but 15-60 ms
-        pauses (the key latency's tail); older generations rarely."""
-        gc.set_threshold(5_000, 20, 50)
-
-    GC_PAUSE_S = 0.15  # how long after a key the cyclic GC waits
-
-    def post_message(self, message: Message) -> bool:
-        """Keys pause the cyclic GC from the moment they are posted (the terminal driver
-        posts from its input thread) until their effect is on screen -- Textual does the same
-        while it scrolls: a collection started in between adds its whole pause (15-60 ms on
-        a small machine) to the key's latency. It resumes GC_PAUSE_S after the last key."""
-        paused = isinstance(message, events.Key) and gc.isenabled()
-        if paused:
-            gc.disable()
-            self._gc_paused = True
-        posted = super().post_message(message)
-        if paused and not posted:
-            self._gc_paused = False
-            gc.enable()
-        return posted
-
-    async def on_event(self, event: events.Event) -> None:
-        if not isinstance(event, events.Key):
-            await super().on_event(event)
-            return
-        if self._gc_paused:
-            if self._gc_timer is not None:
-                self._gc_timer.stop()
-            self._gc_timer = self.set_timer(self.GC_PAUSE_S, self._resume_gc)
-        screen = self.screen
-        await super().on_event(event)
-        if self.screen is screen and screen.is_attached:
-            # the key's answer is drawn now, not on the screen's next update tick (up to a
-            # frame later); a new screen draws itself when it resumes (DsvScreen)
-            screen._on_timer_update()
-
-    def _resume_gc(self) -> None:
-        self._gc_timer = None
-        if self._gc_paused:
-            self._gc_paused = False
-            gc.enable()
-
-    def switch_mode(self, mode: str) -> AwaitMount:
-        """Textual's switch_mode, minus its 50 ms update delay when the mode's screen is
-        already mounted: the delay masks a half-composed first frame, and a mounted screen
-        has none, so it only made every screen switch 50 ms slower."""
-        self._no_delay = mode in self._screen_stacks
-        try:
-            return super().switch_mode(mode)
-        finally:
-            self._no_delay = False
-
-    def delay_update(self, delay: float = 0.05) -> None:
-        if not self._no_delay:
-            super().delay_update(delay)
-
     def _factory(self, cls: type[DsvScreen]) -> Callable[[], Screen[Any]]:
         return lambda: cls(self.model)
+
+    def _mode_names(self) -> list[str]:
+        return self._modes_names()
 
     def _modes_names(self) -> list[str]:
         return [*SCREENS, *(mode for mode, _ in self.extra_tabs.values())]
@@ -1053,7 +964,6 @@ class Dsv4App(App[int]):
 
     async def on_unmount(self) -> None:
         self._stopping = True
-        self._resume_gc()  # never leave the process with the cyclic GC off
         if self._supervisor is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._supervisor.stop(), 5)

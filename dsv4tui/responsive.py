@@ -1,0 +1,129 @@
+"""What keeps the dashboard quick to answer keys under load (docs/ui-performance.md).
+
+:class:`ResponsiveApp` is the Textual App the dashboard builds on. Each part here answers a
+measured cost (benchmarks/ui_latency.py, a 2-core machine with a C=64 sweep, 8 GPUs at 2 Hz
+and a 2,000 lines/s log flood):
+
+- screen switches without Textual's 50 ms update delay when the screen is already mounted;
+- the screens not shown yet mounted in the background after startup;
+- keys drawn at once, not on the next tick of the screen's update timer;
+- the cyclic GC paused around keys, tuned for small pauses, and the long-lived heap frozen;
+- Textual Strips that make no reference cycles (:mod:`dsv4tui.widgets.strip_cycles`).
+
+These hook private parts of Textual (``_modes``, ``_screen_stacks``, ``_get_screen``,
+``_load_screen_css``, ``Screen._on_timer_update``); textual is pinned below 9 and they need a
+look on upgrade.
+"""
+
+from __future__ import annotations
+
+import gc
+
+from textual import events
+from textual.app import App
+from textual.message import Message
+from textual.timer import Timer
+from textual.widget import AwaitMount
+
+from dsv4tui.widgets import strip_cycles
+
+
+class ResponsiveApp(App[int]):
+    GC_PAUSE_S = 0.15  # how long after a key the cyclic GC waits
+
+    def __init__(self) -> None:
+        strip_cycles.install()
+        super().__init__()
+        self._no_delay = False  # set while switching to a mode whose screen is mounted
+        self._gc_paused = False  # the cyclic GC waits while a key's frame is being made
+        self._gc_timer: Timer | None = None
+
+    def _mode_names(self) -> list[str]:
+        """The modes to mount ahead of their first visit (subclasses)."""
+        return list(self._modes)
+
+    def _warm_modes(self) -> None:
+        """Mount the screens not shown yet in the background, one every 0.3 s after startup.
+
+        A mode's first visit composes and mounts its screen and runs Textual's stylesheet pass
+        over it: 100-250 ms on a small machine, the slowest key press of a session. Done here,
+        the first press of ``4`` is as quick as the second."""
+        for mode in self._mode_names():
+            if mode in self._screen_stacks:
+                continue
+            factory = self._modes[mode]
+            screen, _ = self._get_screen(factory() if callable(factory) else factory)
+            self._load_screen_css(screen)
+            self._screen_stacks[mode] = [screen]
+            self.set_timer(0.3, self._warm_modes)
+            return
+        self.call_after_refresh(self._freeze_heap)
+
+    def _freeze_heap(self) -> None:
+        """Move what exists now (screens, widgets, caches) out of the cyclic GC's sight.
+
+        With ~200,000 tracked objects a full collection takes 150-250 ms on a small machine,
+        and a log flood triggers one every few seconds: the UI's worst stalls. The screens
+        live as long as the app, so they need not be scanned again (``gc.freeze``)."""
+        gc.freeze()
+
+    @staticmethod
+    def tune_gc() -> None:
+        """Young collections every 5,000 allocations (Python: 700) under a high allocation
+        rate (JSON events, strips): ~4 ms each here, where 20,000 made fewer but 15-60 ms
+        pauses (the key latency's tail); older generations rarely."""
+        gc.set_threshold(5_000, 20, 50)
+
+    def post_message(self, message: Message) -> bool:
+        """Keys pause the cyclic GC from the moment they are posted (the terminal driver
+        posts from its input thread) until their effect is on screen -- Textual does the same
+        while it scrolls: a collection started in between adds its whole pause (15-60 ms on
+        a small machine) to the key's latency. It resumes GC_PAUSE_S after the last key."""
+        paused = isinstance(message, events.Key) and gc.isenabled()
+        if paused:
+            gc.disable()
+            self._gc_paused = True
+        posted = super().post_message(message)
+        if paused and not posted:
+            self._gc_paused = False
+            gc.enable()
+        return posted
+
+    async def on_event(self, event: events.Event) -> None:
+        if not isinstance(event, events.Key):
+            await super().on_event(event)
+            return
+        if self._gc_paused:
+            if self._gc_timer is not None:
+                self._gc_timer.stop()
+            self._gc_timer = self.set_timer(self.GC_PAUSE_S, self._resume_gc)
+        screen = self.screen
+        await super().on_event(event)
+        if self.screen is screen and screen.is_attached:
+            # the key's answer is drawn now, not on the screen's next update tick (up to a
+            # frame later); a new screen draws itself when it resumes (DsvScreen)
+            screen._on_timer_update()
+
+    def _resume_gc(self) -> None:
+        self._gc_timer = None
+        if self._gc_paused:
+            self._gc_paused = False
+            gc.enable()
+
+    def switch_mode(self, mode: str) -> AwaitMount:
+        """Textual's switch_mode, minus its 50 ms update delay when the mode's screen is
+        already mounted: the delay masks a half-composed first frame, and a mounted screen
+        has none, so it only made every screen switch 50 ms slower."""
+        self._no_delay = mode in self._screen_stacks
+        try:
+            return super().switch_mode(mode)
+        finally:
+            self._no_delay = False
+
+    def delay_update(self, delay: float = 0.05) -> None:
+        if not self._no_delay:
+            super().delay_update(delay)
+
+
+    async def on_unmount(self) -> None:
+        self._resume_gc()  # never leave the process with the cyclic GC off

@@ -37,6 +37,7 @@ class ResponsiveApp(App[int]):
         self._no_delay = False  # set while switching to a mode whose screen is mounted
         self._gc_paused = False  # the cyclic GC waits while a key's frame is being made
         self._gc_timer: Timer | None = None
+        self._gc_threshold: tuple[int, ...] | None = None  # before tune_gc
 
     def _mode_names(self) -> list[str]:
         """The modes to mount ahead of their first visit (subclasses)."""
@@ -67,12 +68,22 @@ class ResponsiveApp(App[int]):
         live as long as the app, so they need not be scanned again (``gc.freeze``)."""
         gc.freeze()
 
-    @staticmethod
-    def tune_gc() -> None:
+    def tune_gc(self) -> None:
         """Young collections every 5,000 allocations (Python: 700) under a high allocation
         rate (JSON events, strips): ~4 ms each here, where 20,000 made fewer but 15-60 ms
-        pauses (the key latency's tail); older generations rarely."""
+        pauses (the key latency's tail); older generations rarely. Undone when the app
+        exits (:meth:`restore_gc`): the process may go on (tests, an embedding program)."""
+        if self._gc_threshold is None:
+            self._gc_threshold = gc.get_threshold()
         gc.set_threshold(5_000, 20, 50)
+
+    def restore_gc(self) -> None:
+        """The cyclic GC as it was before the app: on, its thresholds, nothing frozen."""
+        self._resume_gc()
+        if self._gc_threshold is not None:
+            gc.set_threshold(*self._gc_threshold)
+            self._gc_threshold = None
+        gc.unfreeze()
 
     def post_message(self, message: Message) -> bool:
         """Keys pause the cyclic GC from the moment they are posted (the terminal driver
@@ -126,4 +137,4 @@ class ResponsiveApp(App[int]):
 
 
     async def on_unmount(self) -> None:
-        self._resume_gc()  # never leave the process with the cyclic GC off
+        self.restore_gc()  # never leave the process with the cyclic GC off or retuned

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 import sys
 from pathlib import Path
 
@@ -12,7 +13,13 @@ STDLIB = set(sys.stdlib_module_names)
 
 
 def imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    # CPython 3.11 raised "AST constructor recursion depth mismatch" here once, in CI, when
+    # a collection ran a finalizer in the middle of ast.parse: parse with the GC off
+    gc.disable()
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    finally:
+        gc.enable()
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

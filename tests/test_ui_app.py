@@ -181,9 +181,11 @@ async def test_keys_pause_the_cyclic_gc_only_briefly() -> None:
     from dsv4tui.app import Dsv4App
 
     assert gc.isenabled()
+    before = gc.get_threshold()
     app = frozen_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
+        assert gc.get_threshold() != before  # tuned while the app runs
         app.post_message(events.Key("f", "f"))  # what the terminal driver does
         assert not gc.isenabled()
         await pilot.pause(Dsv4App.GC_PAUSE_S + 0.3)
@@ -192,6 +194,7 @@ async def test_keys_pause_the_cyclic_gc_only_briefly() -> None:
         app.post_message(events.Key("f", "f"))
         assert not gc.isenabled()
     assert gc.isenabled()  # the app exited inside the pause
+    assert gc.get_threshold() == before  # and put the GC back as it found it
 
 
 def test_strips_that_are_not_cut_make_no_reference_cycles() -> None:

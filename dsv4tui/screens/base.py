@@ -26,19 +26,30 @@ TAB_TITLES = {"dashboard": "Dashboard", "logs": "Logs", "launch": "Launch", "ben
               "runs": "Runs"}
 
 
-def _keys_changed(bar: Static) -> bool:
-    """Whether the app's keymap or tabs changed since ``bar`` last drew them (they are set at
-    startup: a screen switch need not rebuild the bars)."""
-    app = bar.app
-    sign = (id(getattr(app, "_keymap", None)), len(getattr(app, "_keymap", None) or {}),
-            tuple(getattr(app, "extra_tabs", {})))
-    if getattr(bar, "_keys_sign", None) == sign:
-        return False
-    bar._keys_sign = sign  # type: ignore[attr-defined]
-    return True
+class _KeysBar(Static):
+    """A one-line bar drawn from the app's keymap and tabs. They are set at startup, so the
+    bar is rebuilt only when they change, not on every screen switch."""
+
+    def __init__(self) -> None:
+        super().__init__("", markup=True)
+        self._sign: tuple[object, ...] | None = None
+
+    def on_mount(self) -> None:
+        self.refresh_keys()
+
+    def refresh_keys(self) -> None:
+        app = self.app
+        km = getattr(app, "_keymap", None) or {}
+        sign = (tuple(sorted(km.items())), tuple(getattr(app, "extra_tabs", {})))
+        if sign != self._sign:
+            self._sign = sign
+            update_static(self, self.markup_for(km), fixed_height=True)
+
+    def markup_for(self, km: dict[str, str]) -> str:
+        raise NotImplementedError
 
 
-class NavBar(Static):
+class NavBar(_KeysBar):
     """``1 Dashboard  2 Logs  3 Launch  4 Bench  5 Runs  ? help`` with the current one lit."""
 
     DEFAULT_CSS = """
@@ -46,16 +57,11 @@ class NavBar(Static):
     """
 
     def __init__(self, current: str) -> None:
-        super().__init__("", markup=True)
+        super().__init__()
         self.current = current
 
-    def on_mount(self) -> None:
-        self.refresh_keys()
-
-    def refresh_keys(self) -> None:
-        if not _keys_changed(self):
-            return
-        keys = dict(keymap.effective(getattr(self.app, "_keymap", {}) or {}))
+    def markup_for(self, km: dict[str, str]) -> str:
+        keys = dict(keymap.effective(km))
         by_id = {a.id: k for a, k in keys.items()}
         parts = []
         for mode in keymap.SCREENS:
@@ -70,11 +76,10 @@ class NavBar(Static):
             parts.append(f"[reverse $primary] {key} {title} [/]" if mode == self.current
                          else f"[$primary]{key}[/] {title}")
         help_key = by_id.get("help", "?")
-        update_static(self, "  ".join(parts) + f"   [$primary]{help_key}[/] help",
-                      fixed_height=True)
+        return "  ".join(parts) + f"   [$primary]{help_key}[/] help"
 
 
-class KeyBar(Static):
+class KeyBar(_KeysBar):
     """The keys of this screen (after the config's keymap). Built once per screen: unlike
     Textual's Footer it does not recompose on every focus or screen change."""
 
@@ -86,16 +91,10 @@ class KeyBar(Static):
     """
 
     def __init__(self, scopes: tuple[str, ...]) -> None:
-        super().__init__("", markup=True)
+        super().__init__()
         self.scopes = scopes
 
-    def on_mount(self) -> None:
-        self.refresh_keys()
-
-    def refresh_keys(self) -> None:
-        if not _keys_changed(self):
-            return
-        km = getattr(self.app, "_keymap", {}) or {}
+    def markup_for(self, km: dict[str, str]) -> str:
         first = ("help", "quit")  # on a narrow terminal the end of the bar is cut off
         keys_of = dict((a.id, k) for a, k in keymap.effective(km))
         parts = [f"[b $accent]{escape(keys_of[i])}[/] {keymap.BY_ID[i].description}"
@@ -105,7 +104,7 @@ class KeyBar(Static):
                 if action.scope == scope and action.show and action.id not in first:
                     parts.append(f"[b $accent]{escape(keys)}[/] {escape(action.description)}")
         parts.append("[b $accent]^p[/] palette")
-        update_static(self, "  ".join(parts), fixed_height=True)
+        return "  ".join(parts)
 
 
 class DsvScreen(Screen[None]):

@@ -16,6 +16,8 @@ import asyncio
 import contextlib
 import csv
 import json
+import os
+import signal
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -205,6 +207,21 @@ class Dsv4App(ResponsiveApp):
             self.open_store()
             self.connect_host()
             self.set_timer(1.0, self._warm_modes)
+            self._quit_on_hangup()
+
+    def _quit_on_hangup(self) -> None:
+        """The terminal closed (SIGHUP) or someone asked us to stop (SIGTERM): quit as ``q``
+        does -- a running sweep is marked, the demo's simulated server is stopped -- instead
+        of dying with the server still running."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: int) -> None:
+        if not self._stopping:
+            self.run_worker(self._quit_cleanly(hangup=sig == signal.SIGHUP), group="quit",
+                            exit_on_error=False)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         theme = self.current_theme if self.is_running else None
@@ -945,7 +962,10 @@ class Dsv4App(ResponsiveApp):
                 self.run_worker(self._quit_cleanly(), group="quit", exit_on_error=False)
         self.push_screen(ConfirmScreen("quit?", what, yes="Quit", danger=True), answer)
 
-    async def _quit_cleanly(self) -> None:
+    async def _quit_cleanly(self, hangup: bool = False) -> None:
+        """Cancel what runs (finished requests are stored), stop the demo's simulated server,
+        close the agent streams, exit. ``hangup``: the terminal is gone, so there is no screen
+        to restore and Textual's own exit would wait on it: end the process once clean."""
         self._stopping = True
         for worker in list(self.workers):
             if worker.group in ("sweep", "sanity", "server", "status", "connect"):
@@ -960,6 +980,11 @@ class Dsv4App(ResponsiveApp):
         if self._supervisor is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._supervisor.stop(), 10)
+        if hangup:
+            if self._store is not None:
+                with contextlib.suppress(Exception):
+                    self._store.close()
+            os._exit(128 + signal.SIGHUP)
         self.exit(0)
 
     async def on_unmount(self) -> None:

@@ -220,3 +220,27 @@ def test_strips_that_are_not_cut_make_no_reference_cycles() -> None:
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+async def test_a_chart_that_cannot_be_drawn_says_so_once() -> None:
+    """plotext failing in the drawing thread shows one line in the chart: no error dialog,
+    no endless redraw."""
+    app = frozen_app("bench")
+    async with app.run_test(size=(120, 40)) as pilot:
+        chart = app.screen.query_one(Chart)
+        calls = []
+
+        def broken(spec: object) -> list[object]:
+            calls.append(spec)
+            raise ValueError("bad figure")
+
+        chart._draw_strips = broken  # type: ignore[method-assign,assignment]
+        chart.show_data(["C1"], [], title="x")
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if chart.settled and calls:
+                break
+        await pilot.pause(0.3)
+        assert len(calls) == 1
+        assert "chart failed: ValueError: bad figure" in chart.render_line(0).text
+        assert app.last_error is None and not isinstance(app.screen, ErrorScreen)

@@ -94,8 +94,12 @@ class Chart(PlotextPlot):
     async def _draw(self, key: tuple[Any, ...], spec: dict[str, Any]) -> None:
         try:
             self._strips = await asyncio.to_thread(self._draw_strips, spec)
-            self._strips_key = key
+        except Exception as exc:  # plotext failed on this data/size: say so in the chart
+            base = self.rich_style  # (the key counts as drawn: no retry loop, no dialogs)
+            self._strips = [Strip([Segment(f"chart failed: {type(exc).__name__}: {exc}",
+                                           base)]).crop_extend(0, spec["width"], base)]
         finally:
+            self._strips_key = key
             self._drawing = None
             self.refresh()  # shows it, or starts the next drawing if the key moved on
 

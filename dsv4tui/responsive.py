@@ -8,7 +8,7 @@ and a 2,000 lines/s log flood):
 - the screens not shown yet mounted in the background after startup;
 - keys drawn at once, not on the next tick of the screen's update timer;
 - the cyclic GC paused around keys, tuned for small pauses, and the long-lived heap frozen;
-- Textual Strips that make no reference cycles (:mod:`dsv4tui.widgets.strip_cycles`).
+- Textual Strips that make no reference cycles and build their caches only when used (:mod:`dsv4tui.widgets.strip_gc`).
 
 These hook private parts of Textual (``_modes``, ``_screen_stacks``, ``_get_screen``,
 ``_load_screen_css``, ``Screen._on_timer_update``); textual is pinned below 9 and they need a
@@ -17,26 +17,30 @@ look on upgrade.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+from contextlib import suppress
 
 from textual import events
 from textual.app import App
+from textual.dom import DOMNode, NoScreen
 from textual.message import Message
-from textual.timer import Timer
-from textual.widget import AwaitMount
+from textual.widget import AwaitMount, Widget
 
-from dsv4tui.widgets import strip_cycles
+from dsv4tui.widgets import strip_gc
 
 
 class ResponsiveApp(App[int]):
-    GC_PAUSE_S = 0.15  # how long after a key the cyclic GC waits
+    GC_PAUSE_MAX_S = 0.5  # the cyclic GC waits at most this long after a key
+    GC_AFTER_FRAME_S = 0.02  # and runs this long after the frame answering it
 
     def __init__(self) -> None:
-        strip_cycles.install()
+        strip_gc.install()
         super().__init__()
         self._no_delay = False  # set while switching to a mode whose screen is mounted
         self._gc_paused = False  # the cyclic GC waits while a key's frame is being made
-        self._gc_timer: Timer | None = None
+        self._gc_timer: asyncio.TimerHandle | None = None  # resumes the cyclic GC
+        self._keys_in_flight = 0  # keys posted and not handled yet
         self._gc_threshold: tuple[int, ...] | None = None  # before tune_gc
 
     def _mode_names(self) -> list[str]:
@@ -87,17 +91,21 @@ class ResponsiveApp(App[int]):
 
     def post_message(self, message: Message) -> bool:
         """Keys pause the cyclic GC from the moment they are posted (the terminal driver
-        posts from its input thread) until their effect is on screen -- Textual does the same
-        while it scrolls: a collection started in between adds its whole pause (15-60 ms on
-        a small machine) to the key's latency. It resumes GC_PAUSE_S after the last key."""
-        paused = isinstance(message, events.Key) and gc.isenabled()
-        if paused:
-            gc.disable()
-            self._gc_paused = True
+        posts from its input thread) until their answer is on screen -- Textual does the same
+        while it scrolls: a collection started in between adds its whole pause to the key's
+        latency. It runs again right after the frame (:meth:`_key_answered`), when a person's
+        next key is furthest away, or GC_PAUSE_MAX_S after the last key at the latest."""
+        is_key = isinstance(message, events.Key)
+        if is_key:
+            self._keys_in_flight += 1
+            if gc.isenabled():
+                gc.disable()
+                self._gc_paused = True
         posted = super().post_message(message)
-        if paused and not posted:
-            self._gc_paused = False
-            gc.enable()
+        if is_key and not posted:  # the app is closing
+            self._keys_in_flight -= 1
+            if self._keys_in_flight == 0:
+                self._resume_gc()
         return posted
 
     async def on_event(self, event: events.Event) -> None:
@@ -105,18 +113,74 @@ class ResponsiveApp(App[int]):
             await super().on_event(event)
             return
         if self._gc_paused:
-            if self._gc_timer is not None:
-                self._gc_timer.stop()
-            self._gc_timer = self.set_timer(self.GC_PAUSE_S, self._resume_gc)
+            self._resume_gc_in(self.GC_PAUSE_MAX_S)
         screen = self.screen
-        await super().on_event(event)
+        try:
+            if self._bindings_first(event):
+                await self._answer_key(event)
+            else:
+                await super().on_event(event)
+        finally:
+            self._keys_in_flight = max(0, self._keys_in_flight - 1)
         if self.screen is screen and screen.is_attached:
             # the key's answer is drawn now, not on the screen's next update tick (up to a
-            # frame later); a new screen draws itself when it resumes (DsvScreen)
+            # frame later); a new screen draws itself when it resumes (DsvScreen) and then
+            # calls _key_answered
             screen._on_timer_update()
+            self._key_answered()
+
+    def _bindings_first(self, event: events.Key) -> bool:
+        """True when no widget between the focused one and the screen handles this key itself
+        (``key_<name>``, ``on_key``, ``_on_key`` like Input, ``@on(Key)``): then the bindings
+        are all that can answer it, and the App can run them at once.
+
+        Textual forwards a non-priority key to the focused widget and runs the bindings when
+        the key has bubbled back up to the App, one message hop per widget; under load each
+        hop waits behind whatever the event loop has queued (a log repaint is 10-15 ms)."""
+        if event.is_forwarded or self.screen.maximized is not None:
+            return False
+        methods = [f"{prefix}key_{alias}" for alias in event.name_aliases
+                   for prefix in ("", "_")]
+        node: DOMNode | None = self.focused or self.screen
+        while node is not None and node is not self:
+            kind = type(node)
+            if (getattr(kind, "_on_key", None) is not Widget._on_key
+                    or callable(getattr(node, "on_key", None))
+                    or any(hasattr(node, name) for name in methods)
+                    or events.Key in getattr(kind, "_decorated_handlers", {})):
+                return False
+            node = node.parent
+        return True
+
+    async def _answer_key(self, event: events.Key) -> None:
+        """What Textual's ``App.on_event`` does with a key, with the non-priority bindings
+        checked right after the priority ones; a key no binding takes goes to the widgets as
+        usual (and so on to the App's ``key_`` methods)."""
+        self.app_focus = True
+        if self.focused is not None:
+            with suppress(NoScreen):
+                self.screen._clear_tooltip()
+        if not (await self._check_bindings(event.key, priority=True)
+                or await self._check_bindings(event.key)):
+            (self.focused or self.screen)._forward_event(event)
+
+    def _key_answered(self) -> None:
+        """The frame answering the last key is composed: the cyclic GC runs again shortly
+        after (it has the young objects of the pause to go through; GC_AFTER_FRAME_S lets the
+        driver's writer thread put the frame on the terminal first), unless more keys are
+        queued."""
+        if self._gc_paused and self._keys_in_flight == 0:
+            self._resume_gc_in(self.GC_AFTER_FRAME_S)
+
+    def _resume_gc_in(self, delay: float) -> None:
+        if self._gc_timer is not None:
+            self._gc_timer.cancel()
+        self._gc_timer = asyncio.get_running_loop().call_later(delay, self._resume_gc)
 
     def _resume_gc(self) -> None:
-        self._gc_timer = None
+        if self._gc_timer is not None:
+            self._gc_timer.cancel()
+            self._gc_timer = None
         if self._gc_paused:
             self._gc_paused = False
             gc.enable()

@@ -172,8 +172,8 @@ async def test_dashboard_gpu_panel_shows_each_new_frame() -> None:
 
 
 async def test_keys_pause_the_cyclic_gc_only_briefly() -> None:
-    """A key pauses the cyclic GC until its frame is out (150 ms after the last key); it is
-    back on afterwards and when the app exits right after a key."""
+    """A key pauses the cyclic GC until its answer is on screen (a same-screen key and a
+    screen switch); it is back on right after, and when the app exits right after a key."""
     import gc
 
     from textual import events
@@ -186,11 +186,13 @@ async def test_keys_pause_the_cyclic_gc_only_briefly() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert gc.get_threshold() != before  # tuned while the app runs
-        app.post_message(events.Key("f", "f"))  # what the terminal driver does
-        assert not gc.isenabled()
-        await pilot.pause(Dsv4App.GC_PAUSE_S + 0.3)
-        assert gc.isenabled()
-        assert not app.screen.query_one(LogPanel).view.follow  # the key did its work
+        for key, done in (("f", lambda: not app.screen.query_one(LogPanel).view.follow),
+                          ("2", lambda: app.current_mode == "logs")):
+            app.post_message(events.Key(key, key))  # what the terminal driver does
+            assert not gc.isenabled()
+            await pilot.pause(Dsv4App.GC_AFTER_FRAME_S + 0.1)
+            assert done()  # the key did its work
+            assert gc.isenabled()  # long before GC_PAUSE_MAX_S: its frame was drawn
         app.post_message(events.Key("f", "f"))
         assert not gc.isenabled()
     assert gc.isenabled()  # the app exited inside the pause
@@ -205,9 +207,9 @@ def test_strips_that_are_not_cut_make_no_reference_cycles() -> None:
     from rich.segment import Segment
     from textual.strip import Strip
 
-    from dsv4tui.widgets import strip_cycles
+    from dsv4tui.widgets import strip_gc
 
-    assert strip_cycles.install()
+    assert strip_gc.install()
     gc.collect()
     gc.disable()
     try:
@@ -220,6 +222,34 @@ def test_strips_that_are_not_cut_make_no_reference_cycles() -> None:
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_strips_build_their_caches_only_when_used() -> None:
+    """Textual builds seven caches (objects the cyclic GC tracks) with every Strip; with the
+    patch a line that is never cut costs the collector its segments and itself, and one that
+    is cut gives the same result as before and caches it."""
+    import gc
+
+    from rich.segment import Segment
+    from textual.strip import Strip
+
+    from dsv4tui.widgets import strip_gc
+
+    assert strip_gc.install()
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(gc.get_objects())
+        kept = [Strip([Segment(f"line {i}")]) for i in range(1000)]
+        per_strip = (len(gc.get_objects()) - before) / len(kept)
+    finally:
+        gc.enable()
+    assert per_strip < 4, per_strip  # the strip, its segment list, a Segment (was 10)
+    strip = kept[7]
+    cropped = strip.crop(0, 4)
+    assert cropped.text == "line" and strip.crop(0, 4) is cropped  # cached on first use
+    assert [s.text for s in strip.divide([2, 6])] == ["li", "ne 7"]
+    assert strip.crop_extend(0, 10, None).text == "line 7    "
 
 
 async def test_a_chart_that_cannot_be_drawn_says_so_once() -> None:

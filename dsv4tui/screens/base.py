@@ -168,6 +168,9 @@ class DsvScreen(Screen[None]):
             # draw now rather than on the next tick of the screen's update timer (up to a
             # frame later): this frame is the answer to a key press
             self._on_timer_update()
+            key_answered = getattr(app, "_key_answered", None)
+            if key_answered is not None:
+                key_answered()
 
     def _screen_resized(self, size: Size) -> None:
         """Textual calls this on every mode switch, and it reflows and repaints the whole

@@ -153,14 +153,16 @@ class RunsScreen(DsvScreen):
         self.query_one("#runs-table").focus()
         self._fill()
 
-    def on_key(self, event: object) -> None:
-        key = getattr(event, "key", None)
+    def key_escape(self) -> bool:
+        """Escape in the filter box clears it (the key goes on to the bindings)."""
         box = self.query_one("#runs-filter", Input)
-        if key == "escape" and box.has_focus:
-            box.value = ""
-            self.model.runs.filter = ""
-            self.query_one("#runs-table").focus()
-            self._fill()
+        if not box.has_focus:
+            return False
+        box.value = ""
+        self.model.runs.filter = ""
+        self.query_one("#runs-table").focus()
+        self._fill()
+        return True
 
     async def action_export(self) -> None:
         await self.app.run_action("export")

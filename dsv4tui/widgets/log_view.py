@@ -480,12 +480,16 @@ class LogPanel(Vertical):
         if event.value.strip() and not found:
             self.app.notify(f"not found: {event.value.strip()}", severity="warning", timeout=3)
 
-    def on_key(self, event: events.Key) -> None:
+    def key_escape(self, event: events.Key) -> bool:
+        """Escape closes the search box (a key method, not ``on_key``: the App answers the
+        other keys without a trip through the widgets, see ResponsiveApp)."""
         box = self.query_one(Input)
-        if event.key == "escape" and box.has_class("-visible"):
-            event.stop()
-            box.remove_class("-visible")
-            self.view.focus()
+        if not box.has_class("-visible"):
+            return False
+        event.stop()
+        box.remove_class("-visible")
+        self.view.focus()
+        return True
 
     def next_match(self, forward: bool = True) -> None:
         view = self.view

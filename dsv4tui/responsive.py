@@ -25,6 +25,7 @@ from textual import events
 from textual.app import App
 from textual.dom import DOMNode, NoScreen
 from textual.message import Message
+from textual.screen import Screen
 from textual.widget import AwaitMount, Widget
 
 from dsv4tui.widgets import strip_gc
@@ -38,6 +39,8 @@ class ResponsiveApp(App[int]):
         strip_gc.install()
         super().__init__()
         self._no_delay = False  # set while switching to a mode whose screen is mounted
+        # the screen being left by that switch (Textual refreshes it on the way out)
+        self.leaving_screen: Screen[object] | None = None
         self._gc_paused = False  # the cyclic GC waits while a key's frame is being made
         self._gc_timer: asyncio.TimerHandle | None = None  # resumes the cyclic GC
         self._keys_in_flight = 0  # keys posted and not handled yet
@@ -190,10 +193,12 @@ class ResponsiveApp(App[int]):
         already mounted: the delay masks a half-composed first frame, and a mounted screen
         has none, so it only made every screen switch 50 ms slower."""
         self._no_delay = mode in self._screen_stacks
+        self.leaving_screen = self.screen if self._no_delay else None
         try:
             return super().switch_mode(mode)
         finally:
             self._no_delay = False
+            self.leaving_screen = None
 
     def delay_update(self, delay: float = 0.05) -> None:
         if not self._no_delay:

@@ -3,6 +3,8 @@ themes, the error dialog, the connection banner, quitting, the runs list."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from snapshot_apps.frozen import FrozenApp, frozen_app, frozen_model
 from textual.worker import Worker
 
@@ -169,6 +171,33 @@ async def test_dashboard_gpu_panel_shows_each_new_frame() -> None:
         after = [panel.render_line(y).text for y in range(panel.size.height)]
         assert sum(" 12% " in row for row in after) == 8
         assert sum("55%" in row for row in after) == 8
+
+
+async def test_a_screen_switch_redraws_the_whole_terminal() -> None:
+    """The first frame after switching screens covers every cell (the terminal still shows
+    the screen we came from); frames after that may be partial."""
+    from textual._compositor import LayoutUpdate
+
+    app = frozen_app()
+    sent: list[tuple[str, object]] = []
+    display = app._display
+
+    def record(screen: Any, update: Any) -> None:
+        if update is not None:
+            sent.append((screen.name, update))
+        display(screen, update)
+
+    app._display = record  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        for key, mode in (("5", "runs"), ("1", "dashboard"), ("2", "logs"), ("4", "bench"),
+                          ("1", "dashboard"), ("3", "launch"), ("5", "runs")):
+            sent.clear()
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            first = next(update for name, update in sent if name == mode)
+            assert isinstance(first, LayoutUpdate), (mode, type(first).__name__)
+            assert (first.region.width, first.region.height) == (120, 40)
 
 
 async def test_keys_pause_the_cyclic_gc_only_briefly() -> None:

@@ -33,7 +33,7 @@ from dsv4tui.telemetry import (
     GpuStatus,
     fmt_age,
 )
-from dsv4tui.widgets.gpu_base import TelemetryWidget
+from dsv4tui.widgets.gpu_base import Row, TelemetryWidget
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -251,10 +251,10 @@ class GpuPanel(TelemetryWidget):
             return count + 1 + gpus
         return count + (0 if (self._error or t.error) else 1)
 
-    def lines(self, width: int) -> list[Text]:
+    def lines(self, width: int) -> list[Text | Row]:
         t = self._telemetry
         now = t.clock()
-        lines = [self._header(width, now)]
+        lines: list[Text | Row] = [self._header(width, now)]
         error = self._error or t.error
         if error:
             lines.append(Text(error, style=self._style("error"), no_wrap=True,
@@ -306,42 +306,39 @@ class GpuPanel(TelemetryWidget):
             out.append(title.ljust(layout.spark_w))
         return out
 
-    def _row(self, status: GpuStatus, layout: Layout) -> Text:
+    def _row(self, status: GpuStatus, layout: Layout) -> Row:
         g = status.sample
         stale = status.stale
-        out = Text(no_wrap=True, overflow="crop")
-        idx_style = self._style("stale") if stale else self._style("header")
-        out.append(f"{g.index:>{IDX_W - 1}} ", idx_style)
+        out = Row()
+        out.append(f"{g.index:>{IDX_W - 1}} ", "stale" if stale else "header")
         if g.error and not stale:
-            msg = f"{g.name or 'GPU'}: {g.error}"
-            out.append(msg, self._style("error"))
+            out.append(f"{g.name or 'GPU'}: {g.error}", "error")
             return out
+        gap = " " * GAP
         for c in layout.columns:
             self._cell(out, c, layout.bars[c.key], g, stale)
-            out.append(" " * GAP)
+            out.append(gap)
         if stale:  # grey the numbers; the age label below keeps the warning colour
-            out.stylize(self._style("stale"))
+            out.stylize("stale")
         if layout.spark_w:
             if stale:
                 label = f"stale {fmt_age(status.age_s)}"
-                out.append(label[:layout.spark_w].ljust(layout.spark_w), self._style("warn"))
+                out.append(label[:layout.spark_w].ljust(layout.spark_w), "warn")
             elif not g.gpm and g.tensor_active is None:
-                out.append("n/a".ljust(layout.spark_w), self._style("na"))
+                out.append("n/a".ljust(layout.spark_w), "na")
             else:
                 series = self._telemetry.history.series(g.index, "tensor_active", layout.spark_w)
-                out.append(spark_chars(series, layout.spark_w), self._style("spark"))
+                out.append(spark_chars(series, layout.spark_w), "spark")
         return out
 
-    def _cell(self, out: Text, c: Column, bar_w: int, g: GpuSample, stale: bool) -> None:
+    def _cell(self, out: Row, c: Column, bar_w: int, g: GpuSample, stale: bool) -> None:
         frac, text, warn = cell_value(c.key, g, c.text_w)
         if bar_w:
             filled, empty = bar_cells(frac, bar_w)
-            bar_style = self._style("bar-tensor" if c.key == "tensor" else "bar")
-            out.append(filled + empty, bar_style)
+            out.append(filled + empty, "bar-tensor" if c.key == "tensor" else "bar")
             out.append(" ")
-        style = self._style("na") if text.strip() == "n/a" else (
-            self._style("warn") if warn and not stale else self._style("value"))
-        out.append(text, style)
+        out.append(text, "na" if text.strip() == "n/a" else (
+            "warn" if warn and not stale else "value"))
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         return self.line_count()

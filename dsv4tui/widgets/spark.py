@@ -78,16 +78,21 @@ class FastSparkline(Sparkline):
         super().__init__(data, name=name, id=id, classes=classes)
         self._rows: list[Strip] = []
         self._rows_key: tuple[object, ...] | None = None
+        self._colors_now: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._rows_key = None
+        self._colors_now = None
 
     def _colors(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        _, background = self.background_colors
-        low = background + self.get_component_styles("sparkline--min-color").color
-        high = background + self.get_component_styles("sparkline--max-color").color
-        return low.rgb, high.rgb
+        """(low, high) bar colours over the background; kept until the styles change."""
+        if self._colors_now is None:
+            _, background = self.background_colors
+            low = background + self.get_component_styles("sparkline--min-color").color
+            high = background + self.get_component_styles("sparkline--max-color").color
+            self._colors_now = (low.rgb, high.rgb)
+        return self._colors_now
 
     def render_line(self, y: int) -> Strip:
         width, height = self.size

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from contextlib import suppress
+from typing import Any
 
 from textual import events
 from textual.app import App
@@ -126,10 +127,9 @@ class ResponsiveApp(App[int]):
         finally:
             self._keys_in_flight = max(0, self._keys_in_flight - 1)
         if self.screen is screen and screen.is_attached:
-            # the key's answer is drawn now, not on the screen's next update tick (up to a
-            # frame later); a new screen draws itself when it resumes (DsvScreen) and then
-            # calls _key_answered
-            screen._on_timer_update()
+            # the key's answer is drawn now; a new screen draws itself when it resumes
+            # (DsvScreen) and then calls _key_answered
+            draw_now(screen)
             self._key_answered()
 
     def _bindings_first(self, event: events.Key) -> bool:
@@ -207,3 +207,29 @@ class ResponsiveApp(App[int]):
 
     async def on_unmount(self) -> None:
         self.restore_gc()  # never leave the process with the cyclic GC off or retuned
+
+
+def draw_now(screen: Screen[Any]) -> None:
+    """Draw what changed on ``screen`` in this callback.
+
+    Textual learns which widgets changed a few message hops after they did (each widget's
+    idle handler posts an Update to its screen, the screen wakes its update timer, the timer
+    fires); under load each hop waits behind whatever the event loop has queued (a log
+    repaint is 10-15 ms), so a key's answer came two or three frames late. Here the changed
+    widgets are handed to the screen directly, as those hops would, and the screen draws.
+    A widget waiting for a new layout is left to Textual's own path (it follows a frame
+    later); so is one scrolled while it waits for a layout."""
+    dirty = screen._dirty_widgets
+    for widget in screen._compositor.visible_widgets:
+        if widget._layout_required:
+            continue
+        if widget._repaint_required:
+            widget._repaint_required = False
+            if widget.display:
+                dirty.add(widget)
+        if widget._scroll_required:
+            widget._scroll_required = False
+            if widget.styles.keyline[0] != "none":  # as Widget._check_refresh does
+                widget._set_dirty()
+            screen._scroll_required = True
+    screen._on_timer_update()

@@ -14,6 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from dsv4tui import keymap
+from dsv4tui.responsive import draw_now
 from dsv4tui.screens.messages import ALL, CONN, LOGS, PROFILES, SERVER, ModelUpdated
 from dsv4tui.screens.model import UiModel
 from dsv4tui.widgets.host_bar import ConnectionBanner, HostBar
@@ -169,7 +170,7 @@ class DsvScreen(Screen[None]):
         if self.is_attached and self.is_current:
             # draw now rather than on the next tick of the screen's update timer (up to a
             # frame later): this frame is the answer to a key press
-            self._on_timer_update()
+            draw_now(self)
             key_answered = getattr(app, "_key_answered", None)
             if key_answered is not None:
                 key_answered()

@@ -85,9 +85,11 @@ class LocalSession:
             return CommandResult(127, "", f"{argv[0]}: command not found")
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        except BaseException:  # a timeout, or the caller cancelled (the app quits)
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await asyncio.shield(proc.wait())  # reaped and its pipes closed, not leaked
             raise
         return CommandResult(proc.returncode, out.decode("utf-8", "replace"),
                              err.decode("utf-8", "replace"))

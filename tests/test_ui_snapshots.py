@@ -32,6 +32,10 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 async def settle(pilot: Pilot[object]) -> None:
+    for _ in range(100):  # model changes reach the screen in batches (Dsv4App.mark)
+        await pilot.pause()
+        if not getattr(pilot.app, "_flush_pending", False):
+            break
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()

@@ -220,6 +220,7 @@ class CompareScreen(DsvScreen):
     def __init__(self, model: UiModel) -> None:
         super().__init__(model)
         self.metric = 0
+        self._table_shown: tuple[object, object] | None = None
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="cmp-charts"):
@@ -253,12 +254,14 @@ class CompareScreen(DsvScreen):
             labels, [Series(r.label, col(r.run_id, attr)) for r in cmp.runs], title=title,
             empty="no data for this metric (older runs may lack telemetry)")
         headers, rows = compare_rows(cmp)
-        table = self.query_one("#cmp-table", DataTable)
-        table.clear(columns=True)
-        for h in headers:
-            table.add_column(h, key=h)
-        for row in rows:
-            table.add_row(*row)
+        if (headers, rows) != self._table_shown:  # a rebuild repaints (and resizes) it all
+            self._table_shown = (headers, rows)
+            table = self.query_one("#cmp-table", DataTable)
+            table.clear(columns=True)
+            for h in headers:
+                table.add_column(h, key=h)
+            for row in rows:
+                table.add_row(*row)
         base = next((r for r in cmp.runs if r.run_id == cmp.baseline), None)
         box = self.query_one("#cmp-table-box")
         box.border_title = (f"per level · % change against {base.label if base else 'the first run'}"

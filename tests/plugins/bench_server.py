@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -169,7 +170,8 @@ class ScriptServer:
                     elif step == "close":
                         return
         finally:
-            writer.close()
+            with contextlib.suppress(RuntimeError):  # the fixture's loop may be closed already
+                writer.close()
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from contextlib import suppress
 from typing import Any
 
@@ -26,6 +27,7 @@ from textual import events
 from textual.app import App
 from textual.dom import DOMNode, NoScreen
 from textual.message import Message
+from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.widget import AwaitMount, Widget
 
@@ -35,6 +37,7 @@ from dsv4tui.widgets import strip_gc
 class ResponsiveApp(App[int]):
     GC_PAUSE_MAX_S = 0.5  # the cyclic GC waits at most this long after a key
     GC_AFTER_FRAME_S = 0.02  # and runs this long after the frame answering it
+    SLOW_KEY_MAX_S = 0.5  # a key sent through the widgets counts as on its way this long
 
     def __init__(self) -> None:
         strip_gc.install()
@@ -45,6 +48,8 @@ class ResponsiveApp(App[int]):
         self._gc_paused = False  # the cyclic GC waits while a key's frame is being made
         self._gc_timer: asyncio.TimerHandle | None = None  # resumes the cyclic GC
         self._keys_in_flight = 0  # keys posted and not handled yet
+        self._slow_key: events.Key | None = None  # the last key sent through the widgets
+        self._slow_key_at = 0.0
         self._gc_threshold: tuple[int, ...] | None = None  # before tune_gc
 
     def _mode_names(self) -> list[str]:
@@ -94,53 +99,76 @@ class ResponsiveApp(App[int]):
         gc.unfreeze()
 
     def post_message(self, message: Message) -> bool:
-        """Keys pause the cyclic GC from the moment they are posted (the terminal driver
-        posts from its input thread) until their answer is on screen -- Textual does the same
-        while it scrolls: a collection started in between adds its whole pause to the key's
-        latency. It runs again right after the frame (:meth:`_key_answered`), when a person's
-        next key is furthest away, or GC_PAUSE_MAX_S after the last key at the latest."""
-        is_key = isinstance(message, events.Key)
+        """Keys pause the cyclic GC from the moment they are posted (the terminal driver's
+        input thread hands them to the event loop) until their answer is on screen -- Textual
+        does the same while it scrolls: a collection started in between adds its whole pause
+        to the key's latency. It runs again right after the frame (:meth:`_key_answered`),
+        when a person's next key is furthest away, or GC_PAUSE_MAX_S after the last key at
+        the latest. (A key bubbling back up from the widgets is the same key: not counted.)"""
+        is_key = isinstance(message, events.Key) and not message.is_forwarded
         if is_key:
             self._keys_in_flight += 1
-            if gc.isenabled():
+            if gc.isenabled() and not self._closing:
                 gc.disable()
                 self._gc_paused = True
         posted = super().post_message(message)
-        if is_key and not posted:  # the app is closing
-            self._keys_in_flight -= 1
-            if self._keys_in_flight == 0:
-                self._resume_gc()
+        if is_key and not posted:  # the app is closing: nothing is in flight any more
+            self._keys_in_flight = 0
+            self._resume_gc()
         return posted
 
     async def on_event(self, event: events.Event) -> None:
         if not isinstance(event, events.Key):
             await super().on_event(event)
             return
-        if self._gc_paused:
-            self._resume_gc_in(self.GC_PAUSE_MAX_S)
         screen = self.screen
-        try:
-            if self._bindings_first(event):
-                await self._answer_key(event)
-            else:
-                await super().on_event(event)
-        finally:
-            self._keys_in_flight = max(0, self._keys_in_flight - 1)
+        if event.is_forwarded:  # back from the widgets: the bindings run now (App._on_key)
+            if event is self._slow_key:
+                self._slow_key = None
+            await super().on_event(event)
+        else:
+            if self._gc_paused:
+                self._resume_gc_in(self.GC_PAUSE_MAX_S)
+            try:
+                if self._bindings_first(event):
+                    await self._answer_key(event)
+                else:
+                    await super().on_event(event)
+            finally:
+                self._keys_in_flight = max(0, self._keys_in_flight - 1)
+            if event.is_forwarded:  # on its way through the widgets: answered when back
+                self._slow_key, self._slow_key_at = event, time.monotonic()
+                return
         if self.screen is screen and screen.is_attached:
             # the key's answer is drawn now; a new screen draws itself when it resumes
             # (DsvScreen) and then calls _key_answered
             draw_now(screen)
             self._key_answered()
 
+    def _key_on_its_way(self) -> bool:
+        """True while the last key sent through the widgets has not come back to the App
+        (nor been stopped by one of them): a later key must follow it the same way, or its
+        bindings would run first (``escape`` then ``m`` would change the metric of the
+        screen that escape was leaving). At most SLOW_KEY_MAX_S, in case it never returns
+        (its widget was removed)."""
+        key = self._slow_key
+        if key is None:
+            return False
+        if key._stop_propagation or time.monotonic() - self._slow_key_at > self.SLOW_KEY_MAX_S:
+            self._slow_key = None
+            return False
+        return True
+
     def _bindings_first(self, event: events.Key) -> bool:
         """True when no widget between the focused one and the screen handles this key itself
-        (``key_<name>``, ``on_key``, ``_on_key`` like Input, ``@on(Key)``): then the bindings
+        (``key_<name>``, ``on_key``, ``_on_key`` like Input, ``@on(Key)``, its own
+        ``on_event``) and no earlier key is still on its way through them: then the bindings
         are all that can answer it, and the App can run them at once.
 
         Textual forwards a non-priority key to the focused widget and runs the bindings when
         the key has bubbled back up to the App, one message hop per widget; under load each
         hop waits behind whatever the event loop has queued (a log repaint is 10-15 ms)."""
-        if event.is_forwarded or self.screen.maximized is not None:
+        if event.is_forwarded or self.screen.maximized is not None or self._key_on_its_way():
             return False
         methods = [f"{prefix}key_{alias}" for alias in event.name_aliases
                    for prefix in ("", "_")]
@@ -148,9 +176,10 @@ class ResponsiveApp(App[int]):
         while node is not None and node is not self:
             kind = type(node)
             if (getattr(kind, "_on_key", None) is not Widget._on_key
+                    or getattr(kind, "on_event", None) is not MessagePump.on_event
                     or callable(getattr(node, "on_key", None))
                     or any(hasattr(node, name) for name in methods)
-                    or events.Key in getattr(kind, "_decorated_handlers", {})):
+                    or _handles_keys_with_on(kind)):
                 return False
             node = node.parent
         return True
@@ -233,3 +262,13 @@ def draw_now(screen: Screen[Any]) -> None:
                 widget._set_dirty()
             screen._scroll_required = True
     screen._on_timer_update()
+
+
+def _handles_keys_with_on(kind: type) -> bool:
+    """True when ``kind`` or a base class has an ``@on`` handler that a Key would reach
+    (Textual keeps one ``_decorated_handlers`` dict per class)."""
+    for cls in kind.__mro__:
+        handlers = cls.__dict__.get("_decorated_handlers")
+        if handlers and any(isinstance(t, type) and issubclass(events.Key, t) for t in handlers):
+            return True
+    return False

@@ -303,3 +303,33 @@ async def test_a_chart_that_cannot_be_drawn_says_so_once() -> None:
         assert len(calls) == 1
         assert "chart failed: ValueError: bad figure" in chart.render_line(0).text
         assert app.last_error is None and not isinstance(app.screen, ErrorScreen)
+
+
+async def test_keys_typed_quickly_keep_their_order() -> None:
+    """What a terminal delivers for fast typing (keys queued back to back): `/fo` types "fo"
+    into the search box (follow unchanged); escape then `m` on the compare screen leaves it
+    before `m` could change its metric."""
+    from textual import events
+    from textual.widgets import Input
+
+    app = frozen_app("logs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        panel = app.screen.query_one(LogPanel)
+        follow = panel.view.follow
+        for key, char in (("slash", "/"), ("f", "f"), ("o", "o")):
+            app.post_message(events.Key(key, char))
+        await pilot.pause(0.3)
+        assert panel.query_one(Input).value == "fo"
+        assert panel.view.follow is follow
+
+    app = frozen_app("compare")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        compare = app.screen
+        assert isinstance(compare, CompareScreen)
+        app.post_message(events.Key("escape", None))
+        app.post_message(events.Key("m", "m"))
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, RunsScreen)
+        assert compare.metric == 0

@@ -89,7 +89,10 @@ class LocalSession:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-                await asyncio.shield(proc.wait())  # reaped and its pipes closed, not leaked
+                # reaped and its pipes closed, not leaked (bounded: a grandchild could hold
+                # the pipes open)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 2.0)
             raise
         return CommandResult(proc.returncode, out.decode("utf-8", "replace"),
                              err.decode("utf-8", "replace"))

@@ -141,7 +141,7 @@ class RunsScreen(DsvScreen):
         box = self.query_one("#runs-filter", Input)
         box.add_class("-visible")
         box.value = self.model.runs.filter
-        box.focus()
+        self.set_focus(box)  # now: the keys typed right after `/` must land in the box
 
     @on(Input.Changed, "#runs-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -154,13 +154,15 @@ class RunsScreen(DsvScreen):
         self._fill()
 
     def key_escape(self) -> bool:
-        """Escape in the filter box clears it (the key goes on to the bindings)."""
+        """Escape in the filter box clears it (the key goes on to the bindings); elsewhere
+        it does what a Screen's escape does (clears a text selection)."""
         box = self.query_one("#runs-filter", Input)
         if not box.has_focus:
-            return False
+            self._key_escape()
+            return True
         box.value = ""
         self.model.runs.filter = ""
-        self.query_one("#runs-table").focus()
+        self.set_focus(self.query_one("#runs-table"))
         self._fill()
         return True
 

@@ -469,7 +469,9 @@ class LogPanel(Vertical):
         box = self.query_one(Input)
         box.add_class("-visible")
         box.value = self.view.search_text or ""
-        box.focus()
+        # focused now, not via focus()'s deferred callback: the keys typed right after `/`
+        # (already queued) must land in the box
+        self.screen.set_focus(box)
 
     @on(Input.Submitted, "#log-search")
     def _submitted(self, event: Input.Submitted) -> None:
@@ -488,7 +490,7 @@ class LogPanel(Vertical):
             return False
         event.stop()
         box.remove_class("-visible")
-        self.view.focus()
+        self.screen.set_focus(self.view)  # now: the next key goes to the view's bindings
         return True
 
     def next_match(self, forward: bool = True) -> None:

@@ -6,13 +6,17 @@ and a 2,000 lines/s log flood):
 
 - screen switches without Textual's 50 ms update delay when the screen is already mounted;
 - the screens not shown yet mounted in the background after startup;
-- keys drawn at once, not on the next tick of the screen's update timer;
-- the cyclic GC paused around keys, tuned for small pauses, and the long-lived heap frozen;
-- Textual Strips that make no reference cycles and build their caches only when used (:mod:`dsv4tui.widgets.strip_gc`).
+- keys answered in one callback: bindings run at once when no widget takes the key itself
+  (in the order the keys came), and what they changed is drawn there (:func:`draw_now`);
+- the cyclic GC paused while a key is answered, tuned for small pauses, and the long-lived
+  heap frozen;
+- Textual Strips that make no reference cycles and build their caches only when used
+  (:mod:`dsv4tui.widgets.strip_gc`).
 
 These hook private parts of Textual (``_modes``, ``_screen_stacks``, ``_get_screen``,
-``_load_screen_css``, ``Screen._on_timer_update``); textual is pinned below 9 and they need a
-look on upgrade.
+``_load_screen_css``, ``_check_bindings``, ``_forward_event``, ``Key._stop_propagation``,
+``Screen._on_timer_update``, ``_dirty_widgets``, ``_compositor``); textual is pinned below 9
+and they need a look on upgrade.
 """
 
 from __future__ import annotations

@@ -558,6 +558,8 @@ class Dsv4App(ResponsiveApp):
         if self._runner is not None and m.apply_sweep_event(
                 self.model.sweep, ev, self._live_levels, self.model.mono()):
             self.mark(SWEEP)
+        if ev.get("type") == "run_started" and ev.get("run_id") is not None:
+            self.load_runs()  # the Runs list shows the new run (running) while it runs
 
     async def _sanity(self) -> None:
         runner = self._bench_runner()

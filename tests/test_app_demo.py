@@ -149,6 +149,8 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         app.screen.query_one("#plan-out", Input).value = "64"
         await pilot.click("#start")
         await until(pilot, lambda: any(lv.completed for lv in m.sweep.levels), 30, "requests")
+        await until(pilot, lambda: any(r.status == "running" for r in m.runs.rows), 10,
+                    "the run listed while it runs")
         await pilot.press("q")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "quit confirm")
         await pilot.press("n")

@@ -175,8 +175,9 @@ class Dsv4App(ResponsiveApp):
         self._log_dedup = False
         self._status_timer: Any = None
         self._stopping = False
-        self._started_server = False
-        self._status_gen = 0  # bumped by restarts: an older status answer is dropped  # this session started the server (the demo stops it)
+        self._hangup = False  # the terminal closed (SIGHUP): end the process once clean
+        self._started_server = False  # this session started the server (the demo stops it)
+        self._status_gen = 0  # bumped by restarts: an older status answer is dropped
         self.extra_tabs: dict[str, tuple[str, str]] = {}
         self.last_error: str | None = None  # the last error dialog's message (tests)
 
@@ -199,7 +200,7 @@ class Dsv4App(ResponsiveApp):
         for mode, cls in SCREENS.items():
             self.add_mode(mode, self._factory(cls))
         self._add_profile_mode()
-        self.switch_mode(self.start_mode if self.start_mode in self._modes_names() else
+        self.switch_mode(self.start_mode if self.start_mode in self._mode_names() else
                          "dashboard")
         self._shown_modes.add(self.current_mode)
         self.call_after_refresh(self._freeze_heap)
@@ -219,9 +220,10 @@ class Dsv4App(ResponsiveApp):
                 loop.add_signal_handler(sig, self._on_signal, sig)
 
     def _on_signal(self, sig: int) -> None:
+        if sig == signal.SIGHUP:  # also when a quit is already under way: it must not wait
+            self._hangup = True   # on the terminal that is gone
         if not self._stopping:
-            self.run_worker(self._quit_cleanly(hangup=sig == signal.SIGHUP), group="quit",
-                            exit_on_error=False)
+            self.run_worker(self._quit_cleanly(), group="quit", exit_on_error=False)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         theme = self.current_theme if self.is_running else None
@@ -231,9 +233,6 @@ class Dsv4App(ResponsiveApp):
         return lambda: cls(self.model)
 
     def _mode_names(self) -> list[str]:
-        return self._modes_names()
-
-    def _modes_names(self) -> list[str]:
         return [*SCREENS, *(mode for mode, _ in self.extra_tabs.values())]
 
     def _add_profile_mode(self) -> None:
@@ -778,7 +777,7 @@ class Dsv4App(ResponsiveApp):
 
     # -- actions (keys and the command palette) ---------------------------------------------
     def action_show(self, mode: str) -> None:
-        if mode not in self._modes_names():
+        if mode not in self._mode_names():
             return
         if mode not in self._shown_modes:
             self._shown_modes.add(mode)
@@ -964,14 +963,19 @@ class Dsv4App(ResponsiveApp):
                 self.run_worker(self._quit_cleanly(), group="quit", exit_on_error=False)
         self.push_screen(ConfirmScreen("quit?", what, yes="Quit", danger=True), answer)
 
-    async def _quit_cleanly(self, hangup: bool = False) -> None:
+    async def _quit_cleanly(self) -> None:
         """Cancel what runs (finished requests are stored), stop the demo's simulated server,
-        close the agent streams, exit. ``hangup``: the terminal is gone, so there is no screen
-        to restore and Textual's own exit would wait on it: end the process once clean."""
+        close the agent streams, exit. After a hangup (SIGHUP) the terminal is gone, so there
+        is no screen to restore and Textual's own exit would wait on it: the process ends
+        once clean."""
         self._stopping = True
-        for worker in list(self.workers):
-            if worker.group in ("sweep", "sanity", "server", "status", "connect"):
-                worker.cancel()
+        cancelled = [worker for worker in list(self.workers)
+                     if worker.group in ("sweep", "sanity", "server", "status", "connect")]
+        for worker in cancelled:
+            worker.cancel()
+        for worker in cancelled:  # they store what finished as they unwind
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(worker.wait(), 5)
         if self.model.simulated and self._started_server and self.model.conn.connected:
             # the demo cleans up after itself: its simulated server goes with it
             from dsv4tui import server_control
@@ -982,7 +986,7 @@ class Dsv4App(ResponsiveApp):
         if self._supervisor is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._supervisor.stop(), 10)
-        if hangup:
+        if self._hangup:
             if self._store is not None:
                 with contextlib.suppress(Exception):
                     self._store.close()

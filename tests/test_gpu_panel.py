@@ -177,16 +177,23 @@ async def test_update_frame_error_and_waiting() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         panel = app.query_one(GpuPanel)
         assert "waiting for telemetry" in panel.lines(116)[-1]
+        # the height is counted without building the rows: it must match them in every state
+        assert panel.line_count() == len(panel.lines(116)) == 2
         panel.show_error("no NVIDIA driver on ct200")
         await pilot.pause()
         assert panel.lines(116)[1].plain == "no NVIDIA driver on ct200"
+        assert panel.line_count() == len(panel.lines(116)) == 2
         frame = Frame.from_event(loaders.frames("fake_nvml_h200x8.jsonl")[-1])
         panel.telemetry.clock = FrozenClock(BASE)  # type: ignore[method-assign]
         panel.update_frame(frame)
         await pilot.pause()
         lines = [line.plain for line in panel.lines(116)]
         assert len(lines) == 10 and "no NVIDIA driver" not in "".join(lines)
+        assert panel.line_count() == 10
         assert panel.size.height == 10  # height: auto follows the rows
+        panel.show_error("telemetry stream lost")  # error row above the (kept) GPU rows
+        await pilot.pause()
+        assert panel.line_count() == len(panel.lines(116)) == 11
 
 
 async def test_warning_style_on_busy_gpu_with_idle_tensor_pipe() -> None:

@@ -2,8 +2,9 @@
 
 A chart keeps the last data it was given and re-plots on resize and on theme change, so a
 theme switch recolours the bars as well as the background. Drawings are made in a worker
-thread and shown through Textual's Line API (see :class:`Chart`), so plotting never holds up
-a key press.
+thread and shown through Textual's Line API (see :class:`Chart`), so plotting never blocks
+a key press (it still shares the interpreter with the UI loop while it runs: plotext is pure
+Python, so the Bench screen redraws its chart at most once a second during a sweep).
 """
 
 from __future__ import annotations

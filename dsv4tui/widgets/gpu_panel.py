@@ -34,9 +34,9 @@ from dsv4tui.telemetry import (
     fmt_age,
 )
 from dsv4tui.widgets.gpu_base import Row, TelemetryWidget
+from dsv4tui.widgets.spark import BARS as SPARKS
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
-SPARKS = "▁▂▃▄▅▆▇█"
 THROTTLE_REASONS = frozenset({"hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
 
 

@@ -11,16 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.color import Color as RichColor
+from rich.color import blend_rgb
+from rich.color_triplet import ColorTriplet
 from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 from textual.widgets import Sparkline
 
 BARS = "▁▂▃▄▅▆▇█"
-
-
-def _blend(a: tuple[int, int, int], b: tuple[int, int, int], ratio: float) -> tuple[int, ...]:
-    return tuple(int(x + (y - x) * ratio) for x, y in zip(a, b, strict=True))
 
 
 def spark_rows(data: Sequence[float], width: int, height: int, low: tuple[int, int, int],
@@ -53,7 +51,7 @@ def spark_rows(data: Sequence[float], width: int, height: int, low: tuple[int, i
     index = 0.0
     for _ in range(width):
         ratio = (buckets[int(index)] - minimum) / extent
-        columns.append((int(ratio * segments), style_for(_blend(low, high, ratio))))
+        columns.append((int(ratio * segments), style_for(tuple(blend_rgb(ColorTriplet(*low), ColorTriplet(*high), ratio)))))
         index += step
     rows = []
     for i in reversed(range(height)):
@@ -71,7 +69,9 @@ def spark_rows(data: Sequence[float], width: int, height: int, low: tuple[int, i
 
 
 class FastSparkline(Sparkline):
-    """Drop-in for Textual's Sparkline (same CSS component classes, ``max`` summaries)."""
+    """Textual's Sparkline as the dashboard uses it: colours from the CSS component classes
+    (``sparkline--min-color`` / ``--max-color``) and ``max`` summaries. The ``min_color``,
+    ``max_color`` and ``summary_function`` arguments of Sparkline are not supported."""
 
     def __init__(self, data: Sequence[float] | None = None, *, name: str | None = None,
                  id: str | None = None, classes: str | None = None) -> None:

@@ -15,7 +15,8 @@ Textual 8.x make each of them cost the collector far more than the line itself:
 
 Results are identical to Textual's; only when the caches come into being changes. The
 install checks the Strip it patches (slots, cache sizes read from a Strip built by Textual's
-own ``__init__``) and leaves a Textual it does not recognise alone. Idempotent.
+own ``__init__``) and leaves a Textual it does not recognise alone. Idempotent; the patch
+stays for the life of the process (it changes when caches are made, not what Strips do).
 """
 
 from __future__ import annotations

@@ -183,7 +183,6 @@ class Dsv4App(ResponsiveApp):
 
     # -- setup ------------------------------------------------------------------------------
     def on_mount(self) -> None:
-        self.tune_gc()
         for theme in themes.THEMES.values():
             self.register_theme(theme)
         name, warning = themes.resolve(self._requested_theme or self.settings.theme)

@@ -15,7 +15,8 @@ and a 2,000 lines/s log flood):
 
 These hook private parts of Textual (``_modes``, ``_screen_stacks``, ``_get_screen``,
 ``_load_screen_css``, ``_check_bindings``, ``_forward_event``, ``Key._stop_propagation``,
-``Screen._on_timer_update``, ``_dirty_widgets``, ``_compositor``); textual is pinned below 9
+``Screen._on_timer_update``, ``_dirty_widgets``, ``_compositor``, and in the screens
+``_css_update_count``, ``_repaint_regions``, ``Screen._key_escape``); textual is pinned below 9
 and they need a look on upgrade.
 """
 
@@ -237,6 +238,9 @@ class ResponsiveApp(App[int]):
         if not self._no_delay:
             super().delay_update(delay)
 
+
+    def on_mount(self) -> None:
+        self.tune_gc()  # undone in on_unmount
 
     async def on_unmount(self) -> None:
         self.restore_gc()  # never leave the process with the cyclic GC off or retuned

@@ -28,11 +28,12 @@ async def test_a_command_given_up_on_is_stopped_and_reaped(tmp_path: Path, how: 
               "time.sleep(60)")
     session = LocalSession()
     task = asyncio.create_task(session.run([sys.executable, "-c", script],
-                                           timeout=None if how == "cancel" else 1.0))
-    for _ in range(200):
+                                           timeout=None if how == "cancel" else 5.0))
+    for _ in range(250):
         if pid_file.exists() and pid_file.read_text():
             break
         await asyncio.sleep(0.02)
+    assert pid_file.exists(), "the command did not start within 5 s"
     pid = int(pid_file.read_text())
     if how == "cancel":
         task.cancel()
@@ -46,3 +47,10 @@ async def test_a_command_runs_with_its_output_and_exit_code() -> None:
         [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); "
                                "sys.exit(3)"])
     assert (result.exit_code, result.stdout.strip(), result.stderr.strip()) == (3, "out", "err")
+
+
+async def test_a_command_that_cannot_run_is_an_exit_code_not_a_traceback(tmp_path: Path) -> None:
+    result = await LocalSession().run([str(tmp_path)])  # a directory
+    assert result.exit_code == 126 and str(tmp_path) in result.stderr
+    result = await LocalSession().run([str(tmp_path / "nope")])
+    assert result.exit_code == 127 and "command not found" in result.stderr

@@ -195,7 +195,8 @@ async def test_a_screen_switch_redraws_the_whole_terminal() -> None:
             sent.clear()
             await pilot.press(key)
             await pilot.pause(0.1)
-            first = next(update for name, update in sent if name == mode)
+            first = next((update for name, update in sent if name == mode), None)
+            assert first is not None, f"no frame after switching to {mode}"
             assert isinstance(first, LayoutUpdate), (mode, type(first).__name__)
             assert (first.region.width, first.region.height) == (120, 40)
 

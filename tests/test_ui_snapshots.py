@@ -34,7 +34,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 async def settle(pilot: Pilot[object]) -> None:
     for _ in range(100):  # model changes reach the screen in batches (Dsv4App.mark)
         await pilot.pause()
-        if not getattr(pilot.app, "_flush_pending", False):
+        if not pilot.app._flush_pending:  # type: ignore[attr-defined]
             break
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
@@ -44,6 +44,7 @@ async def settle(pilot: Pilot[object]) -> None:
         if all(chart.settled for chart in charts):
             break
         await pilot.pause(0.02)
+    assert all(chart.settled for chart in pilot.app.screen.query(Chart)), "charts still drawing"
     await pilot.pause()
 
 

@@ -83,6 +83,8 @@ class LocalSession:
                 stderr=asyncio.subprocess.PIPE, env=self._env(env))
         except FileNotFoundError:
             return CommandResult(127, "", f"{argv[0]}: command not found")
+        except OSError as exc:  # a directory, not executable, ...: as a shell reports it
+            return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)
         except BaseException:  # a timeout, or the caller cancelled (the app quits)

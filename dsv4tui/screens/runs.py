@@ -153,18 +153,17 @@ class RunsScreen(DsvScreen):
         self.query_one("#runs-table").focus()
         self._fill()
 
-    def key_escape(self) -> bool:
+    def key_escape(self) -> None:
         """Escape in the filter box clears it (the key goes on to the bindings); elsewhere
         it does what a Screen's escape does (clears a text selection)."""
         box = self.query_one("#runs-filter", Input)
         if not box.has_focus:
             self._key_escape()
-            return True
+            return
         box.value = ""
         self.model.runs.filter = ""
         self.set_focus(self.query_one("#runs-table"))
         self._fill()
-        return True
 
     async def action_export(self) -> None:
         await self.app.run_action("export")

@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "GPU telemetry with tensor-pipe activity.",
                      epilog="Exit codes: 0 ok, 1 failed (sanity, restart...), 2 bad config/usage, "
                      "3 no NVIDIA driver, 4 connection problem, 5 auth failed, 6 host key, "
-                     "7 remote python/agent, 130 interrupted.")
+                     "7 remote python/agent, 8 busy (another restart/sweep/campaign holds the host), "
+                     "130 interrupted.")
     parser.add_argument("--version", action="version", version=f"dsv4tui {__version__}")
     parser.add_argument("--config", metavar="PATH", help="config file (default: platformdirs "
                         "user config dir, or $DSV4TUI_CONFIG)")

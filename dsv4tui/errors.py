@@ -10,6 +10,7 @@ EXIT_CONNECT = 4  # unknown host, DNS, refused, timeout, link dropped
 EXIT_AUTH = 5  # authentication failed
 EXIT_HOST_KEY = 6  # unknown or changed host key
 EXIT_REMOTE = 7  # remote python missing / agent could not run
+EXIT_BUSY = 8  # another restart, sweep or campaign holds the host's lock
 EXIT_INTERRUPTED = 130
 
 

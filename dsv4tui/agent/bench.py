@@ -516,20 +516,17 @@ def request_event(res: StreamResult, level: int, c: int, index: int, t0: float) 
     return event
 
 
-def run_sweep(args: Any) -> int:
-    plan = build_plan(args)
-    if args.endpoint:
-        plan["endpoint"] = args.endpoint
-    sink = _Sink()
+def execute_sweep(args: Any, plan: Dict[str, Any], sink: Any) -> Sweep:
+    """Run a whole sweep, its events to ``sink`` (``emit(type, **fields)``, ``broken``),
+    ending with the ``sweep`` event; returns the Sweep (``status``, ``reason``). Ctrl-C and
+    SIGTERM cancel it cleanly (what finished is kept). The host-side campaign runner calls
+    this with its journal as the sink; ``bench sweep`` with stdout."""
     sweep = Sweep(args, plan, sink)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         run_loop(sweep.run())
     except KeyboardInterrupt:
         sweep.status = "cancelled"
-    except BaseException:
-        sink.close()
-        raise
     finally:  # the loop's own handlers are gone with it: Ctrl-C/SIGTERM end us cleanly again
         for sig, handler in handlers.items():
             if handler is not None:
@@ -538,7 +535,18 @@ def run_sweep(args: Any) -> int:
         sweep.finish_level(partial=True)
         sweep.levels_done += 1
     sink.emit("sweep", status=sweep.status, levels=sweep.levels_done, reason=sweep.reason)
-    sink.close()
+    return sweep
+
+
+def run_sweep(args: Any) -> int:
+    plan = build_plan(args)
+    if args.endpoint:
+        plan["endpoint"] = args.endpoint
+    sink = _Sink()
+    try:
+        sweep = execute_sweep(args, plan, sink)
+    finally:
+        sink.close()
     if sweep.status == "cancelled":
         return 130
     if sweep.status == "failed":

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from dsv4tui.agent.protocol import parse_event
-from dsv4tui.errors import AgentFailed, ConnectError
+from dsv4tui.errors import EXIT_BUSY, AgentFailed, ConnectError
 from dsv4tui.hosts.session import HostSession
 
 _CANCEL_GRACE_S = 5.0
@@ -35,8 +35,10 @@ class AgentRunner:
         exit_code = code if code is not None and 0 < code < 128 else 1
         for ev in events:
             if ev.get("type") == "error":
-                return AgentFailed(str(ev.get("kind", "error")), str(ev.get("message", "")),
-                                   exit_code, ev)
+                kind = str(ev.get("kind", "error"))
+                # the agent's own exit code 4 means busy; the console's 4 is a connection error
+                return AgentFailed(kind, str(ev.get("message", "")),
+                                   EXIT_BUSY if kind == "busy" else exit_code, ev)
         detail = _stderr_line(stderr) or "no output"
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         return AgentFailed("exit", f"{self.session.name}: agent {how}: {detail}", exit_code)

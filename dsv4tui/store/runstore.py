@@ -78,6 +78,7 @@ class RunStore:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path else paths.store_file()
         self._lock = threading.RLock()
+        self._depth = 0  # nesting of _tx (inner blocks join the outer transaction)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None,
@@ -115,9 +116,18 @@ class RunStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One committed write; nested uses join the outer transaction (all or nothing)."""
         with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._db
+                finally:
+                    self._depth -= 1
+                return
             try:
                 self._db.execute("BEGIN IMMEDIATE")
+                self._depth = 1
                 yield self._db
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -128,6 +138,8 @@ class RunStore:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+            finally:
+                self._depth = 0
 
     def _query(self, sql: str, args: Iterable[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -141,7 +153,8 @@ class RunStore:
         return self._query(sql, args)
 
     def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """``with store.transaction() as db: db.execute(...)``: one committed write."""
+        """``with store.transaction() as db: db.execute(...)``: one committed write. Store
+        methods called inside join it, so several writes commit together or not at all."""
         return self._tx()
 
     @property
@@ -186,7 +199,9 @@ class RunStore:
 
     def mark_orphans_interrupted(self) -> list[int]:
         """Runs left ``running`` by a process that is gone become ``interrupted``."""
-        rows = self._query("SELECT id, owner FROM runs WHERE status = 'running'")
+        # a campaign's runs belong to its runner on the host: the journal says how they end
+        rows = self._query("SELECT id, owner FROM runs WHERE status = 'running' "
+                           "AND campaign_id IS NULL")
         dead = [r["id"] for r in rows if not owner_alive(r["owner"])]
         for run_id in dead:
             last = self._query("SELECT max(finished_at) AS t FROM levels WHERE run_id = ?",

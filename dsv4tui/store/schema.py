@@ -122,6 +122,42 @@ MIGRATIONS: list[tuple[str, ...]] = [
     # 2 -> 3: kernel profiles (dsv4tui/store/profiles.py; IF NOT EXISTS, so a store whose
     # table profiles.ensure_table made before this migration existed migrates cleanly)
     PROFILES_MIGRATION,
+    # 3 -> 4: campaigns (host-side runners and their journals), what a run really ran
+    (
+        """CREATE TABLE campaigns (
+            id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL DEFAULT 'campaign',
+            spec_json TEXT,
+            state TEXT NOT NULL,
+            journal_offset INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL,
+            ended_at REAL,
+            error TEXT,
+            detail_json TEXT)""",
+        "CREATE INDEX campaigns_by_host ON campaigns(host, created_at)",
+        "ALTER TABLE runs ADD COLUMN campaign_id TEXT REFERENCES campaigns(id) ON DELETE SET NULL",
+        "ALTER TABLE runs ADD COLUMN campaign_key TEXT",
+        "ALTER TABLE runs ADD COLUMN variant TEXT",
+        "ALTER TABLE runs ADD COLUMN repeat_idx INTEGER",
+        "ALTER TABLE runs ADD COLUMN quantization TEXT",
+        "ALTER TABLE runs ADD COLUMN attention_backend TEXT",
+        "ALTER TABLE runs ADD COLUMN argv_json TEXT",
+        "ALTER TABLE runs ADD COLUMN server_args_json TEXT",
+        "ALTER TABLE runs ADD COLUMN meta_source TEXT",
+        "CREATE UNIQUE INDEX runs_by_campaign_key ON runs(campaign_id, campaign_key)",
+        "ALTER TABLE launches ADD COLUMN campaign_id TEXT REFERENCES campaigns(id) "
+        "ON DELETE SET NULL",
+        "ALTER TABLE launches ADD COLUMN campaign_key TEXT",
+        "ALTER TABLE launches ADD COLUMN pid INTEGER",
+        "ALTER TABLE launches ADD COLUMN argv_json TEXT",
+        "CREATE UNIQUE INDEX launches_by_campaign_key ON launches(campaign_id, campaign_key)",
+        "ALTER TABLE sanity_results ADD COLUMN campaign_id TEXT",
+        "ALTER TABLE sanity_results ADD COLUMN journal_offset INTEGER",
+        "CREATE UNIQUE INDEX sanity_by_journal ON sanity_results(campaign_id, journal_offset)",
+    ),
 ]
 
 LATEST = len(MIGRATIONS)

@@ -5,4 +5,5 @@ pytest_plugins = [
     "plugins.ssh_server",
     "plugins.sim",
     "plugins.bench_server",
+    "plugins.relay",
 ]

@@ -18,6 +18,7 @@ import csv
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -169,7 +170,10 @@ class Dsv4App(ResponsiveApp):
         self._backend_override: dict[str, str] = {}
         self._supervisor: Any = None
         self._store: Any = store
-        self._runner: Any = None
+        self._sweep_cid: str | None = None  # the host-side campaign of the running sweep
+        self._runs_lock = threading.Lock()
+        self._runs_asked = 0  # run-list reads asked / shown: a slow older read never wins
+        self._runs_shown = 0
         self._live_levels: dict[int, m.LiveLevel] = {}
         self._log_path: str | None = None
         self._log_dedup = False
@@ -392,8 +396,6 @@ class Dsv4App(ResponsiveApp):
         except FrameError:
             return
         self.model.telemetry.add(frame)
-        if self._runner is not None:
-            self._runner.feed_frame(ev)
         self.post_message(GpuFrame(self.model.conn.host, frame))
 
     def host(self) -> Any:
@@ -512,7 +514,8 @@ class Dsv4App(ResponsiveApp):
             self.mark(STARTUP, SERVER)
 
         try:
-            result = await server_control.restart(host, name, backend, on_phase=on_step)
+            result = await server_control.restart(host, name, backend, on_phase=on_step,
+                                                  store=self._store)
         except BaseException as exc:
             su.status, su.ended = "failed", self.model.mono()
             excerpt = list(getattr(exc, "excerpt", None) or [])
@@ -540,23 +543,33 @@ class Dsv4App(ResponsiveApp):
     def _bench_runner(self) -> Any:
         from dsv4tui.bench_runner import BenchRunner
 
-        runner = BenchRunner(self.host().agent, self._store, on_event=self._on_bench_event)
-        return runner
+        return BenchRunner(self.host().agent, self._store, on_event=self._on_bench_event)
 
-    def _target(self) -> Any:
-        from dsv4tui.bench_runner import BenchTarget
+    def _target_spec(self) -> dict[str, Any]:
+        """Where sanity and sweeps aim: the server dsv4tui started on the host, whichever
+        profile (else what answers on the default profile's port) -- decided on the host."""
+        from dsv4tui.campaign.plan import bench_target
 
-        name = self.model.server.profile or self.model.active_profile
-        _, prof = self._profile(name)
-        return BenchTarget.for_profile(prof)
+        return bench_target(self.spec.config) if self.spec is not None else {"mode": "ours"}
+
+    async def _find_target(self) -> Any:
+        from dsv4tui.bench_runner import find_target
+
+        host = self.host()
+        target, meta, notice = await find_target(host.agent, self._target_spec(),
+                                                 host=host.name, simulated=host.simulated,
+                                                 store=self._store)
+        if notice:
+            self.notify(notice, title="not our server", severity="warning", timeout=8)
+        return target, meta
 
     def _on_bench_event(self, ev: dict[str, Any]) -> None:
         if m.apply_sanity_event(self.model.sanity, ev):
             self.mark(SANITY)
-        if self._runner is not None and m.apply_sweep_event(
+        if self._sweep_cid is not None and m.apply_sweep_event(
                 self.model.sweep, ev, self._live_levels, self.model.mono()):
             self.mark(SWEEP)
-        if ev.get("type") == "run_started" and ev.get("run_id") is not None:
+        if ev.get("type") == "run_stored" and ev.get("run_id") is not None:
             self.load_runs()  # the Runs list shows the new run (running) while it runs
 
     async def _sanity(self) -> None:
@@ -565,7 +578,14 @@ class Dsv4App(ResponsiveApp):
         self.model.sanity = m.SanityView(status="running", backend=srv.backend,
                                          checkpoint=srv.checkpoint)
         self.mark(SANITY)
-        outcome = await runner.sanity(self._target(), self.settings.sanity.suite(),
+        s = self.model.sanity
+        try:
+            target, _ = await self._find_target()
+        except UserError as err:
+            s.status, s.detail, s.at = "error", err.message, time.time()
+            self.mark(SANITY)
+            return
+        outcome = await runner.sanity(target, self.settings.sanity.suite(),
                                       host=self.model.conn.host)
         s = self.model.sanity
         s.at = time.time()
@@ -579,59 +599,89 @@ class Dsv4App(ResponsiveApp):
     async def run_sanity(self) -> None:
         await self._sanity()
 
+    async def _wait_host(self) -> Any:
+        if self._supervisor is None:
+            raise ConnectError(f"{self.model.conn.host}: not connected")
+        return await self._supervisor.wait_connected()
+
     @work(group="sweep", exclusive=True, exit_on_error=False)
     async def run_sweep(self, plan_input: PlanInput) -> None:
-        from dsv4tui.bench_runner import RunMeta
+        """The sweep runs on the host as a one-variant campaign: the console watches and
+        collects, so a dropped link (or quitting) never stops it; ``x`` cancels it there."""
+        from dsv4tui.campaign import session
+        from dsv4tui.campaign.plan import sweep_spec
+        from dsv4tui.campaign.sweep import SweepWatch
+        from dsv4tui.config import SweepPlan
 
         host = self.host()
-        name, prof = self._profile(self.model.server.profile)
-        plan = self.settings.sweep.model_copy(update={
-            "levels": plan_input.levels, "input_len": plan_input.input_len,
-            "output_len": plan_input.output_len})
-        srv = self.model.server
-        gpus = [g.sample.name for g in self.model.telemetry.gpus()] if self.model.telemetry else []
-        meta = RunMeta(host=host.name, profile_name=name, profile=prof.model_dump(mode="json"),
-                       backend=srv.backend or self.backend_for(name),
-                       checkpoint=srv.checkpoint or prof.checkpoint_label,
-                       gpu_names=[g for g in gpus if g], simulated=self.model.simulated)
-        self.model.sweep = m.SweepView(
-            status="starting", label=plan_input.label, host=host.name, backend=meta.backend,
-            checkpoint=meta.checkpoint, input_len=plan.input_len, output_len=plan.output_len,
+        plan = SweepPlan.model_validate({**self.settings.sweep.model_dump(),
+                                         "levels": plan_input.levels,
+                                         "input_len": plan_input.input_len,
+                                         "output_len": plan_input.output_len})
+        self.model.sweep = sw = m.SweepView(
+            status="starting", label=plan_input.label, host=host.name,
+            input_len=plan.input_len, output_len=plan.output_len,
             levels=[m.LevelRow(c, n) for c, n in plan.levels], started=self.model.mono())
         self._live_levels = {}
+        self.mark(SWEEP)
+        try:
+            _, meta = await self._find_target()  # a clear error before anything starts
+        except BaseException as exc:
+            sw.status, sw.detail = "failed", getattr(exc, "message", None) or str(exc)
+            sw.ended = self.model.mono()
+            self.mark(SWEEP)
+            raise
+        sw.backend, sw.checkpoint = meta.backend, meta.checkpoint  # what runs, from the host
         self.model.sanity = m.SanityView(status="running", backend=meta.backend,
                                          checkpoint=meta.checkpoint)
         self.mark(SWEEP, SANITY)
-        runner = self._bench_runner()
-        self._runner = runner
-        sw = self.model.sweep
+        cases = self.settings.sanity.suite() or None
+        spec = sweep_spec(label=plan_input.label, plan=plan, cases=cases,
+                          target=self._target_spec(), host=host.name)
+        watch = SweepWatch(plan_input.label, sanity=cases is not None, then=self._on_bench_event)
+        gpus = [g.sample.name for g in self.model.telemetry.gpus()] if self.model.telemetry else []
         try:
-            outcome = await runner.sweep(self._target(), plan, plan_input.label, meta,
-                                         sanity_cases=self.settings.sanity.suite())
+            started = await session.start(host, spec, self._store)
+            self._sweep_cid = watch.campaign_id = str(started["id"])
+
+            def link_lost(why: str) -> None:
+                sw.detail = f"link lost: the sweep goes on on {host.name}; reconnecting"
+                self.mark(SWEEP)
+
+            await session.follow_to_end(self._wait_host, self._store, self._sweep_cid,
+                                        on_event=watch, on_link=link_lost,
+                                        gpu_names=[g for g in gpus if g])
+            outcome = watch.outcome()
             if outcome.sanity is not None and outcome.sanity.error:
                 self.model.sanity.status = "error"
                 self.model.sanity.detail = outcome.sanity.error
             sw.status = outcome.status
             sw.detail = outcome.error
-        except ConnectError as exc:
-            sw.status, sw.detail = "interrupted", exc.message
-            raise
         except asyncio.CancelledError:
-            sw.status, sw.detail = "cancelled", "cancelled by you"
+            sw.status = "detached"
+            sw.detail = f"the console stopped watching; the sweep goes on on {host.name}"
             raise
         finally:
-            self._runner = None
+            self._sweep_cid = None
             sw.ended = self.model.mono()
             for lv in sw.levels:
                 if lv.status in ("running", "warm-up"):
                     lv.status = "stopped"
             self.mark(SWEEP, SANITY)
             self.load_runs()
-        if sw.status == "failed" and sw.detail:
-            self.notify(sw.detail, title="sweep failed", severity="error", timeout=10)
+        if sw.status in ("failed", "partial") and sw.detail:
+            self.notify(sw.detail, title=f"sweep {sw.status}", severity="error", timeout=10)
         elif sw.status == "done":
             self.notify(f"{sw.label}: best {m.fmt_num(sw.best_tok_s, 1)} tok/s",
                         title="sweep done", timeout=6)
+
+    @work(group="cancel", exclusive=True, exit_on_error=False)
+    async def cancel_sweep(self, cid: str) -> None:
+        from dsv4tui.campaign import session
+
+        out = await session.cancel(self.host(), None, cid)
+        self.notify(f"sweep cancelled on {self.model.conn.host}; finished requests are "
+                    f"stored. {(out.get('server') or {}).get('text') or ''}", timeout=6)
 
     # -- kernel profiles (the Profile screen posts these) ------------------------------------
     def on_profile_screen_reload(self, _message: Any) -> None:
@@ -711,13 +761,19 @@ class Dsv4App(ResponsiveApp):
         store = self._store
         if store is None:
             return
+        with self._runs_lock:
+            self._runs_asked += 1
+            gen = self._runs_asked
         rows = [m.RunRow(run_id=r.id, label=r.label, created=r.started_at, host=r.target,
                          backend=r.backend, checkpoint=r.checkpoint, best_tok_s=r.best_tok_s,
                          status=r.status, simulated=r.simulated)
                 for r in store.runs(limit=1000)]
-        self.call_from_thread(self._set_runs, rows)
+        self.call_from_thread(self._set_runs, rows, gen)
 
-    def _set_runs(self, rows: list[m.RunRow]) -> None:
+    def _set_runs(self, rows: list[m.RunRow], gen: int = 0) -> None:
+        if gen and gen < self._runs_shown:
+            return  # an older read finished after a newer one: keep the newer
+        self._runs_shown = gen
         runs = self.model.runs
         runs.rows = rows
         ids = {r.run_id for r in rows}
@@ -903,11 +959,13 @@ class Dsv4App(ResponsiveApp):
 
     def action_cancel(self) -> None:
         cancelled = False
-        for group in ("sweep", "sanity"):
-            for worker in self.workers:
-                if worker.group == group and worker.is_running:
-                    worker.cancel()
-                    cancelled = True
+        if self._sweep_cid is not None and self.model.conn.connected:
+            self.cancel_sweep(self._sweep_cid)  # stopped on the host; the watcher collects
+            cancelled = True
+        for worker in self.workers:
+            if worker.group == "sanity" and worker.is_running:
+                worker.cancel()
+                cancelled = True
         if cancelled:
             self.notify("cancelling …", timeout=3)
         else:
@@ -953,8 +1011,11 @@ class Dsv4App(ResponsiveApp):
         if busy is None:
             self.run_worker(self._quit_cleanly(), group="quit", exit_on_error=False)
             return
-        what = {"sweep": "a sweep is running: quitting cancels it (finished requests stay "
-                         "stored; the run is marked cancelled)",
+        sweep_text = ("a sweep is running: quitting cancels it (finished requests stay stored)"
+                      if self.model.simulated else
+                      "a sweep is running on the host: it goes on without the console; "
+                      "reconnect (or dsv4tui campaign attach HOST) to collect it")
+        what = {"sweep": sweep_text,
                 "restart": "a restart is running: the server keeps starting on the host"}[busy]
 
         def answer(yes: bool | None) -> None:
@@ -968,6 +1029,13 @@ class Dsv4App(ResponsiveApp):
         is no screen to restore and Textual's own exit would wait on it: the process ends
         once clean."""
         self._stopping = True
+        cid = self._sweep_cid
+        if cid is not None and self.model.simulated and self.model.conn.connected:
+            # the demo's simulated server stops with it: its sweep is cancelled, not orphaned
+            from dsv4tui.campaign import session
+
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(session.cancel(self.host(), None, cid, wait=10), 20)
         cancelled = [worker for worker in list(self.workers)
                      if worker.group in ("sweep", "sanity", "server", "status", "connect")]
         for worker in cancelled:

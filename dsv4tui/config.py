@@ -209,6 +209,63 @@ class HostConfig(_Model):
         return key, self.profiles[key]
 
 
+class CampaignVariant(BaseModel):
+    """One variant of a campaign: a name, and what it changes of the campaign's base launch
+    profile (``profile`` picks another of the host's profiles as the base; any other key is a
+    ServerProfile field, e.g. ``moe_runner_backend = "marlin"``)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    name: str = Field(..., min_length=1, description="The variant's name (its runs' label).")
+    profile: str | None = Field(None, description="Another launch profile as this variant's base.")
+    label: str | None = Field(None, description="The runs' label (default: the name).")
+    force: bool = Field(False, description="Launch even if the MoE backend does not fit the "
+                        "checkpoint (you know better).")
+
+    @model_validator(mode="after")
+    def _overrides(self) -> CampaignVariant:
+        fields = ServerProfile.model_fields
+        for key in self.model_extra or {}:
+            if key not in fields:
+                raise ValueError(f"{key!r} is not a launch profile field (valid: name, profile, "
+                                 f"label, force, {', '.join(fields)})")
+        return self
+
+    @property
+    def overrides(self) -> dict[str, object]:
+        return dict(self.model_extra or {})
+
+
+class CampaignConfig(_Model):
+    """Ordered variants of a launch profile on one host: restart -> sanity -> sweep each."""
+
+    host: str = Field(..., min_length=1, description="The host the campaign runs on.")
+    profile: str | None = Field(None, description="The base launch profile (default: the "
+                                "host's default profile).")
+    repeats: int = Field(1, ge=1, le=100, description="Each variant's sweep this many times.")
+    on_failure: Literal["skip", "stop"] = Field(
+        "skip", description="A failed variant: skip to the next, or stop the campaign.")
+    sweep: dict[str, object] = Field(
+        default_factory=dict, description="SweepPlan fields; [sweep] fills the rest.")
+    sanity: list[SanityCase] | None = Field(
+        None, description="The sanity suite (default: the config's [sanity]).")
+    stop_server: bool = Field(False, description="Stop the server when the campaign ends.")
+    variants: list[CampaignVariant] = Field(..., min_length=1)
+
+    @field_validator("variants")
+    @classmethod
+    def _unique(cls, v: list[CampaignVariant]) -> list[CampaignVariant]:
+        names = [x.name for x in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"variant names must be unique: {', '.join(dupes)}")
+        return v
+
+    def plan(self, base: SweepPlan) -> SweepPlan:
+        """The campaign's sweep plan: its ``sweep`` table over the config's [sweep]."""
+        return SweepPlan.model_validate({**base.model_dump(), **self.sweep})
+
+
 class TelemetrySettings(_Model):
     interval_s: float = Field(1.0, ge=0.2)
 
@@ -222,6 +279,19 @@ class Settings(_Model):
     sanity: SanitySettings = Field(default_factory=SanitySettings)
     sweep: SweepPlan = Field(default_factory=SweepPlan)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    campaigns: dict[str, CampaignConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _campaign_plans(self) -> Settings:
+        for name, camp in self.campaigns.items():
+            try:
+                camp.plan(self.sweep)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                loc = ".".join(str(p) for p in err["loc"])
+                raise ValueError(f"campaigns.{name}.sweep.{loc}: "
+                                 f"{err['msg'].removeprefix('Value error, ')}") from None
+        return self
 
     @field_validator("hosts")
     @classmethod
@@ -234,10 +304,10 @@ class Settings(_Model):
 
 def _format_error(path: Path, exc: ValidationError) -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    loc = ".".join(str(p) for p in err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
     more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"config error in {path}: {loc}: {msg}{more}"
+    return f"config error in {path}: {loc + ': ' if loc else ''}{msg}{more}"
 
 
 def load(path: Path | None = None) -> tuple[Settings, Path]:

@@ -6,4 +6,5 @@ pytest_plugins = [
     "plugins.sim",
     "plugins.bench_server",
     "plugins.relay",
+    "plugins.campaigns",
 ]

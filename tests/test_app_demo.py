@@ -129,7 +129,11 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         await pilot.press("5")
         await until(pilot, lambda: isinstance(app.screen, RunsScreen) and len(m.runs.rows) >= 2,
                     10, "two runs listed")
-        await pilot.press("space", "space", "c")
+        from textual.widgets import DataTable
+        await until(pilot, lambda: app.screen.query_one("#runs-table", DataTable).row_count >= 2
+                    and all(r.status == "done" for r in m.runs.rows), 10, "both runs shown done")
+        # the cursor stays on the row it was on when the newer run was listed above it
+        await pilot.press("up", "up", "space", "space", "c")
         await until(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "compare view")
         cmp = m.runs.compare
         assert cmp is not None and len(cmp.runs) == 2

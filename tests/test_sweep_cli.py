@@ -39,12 +39,17 @@ def test_sweep_url_json_shape_and_store(known_server: Callable[..., KnownServer]
                  "--output-len", "6", "--input-len", "8", "--json"])
     out = _json(capsys)
     assert code == 0
-    assert list(out) == ["run_id", "label", "sanity", "levels"]
+    assert list(out) == ["run_id", "label", "status", "error", "campaign_id", "errors_by_kind",
+                         "notices", "ran", "sanity", "levels"]
+    assert out["status"] == "done" and out["error"] is None and out["errors_by_kind"] == {}
     assert out["label"] == "first" and out["sanity"]["passed"] is True
+    # the known-timing server has no /server_info: what it runs is unknown, and says so
+    assert out["ran"]["backend"] == "unknown" and out["ran"]["source"] == "unknown"
     assert out["sanity"]["cases"][0]["answer"].strip() == "391"
     assert [lv["concurrency"] for lv in out["levels"]] == [1, 2]
     for lv in out["levels"]:
-        assert tuple(lv) == LEVEL_JSON_KEYS
+        assert tuple(lv) == (*LEVEL_JSON_KEYS, "status", "partial", "errors_by_kind")
+        assert lv["status"] == "done" and lv["partial"] is False
         for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
             assert set(lv[key]) == {"mean", "p50", "p90", "p99"}
         assert lv["token_count_source"] == "usage" and lv["errors"] == 0
@@ -105,34 +110,49 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], needle: str,
     assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
-def test_sweep_on_a_host_profile_records_the_snapshot(
+def test_sweep_on_a_host_records_what_runs_not_the_config(
         known_server: Callable[..., KnownServer], capsys: pytest.CaptureFixture[str],
         tmp_path: Path) -> None:
+    """The profile says marlin/NVFP4, but dsv4tui did not start the server on its port and
+    the server reports nothing: the run says unknown (and that the server is not ours)."""
     srv = known_server(answer="391")
     Path(os.environ["DSV4TUI_CONFIG"]).write_text(
         f'[hosts.local.profiles.nvfp4]\nmodel_path = "/m/dsv4"\nserved_model_name = '
         f'"known-timing"\nport = {srv.port}\nmoe_runner_backend = "marlin"\n'
         f'quantization = "modelopt_fp4"\ncheckpoint = "NVFP4"\n')
-    with RunStore() as store:
-        launch = store.record_launch("local", "nvfp4", {"port": srv.port}, "marlin", "NVFP4", {},
-                                     42.0, True, None)
     code = main(["sweep", "local", "--label", "on-host", "--levels", "1:1", "--output-len", "4",
                  "--json"])
-    out = _json(capsys)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
     assert code == 0, out
+    assert "which dsv4tui did not start" in captured.err
     with RunStore() as store:
         run = store.run(out["run_id"])
-        assert run is not None and run.host == "local" and run.profile_name == "nvfp4"
-        assert (run.backend, run.checkpoint, run.launch_id) == ("marlin", "NVFP4", launch)
-        assert run.profile is not None and run.profile["port"] == srv.port
+        assert run is not None and run.host == "local"
+        assert (run.backend, run.checkpoint, run.launch_id) == ("unknown", "unknown", None)
+        assert run.url == srv.url
+
+
+def test_sweep_without_a_server_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    Path(os.environ["DSV4TUI_CONFIG"]).write_text(
+        f'[hosts.local.profiles.p]\nmodel_path = "/m"\nport = {free_port()}\n'
+        'api_key_env = "SGLANG_API_KEY"\n')
+    code = main(["sweep", "local", "--label", "none", "--levels", "1:1"])
+    err = capsys.readouterr().err
+    assert code == 1 and "no server is running" in err and "SGLANG_API_KEY" not in err
+    assert len(err.strip().splitlines()) == 1
+    with RunStore() as store:
+        assert store.runs() == []
 
 
 def test_killing_the_console_mid_sweep_loses_no_finished_request(
-        known_server: Callable[..., KnownServer]) -> None:
+        known_server: Callable[..., KnownServer], capsys: pytest.CaptureFixture[str]) -> None:
+    """The sweep runs on the host (here: this machine's agent, detached): a console killed
+    with SIGKILL stops nothing; ``campaign attach`` collects every request, none twice."""
     srv = known_server(ttft_ms=20, itl_ms=5, tokens=20)
     console = subprocess.Popen(
         [sys.executable, "-m", "dsv4tui", "sweep", "--url", srv.url, "--label", "killed",
-         "--levels", "2:400", "--output-len", "20", "--no-sanity"], cwd=REPO,
+         "--levels", "2:60", "--output-len", "20", "--no-sanity"], cwd=REPO,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db_path = paths.store_file()
     deadline = time.monotonic() + 60
@@ -151,5 +171,14 @@ def test_killing_the_console_mid_sweep_loses_no_finished_request(
     console.wait(10)
     with RunStore() as store:
         [run] = store.runs()
-        assert run.status == "interrupted"
-        assert len(store.requests(run.id)) >= seen
+        assert run.status == "running"  # its runner goes on: not "interrupted"
+        cid = store.query("SELECT campaign_id FROM runs WHERE id = ?", (run.id,))[0][0]
+    assert main(["campaign", "attach", "local", cid, "--json"]) == 0
+    out = _json(capsys)
+    assert out["state"] == "done" and out["variants"][0]["run_id"] == run.id
+    with RunStore() as store:
+        assert store.run(run.id).status == "done"  # type: ignore[union-attr]
+        reqs = store.requests(run.id)
+        assert len(reqs) == 60 and len({r["index"] for r in reqs}) == 60
+    # + the warm-up and the ignore_eos probe: none lost, none sent twice
+    assert srv.served() == 60 + 1 + 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 if TYPE_CHECKING:
     import asyncio
@@ -24,6 +24,16 @@ EXIT_NO_DRIVER = 3
 EXIT_BUSY = 4
 
 _lock = threading.Lock()
+# Where events go: stdout, unless a host-side campaign runner points them at its journal.
+_writer: Optional[Callable[[Dict[str, Any]], None]] = None
+# Fields stamped on every event (the runner sets the run/variant an event belongs to).
+context: Dict[str, Any] = {}
+
+
+def set_writer(writer: Optional[Callable[[Dict[str, Any]], None]]) -> None:
+    """Send every event to ``writer(event)`` instead of stdout (None: back to stdout)."""
+    global _writer
+    _writer = writer
 
 
 def make_event(type_: str, **fields: Any) -> Dict[str, Any]:
@@ -33,9 +43,15 @@ def make_event(type_: str, **fields: Any) -> Dict[str, Any]:
 
 
 def emit(type_: str, **fields: Any) -> None:
-    """Write one event line to stdout and flush it (thread-safe)."""
-    line = json.dumps(make_event(type_, **fields), separators=(",", ":"), allow_nan=False,
-                      default=str)
+    """Write one event line to stdout and flush it (thread-safe); with a writer set
+    (:func:`set_writer`), hand the event to it instead."""
+    event = make_event(type_, **context) if context else make_event(type_)
+    event.update(fields)
+    with _lock:
+        if _writer is not None:
+            _writer(event)
+            return
+    line = json.dumps(event, separators=(",", ":"), allow_nan=False, default=str)
     with _lock:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()

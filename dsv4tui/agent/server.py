@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from dsv4tui.agent import health, logparse, protocol
+from dsv4tui.agent import bench_lock, health, logparse, protocol
 from dsv4tui.agent.logs import ParsedTail, redactor, server_secrets
 from dsv4tui.agent.state import cache_dir
 
@@ -335,6 +335,7 @@ def start(args: Any) -> int:
                                       "host" % args.api_key_env)
         launch_argv += ["--api-key", key]
     with ServerLock("restart" if args.replace else "start"):
+        bench_lock.check_free("a restart")
         state = read_state()
         if _ours_alive(state):
             assert state is not None
@@ -557,6 +558,7 @@ def _stop_and_report(state: Dict[str, Any], grace: float, gpu_wait: float) -> Di
 
 def stop(args: Any) -> int:
     with ServerLock("stop"):
+        bench_lock.check_free("stopping the server")
         state = read_state()
         if not state or state.get("stopped_at"):
             protocol.emit("stopped", how="not_running", pid=state.get("pid") if state else None,
@@ -690,6 +692,8 @@ def _emit_wait_events(events: List[Dict[str, Any]], started: float, clock: Dict[
             continue
         elapsed = round(time.time() - started, 3)
         if ev["kind"] == "phase":
+            if ev["name"] == "ready":
+                clock["ready"] = True
             if clock["live"] and ev["name"] in ("kv_cache", "http_up", "ready"):
                 ev["duration_s"] = round(max(elapsed - clock["mark"], 0.0), 3)
                 ev["clock"] = "agent"
@@ -715,6 +719,13 @@ def wait_ready(state: Dict[str, Any], timeout: float, live: bool = False) -> int
             ready = tail.parser.current_phase in ("warmup", "ready") and \
                 health.health(int(state["port"]), probe, 1.0)["status"] == 200
         if ready:
+            _, events = tail.poll()  # the log's own ready line, if it is there already
+            _emit_wait_events(events, started, clock)
+            if not clock.get("ready"):  # /health said ready before the log did: say so
+                elapsed = round(time.time() - started, 3)
+                protocol.emit("log_event", elapsed_s=elapsed, event={
+                    "kind": "phase", "name": "ready", "clock": "agent", "source": "health",
+                    "duration_s": round(max(elapsed - clock["mark"], 0.0), 3)})
             fields = status_fields(state)
             if fields.get("state") == "starting":  # the log said ready; /health may lag a beat
                 fields.update(state="ready", phase="ready")

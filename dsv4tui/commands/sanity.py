@@ -68,6 +68,8 @@ def run(args: Any) -> int:
             async with open_bench(settings, host=args.host, url=args.url, profile=args.profile,
                                   model=args.model, api_key_env=args.api_key_env,
                                   transport=args.transport) as bench:
+                if bench.notice:
+                    print(f"note: {bench.notice}", file=sys.stderr)
                 runner = BenchRunner(bench.agent, store)
                 return await runner.sanity(bench.target, cases, host=bench.meta.host,
                                            timeout_s=args.timeout)

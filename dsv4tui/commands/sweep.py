@@ -10,11 +10,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from dsv4tui.agent.stats import level_json
-from dsv4tui.bench_runner import BenchRunner, SweepOutcome, open_bench
+from dsv4tui.campaign.sweep import SweepOutcome, SweepWatch
 from dsv4tui.commands.output import load_settings, print_json, run_async, table
 from dsv4tui.commands.sanity import add_target_args, check_target, print_sanity
 from dsv4tui.config import SweepPlan
-from dsv4tui.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, ConnectError, UserError
+from dsv4tui.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
 from dsv4tui.store import RunStore
 
 
@@ -71,9 +71,19 @@ class Progress:
         self.level: dict[str, Any] | None = None
         self.done = self.errors = 0
 
+    def note(self, text: str) -> None:
+        if self.level is not None and self.tty:
+            print("", file=self.stream)
+        print(text, file=self.stream, flush=True)
+
     def __call__(self, ev: dict[str, Any]) -> None:
         kind = ev.get("type")
-        if kind == "notice":
+        if kind == "store_waiting" and ev.get("waited_s", 0) >= 2:
+            self.note(f"note: the run store is busy ({ev.get('error')}); waiting, "
+                      f"{ev.get('pending')} events queued (the host's journal keeps them)")
+        elif kind == "store_ok" and ev.get("waited_s", 0) >= 2:
+            self.note(f"note: the run store is writable again after {ev.get('waited_s')} s")
+        elif kind == "notice":
             print(f"note: {ev.get('message')}", file=self.stream, flush=True)
         elif kind == "level_start":
             self.level, self.done, self.errors = ev, 0, 0
@@ -126,38 +136,76 @@ def level_table(levels: list[dict[str, Any]]) -> str:
                         "TTFT p99", "TPOT ms", "ITL ms", "ITL p99", "E2E ms", "tokens"])
 
 
+async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
+                        watch: SweepWatch, say: Any) -> SweepOutcome:
+    """Start the sweep as a one-variant campaign on the host and collect it to its end,
+    reconnecting when the link drops; Ctrl-C cancels it on the host."""
+    from dsv4tui.bench_runner import find_target, gpu_names
+    from dsv4tui.campaign import session
+    from dsv4tui.campaign.plan import bench_target, sweep_spec
+    from dsv4tui.config import LOCAL
+    from dsv4tui.hosts.resolve import host_spec
+    from dsv4tui.hosts.supervisor import HostSupervisor
+
+    name = args.host or LOCAL
+    sup = HostSupervisor(host_spec(name, settings))
+    try:
+        host = await sup.wait_connected()
+        if args.url:
+            tspec: dict[str, Any] = {"mode": "url", "url": args.url, "model": args.model,
+                                     "api_key_env": args.api_key_env}
+        else:
+            tspec = bench_target(host.config, args.profile)
+            tspec.update({k: v for k, v in (("model", args.model),
+                                            ("api_key_env", args.api_key_env)) if v})
+        with RunStore() as store:
+            # which server, decided on the host now: a clear error before anything starts
+            _, meta, notice = await find_target(host.agent, tspec, host=host.name,
+                                                simulated=host.simulated, store=store)
+            if notice:
+                say(f"note: {notice}")
+            names = await gpu_names(host.agent) if args.host else []
+            spec = sweep_spec(label=args.label, plan=plan, cases=cases, target=tspec,
+                              host=host.name)
+            started = await session.start(host, spec, store)
+            cid = watch.campaign_id = str(started["id"])
+            say(f"sweep {args.label!r} runs on {host.name} (campaign {cid}); measuring "
+                f"{meta.backend or 'unknown'} / {meta.checkpoint or 'unknown'} "
+                f"(from the {meta.source.replace('_', ' ')})")
+            try:
+                await session.follow_to_end(
+                    sup.wait_connected, store, cid, on_event=watch, gpu_names=names,
+                    on_link=lambda why: say(f"link lost ({why}); the sweep goes on on "
+                                            f"{host.name}; reconnecting ..."))
+            except asyncio.CancelledError:  # Ctrl-C: stop it on the host, keep what finished
+                say("cancelling the sweep on the host ...")
+                with contextlib.suppress(UserError, OSError):
+                    await asyncio.wait_for(session.cancel(await asyncio.wait_for(
+                        sup.wait_connected(), 15), store, cid), 90)
+                raise
+    finally:
+        await sup.stop()
+    return watch.outcome()
+
+
 def run(args: Any) -> int:
     check_target(args)
     settings, _ = load_settings(args)
     plan = build_plan(settings.sweep, args)
     cases = None if args.no_sanity else (settings.sanity.suite() or None)
     progress = Progress()
+    watch = SweepWatch(args.label, sanity=cases is not None, then=progress)
 
-    async def go() -> SweepOutcome:
-        with RunStore() as store:
-            async with open_bench(settings, host=args.host, url=args.url, profile=args.profile,
-                                  model=args.model, api_key_env=args.api_key_env, store=store,
-                                  transport=args.transport) as bench:
-                runner = BenchRunner(bench.agent, store, on_event=progress)
-                telemetry = (asyncio.create_task(runner.follow_telemetry())
-                             if args.host else None)
-                try:
-                    return await runner.sweep(bench.target, plan, args.label, bench.meta,
-                                              sanity_cases=cases)
-                finally:
-                    if telemetry is not None:
-                        telemetry.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await telemetry
+    def say(text: str) -> None:
+        progress.note(text)
 
     try:
-        outcome = run_async(go())
-    except ConnectError as exc:
-        raise ConnectError(f"{exc.message}; finished requests are saved, the run is marked "
-                           "interrupted (dsv4tui runs list)") from None
+        outcome = run_async(sweep_on_host(settings, args, plan, cases, watch, say))
     except UserError as exc:
         if exc.exit_code == EXIT_INTERRUPTED:
-            print("sweep cancelled; finished requests are saved", file=sys.stderr)
+            cid = watch.campaign_id
+            print("sweep cancelled; finished requests are stored" + (
+                f" (campaign {cid})" if cid else ""), file=sys.stderr)
         raise
     if args.json:
         print_json(outcome.to_json())
@@ -166,8 +214,11 @@ def run(args: Any) -> int:
             print_sanity(outcome.sanity)
         if outcome.levels:
             print(level_table(outcome.levels))
+        errors = outcome.errors_by_kind()
         print(f"run {outcome.run_id} ({outcome.label}): {outcome.status}"
-              + (f": {outcome.error}" if outcome.error else ""))
+              + (f": {outcome.error}" if outcome.error else "")
+              + (f" [errors: {', '.join(f'{k} {n}' for k, n in sorted(errors.items()))}]"
+                 if errors else ""))
     if outcome.status != "done":
         if args.json and outcome.error:
             print(f"dsv4tui: sweep {outcome.status}: {outcome.error}", file=sys.stderr)

@@ -155,8 +155,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "ALTER TABLE launches ADD COLUMN argv_json TEXT",
         "CREATE UNIQUE INDEX launches_by_campaign_key ON launches(campaign_id, campaign_key)",
         "ALTER TABLE sanity_results ADD COLUMN campaign_id TEXT",
-        "ALTER TABLE sanity_results ADD COLUMN journal_offset INTEGER",
-        "CREATE UNIQUE INDEX sanity_by_journal ON sanity_results(campaign_id, journal_offset)",
+        "ALTER TABLE sanity_results ADD COLUMN journal_seq INTEGER",
+        "CREATE UNIQUE INDEX sanity_by_journal ON sanity_results(campaign_id, journal_seq)",
     ),
 ]
 

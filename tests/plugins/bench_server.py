@@ -191,6 +191,12 @@ class KnownServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def served(self) -> int:
+        """Streams the server finished sending (its own count, from ``/stats``)."""
+        import httpx
+
+        return int(httpx.get(self.url + "/stats", timeout=5).json()["requests"])
+
 
 @pytest.fixture
 def known_server() -> Iterator[Callable[..., KnownServer]]:

@@ -1,0 +1,491 @@
+"""The host-side campaign runner: restart -> ready -> sanity -> sweep, per variant, unattended.
+
+It runs in its own session and process group (forked by ``campaign start`` / ``resume``), so it
+outlives the SSH link, the console and the laptop. It holds the host's bench lock for its whole
+life (:mod:`bench_lock`), and everything it observes goes to the campaign's journal
+(:mod:`journal`): every agent event it causes — the server's stop/start/startup phases, sanity
+cases, every finished request, level and sweep — stamped with the variant, launch and run it
+belongs to, plus its own ``campaign_*``, ``variant_*``, ``launch_*``, ``run_*`` and
+``level_gpus`` events (docs/campaigns.md lists them). ``status.json`` beside the journal is a
+small summary for ``campaign status``; the journal stays the truth.
+
+GPU summaries per level come from a telemetry sampler the runner starts next to it (the
+agent's own ``telemetry`` command as a subprocess), so they exist even when no console is
+attached.
+
+SIGTERM (``campaign cancel``) ends it cleanly: the running sweep keeps what finished, the
+run and variant are recorded as cancelled, and ``campaign_end`` says whether the server it
+started is left running. SIGKILL leaves a journal without ``campaign_end``: ``campaign status``
+then says ``interrupted`` and where, and ``campaign resume`` runs what did not finish.
+
+Python >= 3.9, stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from typing import Any, Dict, List, Optional, Tuple
+
+from dsv4tui.agent import bench, bench_lock, protocol, server, target
+from dsv4tui.agent.gpu_window import GpuWindow
+from dsv4tui.agent.journal import Journal, events
+
+ENDED = ("done", "failed", "cancelled")
+RUN_OK = ("done",)
+
+
+class Cancelled(Exception):
+    """SIGTERM/SIGINT reached the runner between two steps."""
+
+
+# -- files of a campaign ---------------------------------------------------------------------
+
+def write_json(path: str, data: Dict[str, Any]) -> None:
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def agent_argv() -> List[str]:
+    """How to start this agent again (the zipapp we run from, or ``-m dsv4tui.agent``)."""
+    main = sys.argv[0] if sys.argv else ""
+    if main and os.path.isfile(main) and zipfile.is_zipfile(main):
+        return [sys.executable, main]
+    return [sys.executable, "-m", "dsv4tui.agent"]
+
+
+# -- GPU telemetry next to the runner --------------------------------------------------------
+
+class GpuSampler:
+    """The agent's ``telemetry`` command as a child process; frames kept for level summaries."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self.window = GpuWindow()
+        self.lock = threading.Lock()
+        self.proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
+        self.error: Optional[str] = None
+        self.frames = 0
+
+    def start(self) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                [*agent_argv(), "telemetry", "--interval", "%g" % self.interval,
+                 "--processes-every", "0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, close_fds=True)
+        except OSError as exc:
+            self.error = "telemetry could not start: %s" % exc
+            return
+        threading.Thread(target=self._read, name="gpu-sampler", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            ev = protocol.parse_event(raw.decode("utf-8", "replace"))
+            if ev is None:
+                continue
+            if ev.get("type") == "frame":
+                with self.lock:
+                    if self.window.add(ev):
+                        self.frames += 1
+            elif ev.get("type") == "error":
+                self.error = str(ev.get("message") or "telemetry failed")
+
+    def summary(self, t0: Any, t1: Any) -> List[Dict[str, Any]]:
+        if not isinstance(t0, (int, float)) or not isinstance(t1, (int, float)):
+            return []
+        with self.lock:
+            return self.window.summary(float(t0), float(t1))
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class RunSink(bench._Sink):
+    """The sweep's event sink: events to the journal from a thread (as ``bench sweep`` sends
+    them to stdout), and each level's GPU summary right after the level."""
+
+    def __init__(self, sampler: GpuSampler) -> None:
+        super().__init__()
+        self.sampler = sampler
+        self.levels: List[Dict[str, Any]] = []
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        super().emit(type_, **fields)
+        if type_ == "level":
+            self.levels.append(fields)
+            gpus = self.sampler.summary(fields.get("started_at"), fields.get("finished_at"))
+            if gpus:
+                super().emit("level_gpus", level=fields.get("level"), gpus=gpus)
+
+
+# -- the campaign -----------------------------------------------------------------------------
+
+class Status:
+    """``status.json``: what ``campaign status`` and ``list`` answer without reading the
+    whole journal."""
+
+    def __init__(self, path: str, spec: Dict[str, Any], attempt: int,
+                 prior: Optional[Dict[str, Any]]) -> None:
+        self.path = path
+        old = {v.get("name"): v for v in (prior or {}).get("variants") or []}
+        self.data: Dict[str, Any] = {
+            "id": spec["id"], "name": spec.get("name"), "kind": spec.get("kind", "campaign"),
+            "host": spec.get("host"), "state": "running", "attempt": attempt,
+            "created_at": spec.get("created_at"), "started_at": time.time(), "ended_at": None,
+            "current": None, "reason": None, "server": None,
+            "variants": [old.get(v["name"]) or {"name": v["name"], "label": v.get("label"),
+                                                  "state": "pending", "runs": [], "reason": None}
+                         for v in spec["variants"]]}
+
+    def variant(self, vi: int, **fields: Any) -> None:
+        self.data["variants"][vi].update(fields)
+        self.write()
+
+    def set(self, **fields: Any) -> None:
+        self.data.update(fields)
+        self.write()
+
+    def write(self) -> None:
+        self.data["updated_at"] = time.time()
+        write_json(self.path, self.data)
+
+
+def _agent_args(*argv: str) -> argparse.Namespace:
+    from dsv4tui.agent.__main__ import build_parser
+
+    return build_parser().parse_args(list(argv))
+
+
+def _target_args(tgt: Dict[str, Any]) -> List[str]:
+    out = ["--url", str(tgt["url"])]
+    if tgt.get("model"):
+        out += ["--model", str(tgt["model"])]
+    if tgt.get("api_key_env"):
+        out += ["--api-key-env", str(tgt["api_key_env"])]
+    return out
+
+
+def prior_state(journal_path: str) -> Dict[str, Any]:
+    """From an existing journal: attempts so far, finished variants, runs left open."""
+    attempt = 0
+    ended_variants: Dict[int, str] = {}
+    open_runs: Dict[str, Dict[str, Any]] = {}
+    for ev in events(journal_path):
+        kind = ev.get("type")
+        if kind in ("campaign_start", "campaign_resume"):
+            attempt = int(ev.get("attempt") or 0)
+        elif kind == "run_start":
+            open_runs[str(ev.get("run"))] = ev
+        elif kind == "run_end":
+            open_runs.pop(str(ev.get("run")), None)
+        elif kind == "variant_end" and ev.get("state") in ("done", "partial", "failed",
+                                                            "skipped"):
+            ended_variants[int(ev.get("variant") or 0)] = str(ev.get("state"))
+    return {"attempt": attempt, "ended": ended_variants, "open_runs": open_runs}
+
+
+class Campaign:
+    def __init__(self, cdir: str, spec: Dict[str, Any], sampler: GpuSampler,
+                 resume: bool) -> None:
+        self.cdir = cdir
+        self.spec = spec
+        self.sampler = sampler
+        self.resume = resume
+        self.journal_path = os.path.join(cdir, "journal.jsonl")
+        self.prior: Dict[str, Any] = prior_state(self.journal_path) if resume else {
+            "attempt": 0, "ended": {}, "open_runs": {}}
+        self.attempt = self.prior["attempt"] + (1 if resume else 0)
+        self.status = Status(os.path.join(cdir, "status.json"), spec, self.attempt,
+                             read_json(os.path.join(cdir, "status.json")) if resume else None)
+        self.started_server: Optional[int] = None
+
+    # the journal's context: which variant / launch / run the events that follow belong to
+    def _ctx(self, **fields: Any) -> None:
+        protocol.context.clear()
+        protocol.context.update({k: v for k, v in fields.items() if v is not None})
+
+    def run(self) -> str:
+        spec = self.spec
+        if self.resume:
+            protocol.emit("campaign_resume", id=spec["id"], attempt=self.attempt)
+            for key, ev in self.prior["open_runs"].items():
+                protocol.emit("run_end", run=key, variant=ev.get("variant"),
+                              status="interrupted", reason="the campaign runner stopped "
+                              "before this run finished (resumed: the variant runs again)")
+        else:
+            protocol.emit("campaign_start", id=spec["id"], name=spec.get("name"),
+                          kind=spec.get("kind", "campaign"), attempt=0,
+                          variants=[{"name": v["name"], "label": v.get("label"),
+                                     "restart": bool(v.get("launch"))}
+                                    for v in spec["variants"]],
+                          repeats=spec.get("repeats", 1), plan=spec.get("plan"),
+                          on_failure=spec.get("on_failure", "skip"))
+        state, reason = "done", None
+        try:
+            for vi, variant in enumerate(spec["variants"]):
+                if vi in self.prior["ended"]:
+                    continue
+                vstate, vreason = self.variant(vi, variant)
+                if vstate == "failed" and spec.get("on_failure") == "stop":
+                    state, reason = "failed", "stopped after variant %s failed: %s" % (
+                        variant["name"], vreason)
+                    for later in range(vi + 1, len(spec["variants"])):
+                        self._variant_end(later, "skipped", "the campaign stopped (on_failure "
+                                          "= stop)", [])
+                    break
+        except Cancelled:
+            state, reason = "cancelled", "cancelled"
+        self._ctx()
+        server_note = self._server_note()
+        states = [v.get("state") for v in self.status.data["variants"]]
+        protocol.emit("campaign_end", state=state, reason=reason, server=server_note,
+                      variants=[{"name": v["name"], "state": v.get("state"),
+                                 "reason": v.get("reason"), "runs": v.get("runs")}
+                                for v in self.status.data["variants"]],
+                      failed=sum(1 for s in states if s == "failed"))
+        self.status.set(state=state, reason=reason, ended_at=time.time(), current=None,
+                        server=server_note)
+        return state
+
+    def _server_note(self) -> Dict[str, Any]:
+        st = server.read_state()
+        alive = server._ours_alive(st)
+        return {"running": alive, "pid": (st or {}).get("pid") if alive else None,
+                "started_by_campaign": self.started_server is not None,
+                "text": ("the server (pid %s) is left running" % st.get("pid")  # type: ignore
+                         if alive else "no server of ours is running")}
+
+    def _variant_end(self, vi: int, state: str, reason: Optional[str],
+                     lines: List[str]) -> None:
+        self._ctx(variant=vi)
+        protocol.emit("variant_end", variant=vi, name=self.spec["variants"][vi]["name"],
+                      state=state, reason=reason, error_lines=lines[-20:])
+        self.status.variant(vi, state=state, reason=reason, error_lines=lines[-20:],
+                            ended_at=time.time())
+
+    def variant(self, vi: int, variant: Dict[str, Any]) -> Tuple[str, Optional[str]]:
+        self._ctx(variant=vi)
+        protocol.emit("variant_start", variant=vi, name=variant["name"],
+                      label=variant.get("label"), attempt=self.attempt,
+                      restart=bool(variant.get("launch")))
+        self.status.set(current={"variant": vi, "phase": "starting"})
+        try:
+            state, reason, lines = self._variant(vi, variant)
+        except (KeyboardInterrupt, Cancelled):
+            self._variant_end(vi, "cancelled", "cancelled", [])
+            raise Cancelled() from None
+        self._variant_end(vi, state, reason, lines)
+        return state, reason
+
+    def _launch(self, vi: int, variant: Dict[str, Any]) -> Tuple[Optional[str], List[str],
+                                                                   Optional[str]]:
+        """Restart the server for this variant: ``(failure reason, error lines, launch key)``."""
+        launch = variant["launch"]
+        key = "v%d.a%d" % (vi, self.attempt)
+        self._ctx(variant=vi, launch=key)
+        self.status.variant(vi, state="restarting")
+        protocol.emit("launch_start", launch=key, variant=vi, profile_name=launch.get(
+            "profile_name"), backend=launch.get("backend"), checkpoint=launch.get("checkpoint"),
+            changes=launch.get("changes"), argv=server.redact(launch.get("argv") or []),
+            profile=launch.get("profile"))
+        args = _agent_args(*launch["agent_args"])
+        t0 = time.time()
+        try:
+            server.start(args)
+        except protocol.AgentError as err:
+            lines = [str(x) for x in err.details.get("last_errors") or []]
+            tail = [str(x) for x in err.details.get("tail") or []]
+            protocol.emit("launch_end", launch=key, ok=False, kind=err.kind, error=err.message,
+                          last_errors=lines, tail=tail[-20:],
+                          elapsed_s=round(time.time() - t0, 3))
+            st = server.read_state()
+            if st and st.get("started_at", 0) >= t0:
+                self.started_server = st.get("pid")
+            return "startup failed: %s" % err.message, lines or tail[-10:], key
+        except KeyboardInterrupt:
+            protocol.emit("launch_end", launch=key, ok=False, kind="cancelled",
+                          error="cancelled while the server was starting (it keeps starting)",
+                          elapsed_s=round(time.time() - t0, 3))
+            raise Cancelled() from None
+        st = server.read_state() or {}
+        self.started_server = st.get("pid")
+        protocol.emit("launch_end", launch=key, ok=True, pid=st.get("pid"),
+                      argv=st.get("argv"), startup_s=round(time.time() - float(
+                          st.get("started_at") or t0), 3), elapsed_s=round(time.time() - t0, 3))
+        return None, [], key
+
+    def _variant(self, vi: int, variant: Dict[str, Any]
+                 ) -> Tuple[str, Optional[str], List[str]]:
+        spec = self.spec
+        launch_key = None
+        if variant.get("launch"):
+            why, lines, launch_key = self._launch(vi, variant)
+            if why is not None:
+                return "failed", why, lines
+        self._ctx(variant=vi)
+        try:
+            tgt = target.find(variant.get("target") or {"mode": "ours"})
+        except protocol.AgentError as err:
+            return "failed", err.message, []
+        if tgt.get("notice"):
+            protocol.emit("notice", kind="foreign_server", message=tgt["notice"])
+        meta = target.describe(tgt)
+        repeats = max(1, int(spec.get("repeats") or 1))
+        worst = "done"
+        for r in range(repeats):
+            key = "v%d.r%d.a%d" % (vi, r, self.attempt)
+            status, reason, lines = self._run(vi, variant, r, key, tgt, meta, launch_key)
+            if status == "cancelled":
+                raise Cancelled()
+            if status == "failed":
+                return "failed", reason, lines
+            if status != "done":
+                worst = "partial"
+        return worst, None if worst == "done" else "a run did not complete every request", []
+
+    def _run(self, vi: int, variant: Dict[str, Any], repeat: int, key: str,
+             tgt: Dict[str, Any], meta: Dict[str, Any], launch_key: Optional[str]
+             ) -> Tuple[str, Optional[str], List[str]]:
+        spec = self.spec
+        self._ctx(variant=vi, run=key)
+        runs = self.status.data["variants"][vi].setdefault("runs", [])
+        runs.append(key)
+        self.status.variant(vi, state="sanity" if spec.get("cases") else "running")
+        self.status.set(current={"variant": vi, "run": key, "phase": "sanity"})
+        protocol.emit("run_start", run=key, variant=vi, repeat=repeat,
+                      label=variant.get("label") or variant["name"], plan=spec.get("plan"),
+                      meta=meta, launch=launch_key, url=tgt["url"], model=tgt.get("model"),
+                      allow_busy=bool((spec.get("plan") or {}).get("allow_busy")))
+        cases = spec.get("cases")
+        if cases:
+            args = _agent_args("bench", "sanity", *_target_args(tgt), "--cases-json",
+                               json.dumps(cases), "--timeout",
+                               "%g" % float(spec.get("sanity_timeout_s") or 120))
+            try:
+                failed = bench.run_loop(bench._sanity(args, list(cases)))
+            except protocol.AgentError as err:
+                return self._end_run(key, "failed", "sanity could not run: %s" % err.message)
+            except KeyboardInterrupt:
+                return self._end_run(key, "cancelled", "cancelled during the sanity check")
+            if failed:
+                return self._end_run(key, "failed", "sanity failed: %d of %d cases" % (
+                    failed, len(cases)))
+        self.status.variant(vi, state="running")
+        self.status.set(current={"variant": vi, "run": key, "phase": "sweep"})
+        plan = dict(spec.get("plan") or {})
+        args = _agent_args("bench", "sweep", *_target_args(tgt), "--plan-json",
+                           json.dumps(plan))
+        sink = RunSink(self.sampler)
+        try:
+            sweep = bench.execute_sweep(args, bench.build_plan(args), sink)
+        except protocol.AgentError as err:
+            return self._end_run(key, "failed", err.message)
+        finally:
+            sink.close()
+        for lv in sink.levels:  # frames that arrived after each level's event
+            gpus = self.sampler.summary(lv.get("started_at"), lv.get("finished_at"))
+            if gpus:
+                protocol.emit("level_gpus", level=lv.get("level"), gpus=gpus, final=True)
+        status, reason, lines = sweep.status, sweep.reason, []
+        if tgt.get("ours"):
+            st = server.read_state()
+            if st is not None and not server._ours_alive(st):
+                fields = server.status_fields(st)
+                lines = [str(x) for x in fields.get("last_errors") or []]
+                code = fields.get("exit_code")
+                how = "exit code %s" % code if code is not None else (
+                    "signal %s" % fields["signal"] if fields.get("signal") else "it is gone")
+                status, reason = "failed", "the server died during the sweep (%s)%s" % (
+                    how, ": " + str(fields.get("cause")) if fields.get("cause") else "")
+        if status == "cancelled":
+            return self._end_run(key, "cancelled", reason or "cancelled")
+        return self._end_run(key, status if status in ("done", "partial", "failed") else
+                             "failed", reason, lines)
+
+    def _end_run(self, key: str, status: str, reason: Optional[str],
+                 lines: Optional[List[str]] = None) -> Tuple[str, Optional[str], List[str]]:
+        protocol.emit("run_end", run=key, status=status, reason=reason,
+                      error_lines=(lines or [])[-20:])
+        return status, reason, lines or []
+
+
+# -- the process ------------------------------------------------------------------------------
+
+def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
+    """The runner's body (in the forked, detached process)."""
+    spec = read_json(os.path.join(cdir, "spec.json"))
+
+    def handshake(reply: Dict[str, Any]) -> None:
+        if handshake_fd is not None:
+            try:
+                os.write(handshake_fd, json.dumps(reply).encode())
+                os.close(handshake_fd)
+            except OSError:
+                pass
+
+    if spec is None:
+        handshake({"error": {"kind": "not_found", "message": "no readable spec.json in %s"
+                             % cdir}})
+        return 2
+    info = {"id": spec["id"], "name": spec.get("name"), "kind": spec.get("kind", "campaign")}
+    if not bench_lock.acquire(info):
+        err = bench_lock.busy_error(bench_lock.holder(), "another campaign")
+        handshake({"error": {"kind": err.kind, "message": err.message,
+                             "holder": bench_lock.holder()}})
+        return protocol.EXIT_BUSY
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    runner_path = os.path.join(cdir, "runner.json")
+    record = {"pid": os.getpid(), "proc_start": server.proc_start(os.getpid()),
+              "started_at": time.time(), "state": "running", "resume": resume}
+    write_json(runner_path, record)
+    journal = Journal(os.path.join(cdir, "journal.jsonl"))
+    protocol.set_writer(journal.write)
+    handshake({"ok": True, "pid": os.getpid()})
+    sampler = GpuSampler(float(spec.get("telemetry_interval_s") or 1.0))
+    sampler.start()
+    state = "failed"
+    try:
+        state = Campaign(cdir, spec, sampler, resume).run()
+    except KeyboardInterrupt:
+        state = "cancelled"
+        protocol.context.clear()
+        protocol.emit("campaign_end", state="cancelled", reason="cancelled")
+    except BaseException as exc:  # the journal says why, then the runner is gone
+        protocol.context.clear()
+        protocol.emit("campaign_end", state="failed", reason="the runner failed: %s: %s" % (
+            type(exc).__name__, exc))
+        raise
+    finally:
+        sampler.stop()
+        protocol.set_writer(None)
+        journal.close()
+        record.update(state=state, ended_at=time.time())
+        write_json(runner_path, record)
+        bench_lock.release()
+    return 0

@@ -1,0 +1,314 @@
+"""Journal events into the run store: the console's half of a campaign.
+
+:class:`Collector` applies journal events to the store (runs, launches, requests, levels, GPU
+summaries, sanity answers, the campaign's state) — idempotently, so events read twice add
+nothing — and keeps the journal offset already stored, so attaching again reads only what is
+missing. :func:`collect` is the loop: the agent's ``campaign follow`` stream -> a bounded queue
+-> one writer (batches in one transaction each, retried while the store is busy, never
+dropped: the journal on the host stays the backstop) -> the store.
+
+Listeners (the CLI's progress line, the dashboard) get each event as it arrives, before it is
+stored, plus ``run_started`` / ``run_finished`` / ``run_stored`` (the store's run id for a run
+key) and ``store_waiting`` / ``store_ok`` when the store is busy and recovers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dsv4tui.store import RunStore, StoreError
+from dsv4tui.store import campaigns as cstore
+
+EventCallback = Callable[[dict[str, Any]], None]
+BATCH = 1000
+QUEUE_MAX = 100_000  # ~ 200 MB of request events at worst; the reader waits beyond it
+FINAL_STATES = ("done", "failed", "cancelled", "interrupted")
+
+
+class AgentLike(Protocol):
+    def events(self, *args: str) -> Any: ...
+
+
+class Collector:
+    """Applies one campaign's journal events to the store (call from one thread at a time)."""
+
+    def __init__(self, store: RunStore, host: str, cid: str, *, gpu_names: Iterable[str] = (),
+                 simulated: bool = False) -> None:
+        self.store = store
+        self.host = host
+        self.cid = cid
+        self.gpu_names = list(gpu_names)
+        self.simulated = simulated
+        cstore.ensure(store, cid, host=host, name=cid, kind="campaign")
+        self.reload()
+
+    def reload(self) -> None:
+        """In-memory state from the store (after a failed batch rolled back)."""
+        row = cstore.get(self.store, self.cid)
+        self.offset = row.journal_offset if row else 0
+        self.state = row.state if row else "running"
+        self.detail: dict[str, Any] = dict(row.detail) if row else {}
+        self.detail.setdefault("variants", [])
+        self.detail.setdefault("torn", [])
+        self.runs = cstore.run_ids(self.store, self.cid)
+        self.launches = cstore.launch_ids(self.store, self.cid)
+        self.run_target: dict[str, tuple[str | None, str | None]] = {}
+        self._dirty = False
+
+    # -- the detail dict: variants as the matrix shows them ---------------------------------
+    def _variant(self, vi: Any) -> dict[str, Any]:
+        variants = self.detail["variants"]
+        idx = int(vi or 0)
+        while len(variants) <= idx:
+            variants.append({"name": f"variant {len(variants)}", "state": "pending",
+                             "runs": [], "reason": None})
+        return variants[idx]  # type: ignore[no-any-return]
+
+    def apply_batch(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Store ``events`` in one transaction; returns the events to tell listeners."""
+        told: list[dict[str, Any]] = []
+        with self.store.transaction():
+            for ev in events:
+                self._apply(ev, told)
+            if self._dirty:
+                cstore.update(self.store, self.cid, detail=self.detail)
+                self._dirty = False
+        return told
+
+    def _run_id(self, ev: Mapping[str, Any]) -> int | None:
+        key = ev.get("run")
+        return self.runs.get(str(key)) if key is not None else None
+
+    def _apply(self, ev: dict[str, Any], told: list[dict[str, Any]]) -> None:
+        kind = ev.get("type")
+        store, cid = self.store, self.cid
+        if kind == "journal_pos":
+            self.offset = int(ev.get("offset") or 0)
+            cstore.update(store, cid, offset=self.offset)
+            return
+        if kind == "campaign_start":
+            variants = [{"name": v.get("name"), "label": v.get("label"), "state": "pending",
+                         "runs": [], "reason": None, "restart": v.get("restart")}
+                        for v in ev.get("variants") or []]
+            if not self.detail["variants"]:
+                self.detail["variants"] = variants
+            self.detail.update(repeats=ev.get("repeats"), plan=ev.get("plan"),
+                               on_failure=ev.get("on_failure"))
+            self._dirty = True
+            cstore.update(store, cid, name=str(ev.get("name") or cid),
+                          kind=str(ev.get("kind") or "campaign"), state="running",
+                          spec={"plan": ev.get("plan"), "variants": ev.get("variants"),
+                                "repeats": ev.get("repeats")})
+            self.state = "running"
+        elif kind == "campaign_resume":
+            self.detail["attempt"] = ev.get("attempt")
+            self._dirty = True
+            cstore.update(store, cid, state="running")
+            self.state = "running"
+        elif kind == "variant_start":
+            v = self._variant(ev.get("variant"))
+            v.update(state="restarting" if ev.get("restart") else "running", reason=None,
+                     name=ev.get("name") or v.get("name"), started_at=ev.get("t"))
+            self.detail["current"] = ev.get("variant")
+            self._dirty = True
+        elif kind == "launch_start":
+            key = str(ev.get("launch"))
+            self.launches[key] = cstore.add_launch(
+                store, cid, key, host=self.host, profile_name=ev.get("profile_name"),
+                profile=ev.get("profile"), backend=ev.get("backend"),
+                checkpoint=ev.get("checkpoint"), changes=ev.get("changes"),
+                argv=ev.get("argv"), created_at=ev.get("t"))
+        elif kind == "launch_end":
+            lid = self.launches.get(str(ev.get("launch")))
+            if lid is not None:
+                cstore.end_launch(store, lid, ok=bool(ev.get("ok")), startup_s=ev.get(
+                    "startup_s"), error=ev.get("error"), pid=ev.get("pid"))
+        elif kind == "run_start":
+            self._run_start(ev, told)
+        elif kind == "sanity_case":
+            rid = self._run_id(ev)
+            url, model = self.run_target.get(str(ev.get("run")), (None, None))
+            cstore.add_sanity(store, cid, int(ev.get("seq") or 0), ev, host=self.host,
+                              url=url, model=model, run_id=rid)
+        elif kind == "sanity":
+            rid = self._run_id(ev)
+            if rid is not None:
+                store.update_run(rid, sanity_passed=bool(ev.get("passed")))
+        elif kind == "bench_target":
+            rid = self._run_id(ev)
+            if rid is not None:
+                fields = {k: ev[k] for k in ("model", "url", "server_version")
+                          if ev.get(k) is not None}
+                store.update_run(rid, **fields)
+        elif kind == "request":
+            rid = self._run_id(ev)
+            if rid is not None:
+                store.add_request(rid, ev)
+        elif kind == "level":
+            rid = self._run_id(ev)
+            if rid is not None:
+                store.add_level(rid, ev)
+        elif kind == "level_gpus":
+            rid = self._run_id(ev)
+            if rid is not None and ev.get("gpus"):
+                store.set_level_gpus(rid, int(ev.get("level") or 0), ev["gpus"])
+        elif kind == "run_end":
+            rid = self._run_id(ev)
+            if rid is not None:
+                cstore.finish_run(store, rid, str(ev.get("status") or "failed"),
+                                  ev.get("reason"), ev.get("t"))
+            told.append({"type": "run_finished", "run": ev.get("run"), "run_id": rid,
+                         "status": ev.get("status"), "error": ev.get("reason")})
+        elif kind == "variant_end":
+            v = self._variant(ev.get("variant"))
+            v.update(state=ev.get("state"), reason=ev.get("reason"),
+                     error_lines=ev.get("error_lines") or [], ended_at=ev.get("t"))
+            self._dirty = True
+        elif kind == "campaign_end":
+            self.state = str(ev.get("state") or "done")
+            self.detail["server"] = ev.get("server")
+            self.detail["current"] = None
+            self._dirty = True
+            cstore.update(store, cid, state=self.state, ended_at=ev.get("t") or time.time(),
+                          error=ev.get("reason"))
+        elif kind == "journal_torn":
+            torn = self.detail["torn"]
+            if all(t.get("offset") != ev.get("offset") for t in torn):
+                torn.append({k: ev.get(k) for k in ("offset", "end", "text")})
+                self._dirty = True
+        elif kind == "journal_end":
+            state = str(ev.get("state") or "")
+            if state == "interrupted" and self.state == "running":
+                self.state = state
+                for rid in cstore.open_runs(store, cid):
+                    cstore.finish_run(store, rid, "interrupted", ev.get("reason") or "the "
+                                      "campaign runner stopped before the run finished", None)
+                cstore.update(store, cid, state=state, error=ev.get("reason"))
+            elif state in FINAL_STATES and self.state != state:
+                self.state = state
+                cstore.update(store, cid, state=state)
+
+    def _run_start(self, ev: dict[str, Any], told: list[dict[str, Any]]) -> None:
+        key = str(ev.get("run"))
+        meta = ev.get("meta") or {}
+        launch_id = self.launches.get(str(ev.get("launch"))) if ev.get("launch") else None
+        if launch_id is None:
+            launch_id = cstore.launch_for_pid(self.store, self.host, meta.get("pid"))
+        variant = self._variant(ev.get("variant"))
+        rid = cstore.add_run(
+            self.store, self.cid, key, label=str(ev.get("label") or key), host=self.host,
+            meta=meta, url=ev.get("url"), model=ev.get("model"), plan=ev.get("plan"),
+            variant=variant.get("name"), repeat=ev.get("repeat"), launch_id=launch_id,
+            gpu_names=self.gpu_names, simulated=self.simulated or bool(meta.get("simulated")),
+            started_at=ev.get("t"))
+        self.runs[key] = rid
+        self.run_target[key] = (ev.get("url"), ev.get("model"))
+        if key not in variant.setdefault("runs", []):
+            variant["runs"].append(key)
+            self._dirty = True
+        told.append({"type": "run_stored", "run": key, "run_id": rid,
+                     "label": ev.get("label")})
+
+
+@dataclass
+class Collected:
+    """What an attach ended with."""
+
+    id: str
+    state: str  # done | failed | cancelled | interrupted | running (not followed to the end)
+    reason: str | None
+    offset: int
+    runs: dict[str, int] = field(default_factory=dict)
+    torn: list[dict[str, Any]] = field(default_factory=list)
+    events: int = 0
+    unstored: int = 0  # events not yet in the store when the attach gave up waiting for it
+
+
+def _ui_event(ev: dict[str, Any]) -> dict[str, Any] | None:
+    if ev.get("type") == "run_start":
+        return {"type": "run_started", "run": ev.get("run"), "run_id": None,
+                "label": ev.get("label"), "variant": ev.get("variant"), "meta": ev.get("meta")}
+    return None
+
+
+async def collect(agent: AgentLike, collector: Collector, *, follow: bool = True,
+                  on_event: EventCallback | None = None, flush_timeout: float = 120.0,
+                  queue_max: int = QUEUE_MAX) -> Collected:
+    """Stream the campaign's journal from the stored offset into the store.
+
+    Returns when the journal ends (the campaign ended, or its runner is gone; with
+    ``follow=False`` at the journal's current end). Raises ConnectError when the link drops,
+    after storing what arrived (the next attach continues from there).
+    """
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(queue_max)
+    tell = on_event or (lambda ev: None)
+    end: dict[str, Any] = {}
+    count = 0
+    writer = asyncio.create_task(_write_loop(queue, collector, tell))
+    args = ["campaign", "follow", collector.cid, "--offset", str(collector.offset)]
+    if not follow:
+        args.append("--no-wait")
+    unstored = 0
+    try:
+        async for ev in agent.events(*args):
+            count += 1
+            extra = _ui_event(ev)
+            tell(ev)
+            if extra is not None:
+                tell(extra)
+            await queue.put(ev)
+            if ev.get("type") == "journal_end":
+                end = ev
+    finally:
+        try:
+            await asyncio.wait_for(queue.put(None), flush_timeout)
+            await asyncio.wait_for(asyncio.shield(writer), flush_timeout)
+        except TimeoutError:
+            unstored = queue.qsize()
+            writer.cancel()
+            with contextlib.suppress(BaseException):
+                await writer
+    return Collected(collector.cid, str(end.get("state") or collector.state),
+                     end.get("reason"), collector.offset, dict(collector.runs),
+                     list(collector.detail.get("torn") or []), count, unstored)
+
+
+async def _write_loop(queue: asyncio.Queue[dict[str, Any] | None], collector: Collector,
+                      tell: EventCallback) -> None:
+    done = False
+    while not done:
+        item = await queue.get()
+        if item is None:
+            return
+        batch = [item]
+        while len(batch) < BATCH:
+            try:
+                nxt = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if nxt is None:
+                done = True
+                break
+            batch.append(nxt)
+        delay, waited_since = 0.2, None
+        while True:
+            try:
+                told = await asyncio.to_thread(collector.apply_batch, batch)
+                break
+            except StoreError as exc:
+                await asyncio.to_thread(collector.reload)
+                if waited_since is None:
+                    waited_since = time.monotonic()
+                tell({"type": "store_waiting", "error": exc.message, "pending": queue.qsize()
+                      + len(batch), "waited_s": round(time.monotonic() - waited_since, 1)})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        if waited_since is not None:
+            tell({"type": "store_ok", "waited_s": round(time.monotonic() - waited_since, 1)})
+        for ev in told:
+            tell(ev)

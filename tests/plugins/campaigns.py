@@ -1,0 +1,66 @@
+"""Campaign runners outlive the commands that start them (that is their point), so every test
+reaps what its campaigns left: runners (by pid, checked against their start time) and the
+servers they started (by process group), anywhere under the test's temporary directory.
+
+``campaign_dirs(root)`` lists the campaign directories under ``root``; ``wait_ended(cdir)``
+waits until a campaign's runner has finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plugins.sim import reap_server
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def runner_alive(cdir: Path) -> bool:
+    try:
+        rec = json.loads((cdir / "runner.json").read_text())
+    except (OSError, ValueError):
+        return False
+    start = _proc_start(int(rec.get("pid") or 0)) if rec.get("pid") else None
+    return start is not None and str(start) == str(rec.get("proc_start"))
+
+
+def campaign_dirs(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.rglob("campaigns/*/spec.json"))
+
+
+def wait_ended(cdir: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while runner_alive(cdir):
+        assert time.monotonic() < deadline, f"campaign runner of {cdir.name} still running"
+        time.sleep(0.05)
+
+
+def reap(root: Path) -> None:
+    for cdir in campaign_dirs(root):
+        if runner_alive(cdir):
+            rec = json.loads((cdir / "runner.json").read_text())
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(rec["pid"]), signal.SIGKILL)
+    for state in root.rglob("server.json"):
+        reap_server(state.parent)
+
+
+@pytest.fixture(autouse=True)
+def reap_campaigns(tmp_path: Path) -> Iterator[None]:
+    yield
+    reap(tmp_path)

@@ -1,0 +1,285 @@
+"""Campaigns end to end on this machine (host ``local``): the CLI -> the agent -> a detached
+runner -> the simulated SGLang server (real subprocesses) -> the journal -> the run store.
+
+Trouble with real parts: the runner killed with SIGKILL, a torn journal, a second campaign or
+a manual restart refused by the host's lock, and variants that fail to start, crash mid-sweep
+or answer wrongly. Link drops over SSH are in test_campaign_ssh.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from plugins.campaigns import campaign_dirs, runner_alive, wait_ended
+from plugins.sim import REPO, free_port, sim_profile
+
+from dsv4tui import paths
+from dsv4tui.cli import main
+from dsv4tui.config import ServerProfile
+from dsv4tui.store import RunStore
+from dsv4tui.store import campaigns as cstore
+
+SWEEP = '{ levels = [[1, 2], [2, 4]], output_len = 8, input_len = 8, warmup = 0 }'
+
+
+@pytest.fixture(autouse=True)
+def _agent_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + (os.pathsep + extra if extra else ""))
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    return json.dumps(v)
+
+
+def profile_toml(name: str, prof: ServerProfile) -> str:
+    fields = prof.model_dump(exclude_defaults=True)
+    fields["model_path"] = prof.model_path
+    body = "\n".join(f"{k} = {_toml_value(v)}" for k, v in fields.items())
+    return f"[hosts.local.profiles.{name}]\n{body}\n"
+
+
+def write_config(port: int, campaign: str, *, extra_profiles: str = "") -> None:
+    text = (profile_toml("mxfp4", sim_profile(port, backend="triton"))
+            + profile_toml("nvfp4", sim_profile(port, backend="marlin", checkpoint="NVFP4"))
+            + extra_profiles + "[hosts.local]\ndefault_profile = \"mxfp4\"\n" + campaign)
+    Path(os.environ["DSV4TUI_CONFIG"]).write_text(text)
+
+
+def campaign_table(*variants: str, name: str = "story", more: str = "") -> str:
+    out = f'[campaigns.{name}]\nhost = "local"\nprofile = "mxfp4"\nsweep = {SWEEP}\n{more}\n'
+    for v in variants:
+        out += f"[[campaigns.{name}.variants]]\n{v}\n"
+    return out
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> Any:
+    return json.loads(capsys.readouterr().out)
+
+
+def agent_home() -> Path:
+    return paths.data_dir() / "local-agent"
+
+
+def test_the_story_campaign_runs_every_variant_and_records_what_each_ran(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    write_config(port, campaign_table(
+        'name = "MXFP4_triton"', 'name = "NVFP4_marlin"\nprofile = "nvfp4"',
+        'name = "NVFP4_triton"\nprofile = "nvfp4"\nmoe_runner_backend = "triton"',
+        'name = "NVFP4_trtllm_routed"\nprofile = "nvfp4"\n'
+        'moe_runner_backend = "flashinfer_trtllm_routed"'))
+    assert main(["campaign", "start", "story", "--dry-run", "--json"]) == 0
+    plan = _json(capsys)
+    assert [v["backend"] for v in plan["variants"]] == [
+        "triton", "marlin", "triton", "flashinfer_trtllm_routed"]
+    assert "--moe-runner-backend flashinfer_trtllm_routed" in plan["variants"][3]["command_line"]
+    code = main(["campaign", "start", "story", "--json"])
+    out = _json(capsys)
+    assert code == 1, out  # a variant failed (as it does on sm_120): the exit code says so
+    assert out["state"] == "done"
+    states = [(v["name"], v["state"]) for v in out["variants"]]
+    assert states == [("MXFP4_triton", "done"), ("NVFP4_marlin", "done"),
+                      ("NVFP4_triton", "done"), ("NVFP4_trtllm_routed", "failed")]
+    failed = out["variants"][3]
+    assert "no kernel image" in failed["reason"] and failed["run_id"] is None
+    assert any("no kernel image" in line for line in failed["error_lines"])
+    with RunStore() as store:
+        runs = {r.label: r for r in store.runs()}
+        assert set(runs) == {"MXFP4_triton", "NVFP4_marlin", "NVFP4_triton"}
+        assert [(runs[k].backend, runs[k].checkpoint) for k in sorted(runs)] == [
+            ("triton", "MXFP4"), ("marlin", "NVFP4"), ("triton", "NVFP4")]
+        for run in runs.values():
+            assert run.status == "done" and run.sanity_passed and run.launch_id is not None
+            assert [lv.concurrency for lv in store.levels(run.id)] == [1, 2]
+            assert len(store.requests(run.id)) == 6
+        launches = store.launches()
+        assert [(la.backend, la.ok) for la in reversed(launches)] == [
+            ("triton", True), ("marlin", True), ("triton", True),
+            ("flashinfer_trtllm_routed", False)]
+
+
+def test_runner_killed_is_interrupted_then_resumed_to_the_end(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    write_config(port, campaign_table(
+        'name = "first"', 'name = "second"\nprofile = "nvfp4"',
+        more='sweep = { levels = [[1, 2], [2, 40]], output_len = 48, input_len = 8, warmup = 0 }'
+    ).replace(f"sweep = {SWEEP}\n", "", 1))
+    assert main(["campaign", "start", "story", "--detach", "--json"]) == 0
+    cid = _json(capsys)["id"]
+    [cdir] = campaign_dirs(paths.data_dir())
+    journal = cdir / "journal.jsonl"
+    deadline = time.monotonic() + 60
+    while '"level":1' not in journal.read_text() or '"type":"request","v":1,"variant":0,' \
+            '"run":"v0.r0.a0","level":1' not in journal.read_text():
+        assert time.monotonic() < deadline, "the second level never started"
+        time.sleep(0.05)
+    pid = json.loads((cdir / "runner.json").read_text())["pid"]
+    os.kill(pid, signal.SIGKILL)
+    wait_ended(cdir)
+    assert main(["campaign", "status", "local", cid, "--json"]) == 0
+    status = _json(capsys)
+    assert status["state"] == "interrupted" and "during variant first" in status["reason"]
+    with RunStore() as store:
+        [run] = store.runs()
+        assert run.status == "interrupted" and 0 < len(store.requests(run.id)) < 42
+    assert main(["campaign", "resume", "local", cid, "--json"]) == 0
+    out = _json(capsys)
+    assert out["state"] == "done" and [v["state"] for v in out["variants"]] == ["done", "done"]
+    with RunStore() as store:
+        runs = store.runs()
+        assert sorted((r.label, r.status) for r in runs) == [
+            ("first", "done"), ("first", "interrupted"), ("second", "done")]
+        done = [r for r in runs if r.status == "done"]
+        assert all(len(store.requests(r.id)) == 42 for r in done)
+
+
+def test_a_torn_last_line_is_reported_and_everything_before_it_stored(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Power loss: the journal's last line is half written and the runner is gone."""
+    port = free_port()
+    write_config(port, campaign_table('name = "only"'))
+    assert main(["campaign", "start", "story", "--json"]) == 0
+    first = _json(capsys)
+    [cdir] = campaign_dirs(paths.data_dir())
+    lines = (cdir / "journal.jsonl").read_bytes().splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(lines) if b'"type":"level"' in ln)
+    # a new campaign directory with the journal up to a level, then half a line
+    torn_dir = cdir.parent / "20261201-000000-0000"
+    torn_dir.mkdir()
+    (torn_dir / "journal.jsonl").write_bytes(b"".join(lines[:cut]) + lines[cut][:40])
+    for name in ("spec.json", "status.json"):
+        (torn_dir / name).write_bytes((cdir / name).read_bytes())
+    (torn_dir / "status.json").write_text(json.dumps(
+        {**json.loads((cdir / "status.json").read_text()), "state": "running"}))
+    (torn_dir / "runner.json").write_text(json.dumps({"pid": 2 ** 22 + 7, "state": "running"}))
+    assert main(["campaign", "attach", "local", torn_dir.name, "--json"]) == 1
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["state"] == "interrupted" and len(out["torn"]) == 1
+    assert "torn journal line" in captured.err
+    with RunStore() as store:
+        run = store.run(out["variants"][0]["run_id"])
+        assert run is not None and run.status == "interrupted"
+        want = sum(1 for ln in lines[:cut] if b'"type":"request"' in ln)
+        assert len(store.requests(run.id)) == want > 0
+        assert first["variants"][0]["run_id"] != run.id
+
+
+def test_a_second_campaign_or_a_restart_is_refused_naming_the_holder(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    write_config(port, campaign_table(
+        'name = "long"', more="") .replace(
+        f"sweep = {SWEEP}", 'sweep = { levels = [[1, 400]], output_len = 64, warmup = 0 }'))
+    assert main(["campaign", "start", "story", "--detach", "--json"]) == 0
+    cid = _json(capsys)["id"]
+    [cdir] = campaign_dirs(paths.data_dir())
+    deadline = time.monotonic() + 60
+    while '"type":"level_start"' not in (cdir / "journal.jsonl").read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for argv in (["campaign", "start", "story"], ["server", "restart", "local"],
+                 ["server", "stop", "local"], ["sweep", "local", "--label", "beside"]):
+        assert main(argv) == 8, argv
+        err = capsys.readouterr().err
+        assert f"id {cid}" in err and "campaign 'story'" in err and "runner pid" in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert main(["campaign", "cancel", "local", cid]) == 0
+    assert "cancelled; finished requests are stored" in capsys.readouterr().out
+    with RunStore() as store:
+        [run] = store.runs()
+        assert run.status == "cancelled" and len(store.requests(run.id)) > 0
+
+
+def test_failed_startup_crash_and_wrong_answer_fail_their_variant_and_the_next_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    faulty = (
+        'name = "no_start"\nextra_args = ["--sim-speed", "200", "--sim-fault", "fail-startup"]',
+        'name = "wrong"\nextra_args = ["--sim-speed", "200", "--sim-fault", "wrong-answer"]',
+        'name = "crash"\nextra_args = ["--sim-speed", "200", "--sim-decode-speed", "20", '
+        '"--sim-fault", "crash-after:3"]',
+        'name = "fine"')
+    write_config(port, campaign_table(*faulty))
+    assert main(["campaign", "start", "story", "--json"]) == 1
+    out = _json(capsys)
+    by = {v["name"]: v for v in out["variants"]}
+    assert [by[n]["state"] for n in ("no_start", "wrong", "crash", "fine")] == [
+        "failed", "failed", "failed", "done"]
+    assert "startup failed" in by["no_start"]["reason"]
+    assert "sanity failed" in by["wrong"]["reason"]
+    assert "died during the sweep" in by["crash"]["reason"] or "failed" in by["crash"]["reason"]
+    with RunStore() as store:
+        wrong = store.run(by["wrong"]["run_id"])
+        assert wrong is not None and wrong.status == "failed" and wrong.sanity_passed is False
+        crash = store.run(by["crash"]["run_id"])
+        assert crash is not None and crash.status == "failed"
+        assert store.run(by["fine"]["run_id"]).status == "done"  # type: ignore[union-attr]
+
+
+def test_campaign_config_errors_are_one_line_with_the_key_path(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    cases = [
+        (campaign_table('name = "x"\nmoe_runner_backend = "nope"'),
+         "campaigns.story.variants[0] (x).moe_runner_backend"),
+        (campaign_table('name = "x"\nprofile = "missing"'), "unknown profile 'missing'"),
+        (campaign_table('name = "x"\nbogus = 1'), "'bogus' is not a launch profile field"),
+        (campaign_table('name = "x"', 'name = "x"'), "variant names must be unique"),
+        (campaign_table('name = "x"').replace(SWEEP, "{ levels = [[0, 1]] }"),
+         "campaigns.story.sweep.levels"),
+    ]
+    for text, needle in cases:
+        write_config(port, text)
+        assert main(["campaign", "start", "story", "--dry-run"]) == 2, needle
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    write_config(port, campaign_table('name = "x"'))
+    assert main(["campaign", "start", "nothere", "--dry-run"]) == 2
+    assert "no campaign 'nothere'" in capsys.readouterr().err
+
+
+def test_a_campaign_file_runs_like_a_config_campaign(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    port = free_port()
+    write_config(port, "")
+    f = tmp_path / "night.toml"
+    f.write_text(f'host = "local"\nprofile = "nvfp4"\nsweep = {SWEEP}\n'
+                 '[[variants]]\nname = "NVFP4_marlin"\n')
+    assert main(["campaign", "start", "--file", str(f), "--json"]) == 0
+    out = _json(capsys)
+    assert out["name"] == "night" and out["variants"][0]["state"] == "done"
+    assert main(["campaign", "list", "local", "--json"]) == 0
+    [listed] = _json(capsys)
+    assert listed["id"] == out["id"] and listed["state"] == "done"
+    # the server the campaign started is left running, and reported so
+    assert listed["server"]["running"] is True
+    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+
+
+def test_the_store_knows_the_campaign_and_runs_point_back(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    write_config(port, campaign_table('name = "a"', more="repeats = 2"))
+    assert main(["campaign", "start", "story", "--json"]) == 0
+    out = _json(capsys)
+    assert len(out["variants"][0]["run_ids"]) == 2  # repeats: run-to-run spread
+    with RunStore() as store:
+        camp = cstore.get(store, out["id"])
+        assert camp is not None and camp.state == "done" and camp.host == "local"
+        assert camp.journal_offset == (campaign_dirs(paths.data_dir())[0] / "journal.jsonl"
+                                       ).stat().st_size
+        rows = store.query("SELECT campaign_id, variant, repeat_idx FROM runs ORDER BY id")
+        assert [tuple(r) for r in rows] == [(out["id"], "a", 0), (out["id"], "a", 1)]
+    assert not any(runner_alive(d) for d in campaign_dirs(paths.data_dir()))

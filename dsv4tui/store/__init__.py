@@ -2,10 +2,11 @@
 
 from dsv4tui.store.compare import compare_runs
 from dsv4tui.store.gpu_window import GpuWindow
-from dsv4tui.store.models import RUN_STATUSES, Launch, Level, Run
-from dsv4tui.store.runstore import RunStore
+from dsv4tui.store.models import RUN_STATUSES, Launch, Level, Run, normalise_level
+from dsv4tui.store.runstore import RunStore, StoreBusy, StoreReadOnly, StoreWait
 from dsv4tui.store.schema import LATEST as SCHEMA_VERSION
 from dsv4tui.store.schema import StoreError
 
 __all__ = ["RUN_STATUSES", "SCHEMA_VERSION", "GpuWindow", "Launch", "Level", "Run", "RunStore",
-           "StoreError", "compare_runs"]
+           "StoreBusy", "StoreError", "StoreReadOnly", "StoreWait", "compare_runs",
+           "normalise_level"]

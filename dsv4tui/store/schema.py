@@ -2,17 +2,65 @@
 
 MIGRATIONS[i] takes a database from version i to i + 1, inside one transaction together with
 the new user_version, so a crash mid-migration leaves the old version intact. Never edit a
-released migration: append a new one.
+released migration: append a new one. A step is an SQL statement, or a function of the
+connection for what SQL alone cannot say safely (rebuilding a table from its own definition).
+Migrations run with foreign keys off (a rebuilt parent table must not cascade-delete its
+children); one with a function step must not add a single broken reference, or it is undone.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
+from collections.abc import Callable
 
 from dsv4tui.errors import UserError
 from dsv4tui.store.profiles import PROFILES_MIGRATION
 
-MIGRATIONS: list[tuple[str, ...]] = [
+Step = str | Callable[[sqlite3.Connection], None]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _runs_autoincrement(conn: sqlite3.Connection) -> None:
+    """Rebuild ``runs`` with ``id INTEGER PRIMARY KEY AUTOINCREMENT``: run ids never reused.
+
+    Why a rebuild and not a counter table: with a plain INTEGER PRIMARY KEY SQLite gives a
+    new row max(id) + 1, so deleting the newest run hands its id to the next one; a counter
+    only helps the inserts that read it, while AUTOINCREMENT (sqlite_sequence, which keeps the
+    highest id ever, across deletes, reopening and VACUUM) covers every INSERT, the lead's
+    campaign ingestion included, and no writer has to know. The new table is made from the
+    table's own stored definition (SQLite keeps every ALTER TABLE ADD COLUMN in it), so every
+    column, default and reference of any earlier migration is carried over as it is; the
+    indexes are made again from theirs. Foreign keys are off (migrate), so dropping the old
+    table does not cascade into levels / requests / sanity_results / level_gpus, and
+    references to ``runs`` by name resolve to the new table once it is renamed.
+    """
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+                       ).fetchone()
+    if row is None or "AUTOINCREMENT" in str(row[0]).upper():
+        return
+    new_sql, n = re.subn(r'^\s*CREATE\s+TABLE\s+(?:"runs"|runs)\s*\(\s*id\s+INTEGER\s+PRIMARY'
+                         r"\s+KEY\b", "CREATE TABLE runs_rebuilt (id INTEGER PRIMARY KEY "
+                         "AUTOINCREMENT", str(row[0]), flags=re.IGNORECASE)
+    if n != 1:
+        raise StoreError("cannot upgrade the run store: its runs table is not the one this "
+                         "dsv4tui made (the file was left as it is)")
+    extras = [r[0] for r in conn.execute(
+        "SELECT sql FROM sqlite_master WHERE tbl_name = 'runs' AND type IN ('index', 'trigger') "
+        "AND sql IS NOT NULL ORDER BY type, name")]
+    cols = ", ".join(_quote(r[1]) for r in conn.execute("PRAGMA table_info(runs)"))
+    conn.execute(new_sql)
+    conn.execute(f"INSERT INTO runs_rebuilt ({cols}) SELECT {cols} FROM runs ORDER BY id")
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_rebuilt RENAME TO runs")
+    for sql in extras:
+        conn.execute(sql)
+
+
+MIGRATIONS: list[tuple[Step, ...]] = [
     # 0 -> 1: runs, levels, requests, sanity results
     (
         """CREATE TABLE runs (
@@ -158,6 +206,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "ALTER TABLE sanity_results ADD COLUMN journal_seq INTEGER",
         "CREATE UNIQUE INDEX sanity_by_journal ON sanity_results(campaign_id, journal_seq)",
     ),
+    # 4 -> 5: run ids are never reused (runs rebuilt with AUTOINCREMENT; see the function)
+    (_runs_autoincrement,),
 ]
 
 LATEST = len(MIGRATIONS)
@@ -184,14 +234,33 @@ def migrate(conn: sqlite3.Connection, where: str, target: int = LATEST) -> int:
     """Bring the database up to ``target``; returns the version it had. ``conn`` must be in
     autocommit mode (isolation_level=None)."""
     start = check_version(conn, where)
-    for v in range(start, target):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in MIGRATIONS[v]:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {v + 1}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    if start >= target:
+        return start
+    fk = int(conn.execute("PRAGMA foreign_keys").fetchone()[0])
+    conn.execute("PRAGMA foreign_keys = OFF")  # only outside a transaction; see the docstring
+    try:
+        for v in range(start, target):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if version(conn) != v:  # another process migrated it meanwhile
+                    conn.execute("ROLLBACK")
+                    continue
+                rebuild = any(callable(step) for step in MIGRATIONS[v])
+                broken = len(conn.execute("PRAGMA foreign_key_check").fetchall()) if rebuild else 0
+                for step in MIGRATIONS[v]:
+                    if callable(step):
+                        step(conn)
+                    else:
+                        conn.execute(step)
+                if rebuild and len(conn.execute("PRAGMA foreign_key_check").fetchall()) > broken:
+                    raise StoreError(f"upgrading the run store {where} to schema {v + 1} would "
+                                     "break references between its tables; it was not upgraded")
+                conn.execute(f"PRAGMA user_version = {v + 1}")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {fk}")
     return start

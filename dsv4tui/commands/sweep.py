@@ -112,18 +112,17 @@ def _cell(v: Any, fmt: str = "{:.1f}") -> str:
 
 
 def level_table(levels: list[dict[str, Any]]) -> str:
+    from dsv4tui.campaign.columns import LEVEL_COLUMNS
+
     rows = []
     for lv in levels:
         j = level_json(lv)
-        rows.append([str(j["concurrency"]), str(j["requests"]), str(j["completed"]),
-                     str(j["errors"]), _cell(j["duration_s"]), _cell(j["output_tok_s"]),
-                     _cell(j["per_request_tok_s_mean"]), _cell(j["ttft_ms"]["mean"], "{:.0f}"),
-                     _cell(j["ttft_ms"]["p99"], "{:.0f}"), _cell(j["tpot_ms"]["mean"]),
-                     _cell(j["itl_ms"]["mean"]), _cell(j["itl_ms"]["p99"]),
-                     _cell(j["e2e_ms"]["mean"], "{:.0f}"),
+        rows.append([str(j["concurrency"]), str(j["requests"]), _cell(j["completed"], "{}"),
+                     _cell(j["errors"], "{}"), *(c.text(c.value(j)) for c in LEVEL_COLUMNS),
+                     _cell(j["duration_s"]),
                      (j["token_count_source"] or "-") + ("*" if lv.get("partial") else "")])
-    return table(rows, ["C", "n", "ok", "err", "dur s", "tok/s", "req tok/s", "TTFT ms",
-                        "TTFT p99", "TPOT ms", "ITL ms", "ITL p99", "E2E ms", "tokens"])
+    return table(rows, ["C", "n", "ok", "err", *(c.header for c in LEVEL_COLUMNS), "dur s",
+                        "tokens"])
 
 
 def run(args: Any) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.markup import escape
 from textual.widgets import Static
 
 from dsv4tui.screens.base import LogScreen
@@ -13,6 +12,7 @@ from dsv4tui.screens.model import UiModel, fmt_num
 from dsv4tui.widgets.gpu_panel import GpuPanel
 from dsv4tui.widgets.log_view import LogPanel
 from dsv4tui.widgets.startup import SanityResult
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
 from dsv4tui.widgets.throughput import ThroughputPanel
 

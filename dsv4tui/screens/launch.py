@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.markup import escape
 from textual.widgets import Static
 
 from dsv4tui.screens.base import LogScreen
@@ -13,6 +12,7 @@ from dsv4tui.screens.messages import PROFILES, SANITY, SERVER, STARTUP
 from dsv4tui.screens.model import UiModel
 from dsv4tui.widgets.log_view import LogPanel
 from dsv4tui.widgets.startup import SanityResult, StartupView
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
 
 

@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+
+from dsv4tui.campaign.labels import check_label, safe_text
+from dsv4tui.errors import UserError
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 
 _MODAL_CSS = """
 {name} {{ align: center middle; }}
@@ -71,9 +74,11 @@ class ErrorScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = self.title_text
-            yield Static(self.message, classes="dlg-text", markup=False)
+            yield Static(safe_text(self.message, keep_newlines=True), classes="dlg-text",
+                         markup=False)
             if self.details:
-                yield Static("\n".join(self.details[-12:]), classes="dlg-details", markup=False)
+                yield Static("\n".join(safe_text(d) for d in self.details[-12:]),
+                             classes="dlg-details", markup=False)
             with Horizontal(classes="dlg-buttons"):
                 yield Button("OK (enter)", id="ok", variant="error")
 
@@ -215,16 +220,17 @@ class SweepPlanScreen(ModalScreen[PlanInput | None]):
     def _read(self) -> PlanInput | None:
         err = self.query_one(".dlg-error", Static)
         try:
-            label = self.query_one("#plan-label", Input).value.strip()
-            if not label:
-                raise ValueError("the label is empty")
+            try:  # the core's rule: the CLI's --label and campaigns check the same
+                label = check_label(self.query_one("#plan-label", Input).value)
+            except UserError as exc:
+                raise ValueError(exc.message) from None
             levels = parse_levels(self.query_one("#plan-levels", Input).value)
             inp = int(self.query_one("#plan-in", Input).value or "0")
             out = int(self.query_one("#plan-out", Input).value or "0")
             if inp < 1 or out < 1:
                 raise ValueError("input and output tokens must be >= 1")
         except ValueError as exc:
-            err.update(str(exc))
+            err.update(escape(str(exc)))
             return None
         return PlanInput(label, levels, inp, out)
 

@@ -3,11 +3,11 @@ SIMULATED) and the connection-lost banner with the reconnect countdown."""
 
 from __future__ import annotations
 
-from textual.markup import escape
 from textual.timer import Timer
 from textual.widgets import Static
 
 from dsv4tui.screens.model import PHASE_LABELS, UiModel, fmt_duration
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
 
 _CONN_STYLE = {"connected": "$success", "connecting": "$warning", "reconnecting": "$warning",

@@ -501,7 +501,7 @@ class Dsv4App(ResponsiveApp):
         try:
             result = await server_control.restart(host, name, backend, on_phase=on_step)
         except BaseException as exc:
-            su.status, su.ended = "failed", self.model.mono()
+            su.finish("failed", self.model.mono())  # the phase clocks stop with the total
             excerpt = list(getattr(exc, "excerpt", None) or [])
             if excerpt:
                 su.error_lines = excerpt

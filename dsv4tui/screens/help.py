@@ -39,6 +39,9 @@ class HelpScreen(ModalScreen[None]):
     """
 
     def compose(self) -> ComposeResult:
+        from dsv4tui.screens.modals import banner
+
+        yield from banner(self)
         with Vertical() as box:
             box.border_title = "keys"
             yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)

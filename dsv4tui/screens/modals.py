@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
@@ -14,6 +15,16 @@ from textual.widgets.option_list import Option
 from dsv4tui.campaign.labels import check_label, safe_text
 from dsv4tui.errors import UserError
 from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
+
+
+def banner(screen: ModalScreen[Any]) -> ComposeResult:
+    """The connection banner, on top of a dialog too (when the app has a host model)."""
+    from dsv4tui.widgets.host_bar import DialogBanner
+
+    model = getattr(screen.app, "model", None)
+    if model is not None and hasattr(model, "conn"):
+        yield DialogBanner(model)
+
 
 _MODAL_CSS = """
 {name} {{ align: center middle; }}
@@ -38,6 +49,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.danger = danger
 
     def compose(self) -> ComposeResult:
+        yield from banner(self)
         with Vertical() as box:
             box.border_title = self.title_text
             yield Static(self.message, classes="dlg-text", markup=True)
@@ -72,6 +84,7 @@ class ErrorScreen(ModalScreen[None]):
         self.title_text, self.message, self.details = title, message, details or []
 
     def compose(self) -> ComposeResult:
+        yield from banner(self)
         with Vertical() as box:
             box.border_title = self.title_text
             yield Static(safe_text(self.message, keep_newlines=True), classes="dlg-text",
@@ -116,6 +129,7 @@ class PickerScreen(ModalScreen[str | None]):
         self.title_text, self.intro, self.choices = title, intro, choices
 
     def compose(self) -> ComposeResult:
+        yield from banner(self)
         with Vertical() as box:
             box.border_title = self.title_text
             yield Static(self.intro, classes="dlg-text", markup=True)
@@ -192,6 +206,7 @@ class SweepPlanScreen(ModalScreen[PlanInput | None]):
         self.gate = gate
 
     def compose(self) -> ComposeResult:
+        yield from banner(self)
         p = self.plan
         with Vertical() as box:
             box.border_title = "sweep plan"

@@ -83,6 +83,11 @@ class DecodeHistory:
     def latest(self) -> DecodeSample | None:
         return self.samples[-1] if self.samples else None
 
+    def current(self, now: float, max_age: float) -> DecodeSample | None:
+        """The latest sample if it is at most ``max_age`` seconds old (else it is history)."""
+        latest = self.latest
+        return latest if latest is not None and now - latest.t <= max_age else None
+
     def throughput(self) -> list[float]:
         return [s.gen_tok_s or 0.0 for s in self.samples]
 
@@ -158,6 +163,13 @@ class StartupView:
     @property
     def active(self) -> bool:
         return self.status in ("stopping", "starting")
+
+    def finish(self, status: str, now: float) -> None:
+        """The restart ended (``failed``): every clock stops now, the open phase included."""
+        self.status, self.ended = status, now
+        for ph in self.phases.values():
+            if ph.started is not None and ph.ended is None:
+                ph.ended = now
 
 
 @dataclass

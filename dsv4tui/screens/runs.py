@@ -54,6 +54,9 @@ def run_columns(width: int, natural: dict[str, int] | None = None
         else:
             del cols[step]
     spare = width - used()
+    if "ckpt" in cols and natural.get("label", 0) > _MIN["label"] + spare and width < 100:
+        del cols["ckpt"]  # narrow: the label (it usually names the checkpoint) before ckpt
+        spare = width - used()
     for key in ("backend", "host", "label"):  # up to their longest value, most useful first
         if key in cols and spare > 0:
             want = max(0, natural.get(key, 0) - int(cols[key][1]))  # type: ignore[call-overload]

@@ -146,3 +146,21 @@ class ConnectionBanner(Static):
         update_static(self, text)
         if self._timer is not None:
             self._timer.resume()
+
+
+class DialogBanner(ConnectionBanner):
+    """The connection banner on a dialog (the main screen's is under the dialog's shade and
+    is not redrawn while the dialog is up): docked on top, it checks the link twice a second
+    for as long as the dialog is open."""
+
+    DEFAULT_CSS = """
+    DialogBanner { dock: top; width: 100%; }
+    """
+
+    def on_mount(self) -> None:
+        self.set_interval(0.5, self.refresh_model)
+        self.refresh_model()
+
+    def refresh_model(self) -> None:
+        self._timer = None  # this banner's own interval keeps running (see on_mount)
+        super().refresh_model()

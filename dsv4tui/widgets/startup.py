@@ -48,6 +48,8 @@ class StartupView(Vertical):
     def refresh_model(self) -> None:
         su = self.model.startup
         now = self.model.mono()
+        if not su.active and su.ended is not None:
+            now = su.ended  # an ended restart's clocks stand still
         title = self.query_one(".su-title", Static)
         what = " · ".join(escape(x) for x in (su.profile, su.checkpoint, su.backend) if x)
         status = {"idle": "[$foreground-muted]no restart yet[/]",

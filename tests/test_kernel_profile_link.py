@@ -77,3 +77,21 @@ def test_an_older_store_gets_the_new_columns(tmp_path: Path) -> None:
         pid = profiles.save_profile(store, SUMMARY, host="ct200", launch_id=None,
                                     server_pid=7)
         assert profiles.get_profile(store, pid).server_pid == 7  # type: ignore[union-attr]
+
+
+def test_without_a_recorded_launch_the_server_start_decides(tmp_path: Path) -> None:
+    """The dashboard's restarts may not record launches: then a run that started after the
+    server process did (same host, same profile) is on this server; one before is not."""
+    with RunStore(tmp_path / "s.db") as store:
+        before = store.start_run(label="old", host="ct200", profile_name="nvfp4")
+        store.finish_run(before, "done")
+        started = time.time() + 0.01
+        st = {**status(333, "marlin"), "started_at": started}
+        ctx = kp.context_from_status(store, "ct200", st)
+        assert ctx.launch_id is None and ctx.server_started_at == started
+        assert kp.run_for_profile(store, ctx, time.time()) is None  # before this server
+        time.sleep(0.02)
+        run = store.start_run(label="new", host="ct200", profile_name="nvfp4")
+        assert kp.run_for_profile(store, ctx, time.time()) == run
+        other = kp.context_from_status(store, "ct200", {**st, "profile": {"name": "mxfp4"}})
+        assert kp.run_for_profile(store, other, time.time()) is None  # another profile

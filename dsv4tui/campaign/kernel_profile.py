@@ -68,6 +68,7 @@ class ServerContext:
     backend: str | None = None  # what the server runs
     checkpoint: str | None = None
     simulated: bool = False
+    server_started_at: float | None = None  # epoch: runs after it measured this server
 
 
 def launch_of(store: RunStore, host: str, pid: int | None) -> Launch | None:
@@ -95,7 +96,9 @@ def context_from_status(store: RunStore | None, host: str, status: Mapping[str, 
         server_pid=pid if isinstance(pid, int) else None,
         launch_id=launch.id if launch else None, backend=backend,
         checkpoint=prof.get("checkpoint") or prof.get("quantization")
-        or (launch.checkpoint if launch else None), simulated=simulated)
+        or (launch.checkpoint if launch else None), simulated=simulated,
+        server_started_at=float(status["started_at"]) if pid is not None and isinstance(
+            status.get("started_at"), (int, float)) else None)
 
 
 async def server_context(host: Any, store: RunStore | None,
@@ -114,14 +117,28 @@ async def server_context(host: Any, store: RunStore | None,
 def run_for_profile(store: RunStore, ctx: ServerContext, taken_at: float,
                     window_s: float = LINK_WINDOW_S) -> int | None:
     """The run a profile taken at ``taken_at`` belongs to: the host's newest run on the same
-    launch that was running then or had ended at most ``window_s`` before; else None."""
-    if ctx.launch_id is None:
+    launch that was running then or had ended at most ``window_s`` before; else None.
+
+    The same launch: the run records the launch id; a run without one (the launch was not
+    recorded) counts when it started after the server process did (the host runs one server
+    of ours: a run that started after it, on the same profile, measured it)."""
+    if ctx.launch_id is None and ctx.server_started_at is None:
         return None
     for run in store.runs(host=ctx.host, limit=50):
-        if run.launch_id != ctx.launch_id:
+        if not _same_launch(run, ctx):
             continue
         return run.id if _during_or_after(run, taken_at, window_s) else None
     return None
+
+
+def _same_launch(run: Run, ctx: ServerContext) -> bool:
+    if ctx.launch_id is not None and run.launch_id is not None:
+        return run.launch_id == ctx.launch_id
+    if run.launch_id is not None and ctx.launch_id is None:
+        return False  # the run names a launch; the server is not a launch we know of
+    if ctx.server_started_at is None or run.started_at < ctx.server_started_at:
+        return False
+    return not (run.profile_name and ctx.profile_name and run.profile_name != ctx.profile_name)
 
 
 def _during_or_after(run: Run, taken_at: float, window_s: float) -> bool:

@@ -38,9 +38,8 @@ from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import plain
 
 LIST_COLUMNS = (("", "mark", 2), ("#", "id", 4), ("backend", "backend", 12),
-                ("ckpt", "ckpt", 6), ("run", "run", 5), ("launch", "launch", 6),
-                ("C", "load", 4), ("step ms", "step", 8), ("tensor %", "tensor", 8),
-                ("date", "date", 16))
+                ("ckpt", "ckpt", 6), ("run", "run", 5), ("step ms", "step", 8),
+                ("tensor %", "tensor", 8), ("date", "date", 16))
 MAX_MARKED = 2
 
 
@@ -214,8 +213,6 @@ class ProfileScreen(DsvScreen):
         return (mark, str(item.id), safe_text(item.backend or "-"),
                 safe_text(item.checkpoint or "-"),
                 "-" if item.run_id is None else str(item.run_id),
-                "-" if item.launch_id is None else str(item.launch_id),
-                "-" if item.concurrency is None else str(item.concurrency),
                 _num(item.decode.get("interval_ms") or item.decode.get("mean_ms")),
                 _num(item.tensor_pct, "{:.2f}"), when)
 

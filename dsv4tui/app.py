@@ -62,6 +62,7 @@ from dsv4tui.screens.modals import (
 )
 from dsv4tui.screens.runs import CompareScreen, RunsScreen
 from dsv4tui.widgets.gpu_panel import GpuFrame
+from dsv4tui.widgets.text import esc
 
 FLUSH_S = 0.1  # model changes reach the screen at most this often
 LIVE_LEVEL_S = 0.5  # the running level's live TTFT/TPOT/tok/s are recomputed this often
@@ -177,12 +178,12 @@ class Dsv4App(ResponsiveApp):
         self._theme_class(name)
         self.theme_changed_signal.subscribe(self, lambda t: self._theme_class(t.name))
         if warning:
-            self.notify(warning, title="theme", severity="warning", timeout=8)
+            self.notify(warning, title="theme", severity="warning", timeout=8, markup=False)
         km, problems = keymap.check_keymap(self.settings.keymap)
         if km:
             self.set_keymap(km)
         for problem in problems:
-            self.notify(problem, title="config", severity="warning", timeout=8)
+            self.notify(problem, title="config", severity="warning", timeout=8, markup=False)
         for mode, cls in SCREENS.items():
             self.add_mode(mode, self._factory(cls))
         self._add_profile_mode()
@@ -615,10 +616,10 @@ class Dsv4App(ResponsiveApp):
             self.mark(SWEEP, SANITY)
             self.load_runs()
         if sw.status == "failed" and sw.detail:
-            self.notify(sw.detail, title="sweep failed", severity="error", timeout=10)
+            self.notify(sw.detail, title="sweep failed", severity="error", timeout=10, markup=False)
         elif sw.status == "done":
             self.notify(f"{sw.label}: best {m.fmt_num(sw.best_tok_s, 1)} tok/s",
-                        title="sweep done", timeout=6)
+                        title="sweep done", timeout=6, markup=False)
 
     # -- kernel profiles (the Profile screen posts these) ------------------------------------
     def on_profile_screen_reload(self, _message: Any) -> None:
@@ -782,7 +783,7 @@ class Dsv4App(ResponsiveApp):
             self.notify("no host attached", severity="warning")
             return False
         if not self.model.conn.connected:
-            self.notify(f"{self.model.conn.host} is not connected", severity="warning")
+            self.notify(f"{self.model.conn.host} is not connected", severity="warning", markup=False)
             return False
         return True
 
@@ -795,8 +796,8 @@ class Dsv4App(ResponsiveApp):
             self.model.server.profile == prof.name and self.model.server.backend) \
             else self.backend_for(prof.name)
         choices = backend_choices(prof.checkpoint, current, prof.quantization)
-        intro = (f"profile [b]{prof.name}[/b] · checkpoint [b]{prof.checkpoint}[/b]"
-                 f"{' · ' + prof.quantization if prof.quantization else ''}\n"
+        intro = (f"profile [b]{esc(prof.name)}[/b] · checkpoint [b]{esc(prof.checkpoint)}[/b]"
+                 f"{' · ' + esc(prof.quantization) if prof.quantization else ''}\n"
                  "only the backends that fit this checkpoint are listed")
 
         def chosen(value: str | None) -> None:
@@ -840,8 +841,8 @@ class Dsv4App(ResponsiveApp):
         state = self.model.server.state
         stop = ("the running server is stopped first" if state in ("ready", "starting")
                 else f"the server is {state}")
-        msg = (f"profile [b]{prof.name}[/b] · checkpoint [b]{prof.checkpoint}[/b] · "
-               f"backend [b]{be}[/b]\n{stop}; then the sanity prompts run.")
+        msg = (f"profile [b]{esc(prof.name)}[/b] · checkpoint [b]{esc(prof.checkpoint)}[/b] · "
+               f"backend [b]{esc(be)}[/b]\n{esc(stop)}; then the sanity prompts run.")
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -876,7 +877,7 @@ class Dsv4App(ResponsiveApp):
             self.notify("wait for the restart to finish", severity="warning")
             return
         plan = self.settings.sweep
-        gate = f"the sanity prompts run first · last result: {self.model.sanity.summary}"
+        gate = f"the sanity prompts run first · last result: {esc(self.model.sanity.summary)}"
         init = PlanInput(self.default_label(), list(plan.levels), plan.input_len, plan.output_len)
 
         def start(result: PlanInput | None) -> None:

@@ -269,3 +269,15 @@ async def test_connection_banner_shows_while_a_dialog_is_open() -> None:
         app.model.conn.state = "connected"
         await pilot.pause(0.7)
         assert not banner.has_class("-visible")
+
+
+def test_server_log_lines_cannot_drive_the_terminal() -> None:
+    from dsv4tui.widgets.log_lines import LogLines
+
+    logs = LogLines()
+    logs.extend(["\x1b[32mINFO\x1b[0m ready", "evil \x1b]0;title\x07 \x1b[2J done",
+                 "plain line [red]not markup[/]"])
+    texts = logs.tail(3)
+    assert texts[0] == "INFO ready"
+    assert "\x1b" not in texts[1] and "\x07" not in texts[1] and texts[1].endswith("done")
+    assert texts[2] == "plain line [red]not markup[/]"  # drawn as text, never parsed

@@ -44,7 +44,7 @@ def safe_text(text: object, *, keep_newlines: bool = False) -> str:
     ``keep_newlines``: newlines stay (multi-line messages), other controls are escaped.
     """
     s = "" if text is None else str(text)
-    if not any(is_control(ch) for ch in s):  # the common case: nothing to do
+    if s.isprintable() or not any(is_control(ch) for ch in s):  # the common case: as it is
         return s
     return "".join(ch if (keep_newlines and ch == "\n") or not is_control(ch) else _escape(ch)
                    for ch in s)
@@ -53,7 +53,11 @@ def safe_text(text: object, *, keep_newlines: bool = False) -> str:
 def safe_line(line: str) -> str:
     """One log line for the terminal: ANSI sequences dropped, other controls escaped; a
     carriage-return progress line keeps its last state (what a terminal would show)."""
-    text = _ANSI.sub("", line.rstrip("\r\n"))
+    text = line.rstrip("\r\n")
+    if text.isprintable():  # the common case, checked in C
+        return text
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
     if "\r" in text:
         text = text.split("\r")[-1]
     return safe_text(text)

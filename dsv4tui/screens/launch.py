@@ -34,8 +34,7 @@ def profile_markup(model: UiModel, next_backend: str | None = None) -> str:
     else:
         backend_rows.append(("moe backend", prof.backend))
     if nxt != prof.backend or backend_rows[0][0] == "running backend":
-        backend_rows.append(("next restart", nxt + (" (picked, b)" if nxt != prof.backend
-                                                    else "")))
+        backend_rows.append(("next restart", nxt))  # r: the backend picked with b, if any
     rows = [("profile", prof.name), ("checkpoint", prof.checkpoint),
             ("quantization", prof.quantization or "—"), *backend_rows,
             ("model", prof.model_path)]

@@ -69,6 +69,8 @@ class StartupView(Vertical):
                     continue
                 if ph.started is None:
                     mark = "[$foreground-muted]·[/]"
+                elif su.status == "failed" and su.current == name:
+                    mark = "[$error]✖[/]"  # the phase it failed in
                 elif ph.ended is not None or (su.current != name and su.current is not None):
                     mark = "[$success]✓[/]"
                 elif su.status == "failed":

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import csv
-import json
 import os
 import signal
 import threading
@@ -65,6 +63,7 @@ from dsv4tui.screens.modals import (
 )
 from dsv4tui.screens.runs import CompareScreen, RunsScreen
 from dsv4tui.widgets.gpu_panel import GpuFrame
+from dsv4tui.widgets.text import esc
 
 FLUSH_S = 0.1  # model changes reach the screen at most this often
 LIVE_LEVEL_S = 0.5  # the running level's live TTFT/TPOT/tok/s are recomputed this often
@@ -76,33 +75,22 @@ SCREENS: dict[str, type[DsvScreen]] = {
     "bench": BenchScreen, "runs": RunsScreen,
 }
 
-# Which checkpoints each MoE backend fits (the campaign's notes: sglang_choices).
-_BACKEND_FITS: dict[str, tuple[str, ...]] = {
-    "auto": ("MXFP4", "NVFP4", "FP8", "BF16"),
-    "triton": ("MXFP4", "NVFP4", "FP8", "BF16"),
-    "marlin": ("MXFP4", "NVFP4"),
-    "flashinfer_mxfp4": ("MXFP4",),
-    "flashinfer_cutlass": ("NVFP4", "FP8"),
-    "cutlass": ("NVFP4", "FP8"),
-    "flashinfer_trtllm_routed": ("NVFP4",),
-    "flashinfer_trtllm": ("NVFP4", "FP8"),
-    "deep_gemm": ("FP8",),
-    "triton_kernel": ("MXFP4",),
-}
-
-
-def backend_choices(checkpoint: str, current: str) -> list[Choice]:
-    """The backends that fit ``checkpoint`` (current one marked), with what each runs on."""
-    from dsv4tui import sglang_choices
+def backend_choices(checkpoint: str, current: str,
+                    quantization: str | None = None) -> list[Choice]:
+    """The backends that fit ``checkpoint`` (current one marked), with what each runs on
+    (the core's table, :mod:`dsv4tui.backends`: the CLI refuses the others)."""
+    from dsv4tui import backends, sglang_choices
 
     out = []
-    ckpt = checkpoint.upper()
     for name in sglang_choices.MOE_RUNNER_BACKENDS:
-        fits = _BACKEND_FITS.get(name)
-        if (fits is None or ckpt not in fits) and name != current:
+        fits = backends.fits(name)
+        misfit = backends.checkpoint_misfit(checkpoint, name, quantization)
+        known = fits is not None and backends.checkpoint_format(checkpoint, quantization)
+        if (not known or misfit is not None) and name != current:
             continue
         note = sglang_choices.MOE_BACKEND_NOTES.get(name, "")
-        fit = f"fits {', '.join(fits)}" if fits else "not known to fit this checkpoint"
+        fit = misfit or (f"fits {', '.join(fits)}" if fits else
+                         "not known to fit this checkpoint")
         out.append(Choice(name, name, f"{fit} — {note}" if note else fit, current=name == current))
     return out
 
@@ -194,12 +182,12 @@ class Dsv4App(ResponsiveApp):
         self._theme_class(name)
         self.theme_changed_signal.subscribe(self, lambda t: self._theme_class(t.name))
         if warning:
-            self.notify(warning, title="theme", severity="warning", timeout=8)
+            self.notify(warning, title="theme", severity="warning", timeout=8, markup=False)
         km, problems = keymap.check_keymap(self.settings.keymap)
         if km:
             self.set_keymap(km)
         for problem in problems:
-            self.notify(problem, title="config", severity="warning", timeout=8)
+            self.notify(problem, title="config", severity="warning", timeout=8, markup=False)
         for mode, cls in SCREENS.items():
             self.add_mode(mode, self._factory(cls))
         self._add_profile_mode()
@@ -517,7 +505,7 @@ class Dsv4App(ResponsiveApp):
             result = await server_control.restart(host, name, backend, on_phase=on_step,
                                                   store=self._store)
         except BaseException as exc:
-            su.status, su.ended = "failed", self.model.mono()
+            su.finish("failed", self.model.mono())  # the phase clocks stop with the total
             excerpt = list(getattr(exc, "excerpt", None) or [])
             if excerpt:
                 su.error_lines = excerpt
@@ -670,10 +658,11 @@ class Dsv4App(ResponsiveApp):
             self.mark(SWEEP, SANITY)
             self.load_runs()
         if sw.status in ("failed", "partial") and sw.detail:
-            self.notify(sw.detail, title=f"sweep {sw.status}", severity="error", timeout=10)
+            self.notify(sw.detail, title=f"sweep {sw.status}", severity="error", timeout=10,
+                        markup=False)
         elif sw.status == "done":
             self.notify(f"{sw.label}: best {m.fmt_num(sw.best_tok_s, 1)} tok/s",
-                        title="sweep done", timeout=6)
+                        title="sweep done", timeout=6, markup=False)
 
     @work(group="cancel", exclusive=True, exit_on_error=False)
     async def cancel_sweep(self, cid: str) -> None:
@@ -715,37 +704,43 @@ class Dsv4App(ResponsiveApp):
 
     @work(group="profile", exclusive=True, exit_on_error=False)
     async def take_profile(self, steps: int, concurrency: int) -> None:
-        """Steady load + SGLang's /start_profile on the host (agent), then store it with the
-        host's latest run."""
-        from dsv4tui.commands.profile import agent_args, collect_profile, store_profile
+        """Steady load + SGLang's /start_profile on the host (agent), stored with the server
+        launch it measured and the load; linked to a run only when taken during or right
+        after that run on the same launch (dsv4tui.campaign.kernel_profile)."""
+        from dsv4tui.campaign import kernel_profile as kp
 
         host = self.host()
         name = self.model.server.profile or self.model.active_profile
         pname, prof = self._profile(name)
         url = f"http://{prof.host}:{prof.port}"
+        if self._store is None:
+            from dsv4tui.store import RunStore
+
+            self._store = RunStore()
+        ctx = await kp.server_context(host, self._store, pname)
+        taken_at = time.time()
         try:
-            summary = await collect_profile(
-                host.agent, agent_args(url, steps=steps, concurrency=concurrency,
-                                       model=prof.served_model_name,
-                                       api_key_env=prof.api_key_env),
+            summary = await kp.collect_profile(
+                host.agent, kp.agent_args(url, steps=steps, concurrency=concurrency,
+                                          model=prof.served_model_name,
+                                          api_key_env=prof.api_key_env),
                 self._profile_progress)
         except UserError as err:
             screen = self._profile_screen()
             if screen is not None:
                 screen.set_error(err.message)
             raise
-        if self._store is None:
-            from dsv4tui.store import RunStore
-
-            self._store = RunStore()
-        has_runs = bool(await asyncio.to_thread(self._store.runs, host=host.name, limit=1))
-        await asyncio.to_thread(
-            store_profile, self._store, summary, host=host.name,
-            run_ref="latest" if has_runs else None, label=f"{prof.checkpoint_label}_{prof.backend_label}",
-            backend=prof.backend_label, checkpoint=prof.checkpoint_label, simulated=host.simulated)
+        pid, run_id = await asyncio.to_thread(kp.store_profile, self._store, summary, ctx,
+                                              taken_at=taken_at)
         screen = self._profile_screen()
         if screen is not None:
-            screen.set_progress(f"stored profile of {pname} ({prof.backend_label})")
+            what = "/".join(x for x in (ctx.backend, ctx.checkpoint) if x) or pname
+            launch = f"launch {ctx.launch_id}" if ctx.launch_id is not None else "launch unknown"
+            link = (f"with run {run_id}" if run_id is not None else
+                    "not linked to a run (no run on this launch ran in the last "
+                    f"{kp.LINK_WINDOW_S / 60:.0f} min)")
+            screen.set_progress(f"stored profile #{pid} of {what} at C={concurrency} "
+                                f"({launch}), {link}")
         self.load_profiles()
 
     # -- the run store ----------------------------------------------------------------------
@@ -766,7 +761,8 @@ class Dsv4App(ResponsiveApp):
             gen = self._runs_asked
         rows = [m.RunRow(run_id=r.id, label=r.label, created=r.started_at, host=r.target,
                          backend=r.backend, checkpoint=r.checkpoint, best_tok_s=r.best_tok_s,
-                         status=r.status, simulated=r.simulated)
+                         status=r.status, simulated=r.simulated,
+                         sanity_passed=r.sanity_passed)
                 for r in store.runs(limit=1000)]
         self.call_from_thread(self._set_runs, rows, gen)
 
@@ -787,30 +783,17 @@ class Dsv4App(ResponsiveApp):
 
     @work(group="store", thread=True, exit_on_error=False)
     def load_compare(self, ids: list[Any]) -> None:
+        from dsv4tui.campaign.compare import compare_runs
+
         store = self._store
         if store is None:
             raise UserError("the run store is not open")
-        by_id = {r.run_id: r for r in self.model.runs.rows}
-        view = m.CompareView(runs=[by_id[i] for i in ids if i in by_id])
-        for run_id in ids:
-            stats: list[m.LevelStats] = []
-            levels = store.levels(int(run_id))
-            ceiling = _roofline_pct(store, int(run_id), levels)
-            for lv in levels:
-                s = lv.stats
-                ttft, tpot = s.get("ttft_ms") or {}, s.get("tpot_ms") or {}
-                stats.append(m.LevelStats(
-                    concurrency=lv.concurrency, out_tok_s=lv.output_tok_s,
-                    ttft_p50_ms=ttft.get("p50"), ttft_p99_ms=ttft.get("p99"),
-                    tpot_p50_ms=tpot.get("p50"), tensor_active=lv.tensor_mean,
-                    power_w=lv.power_w, errors=int(s.get("errors") or 0),
-                    roofline_pct=ceiling.get(lv.concurrency)))
-            view.levels[run_id] = stats
         baseline = self.model.runs.baseline
-        view.baseline = baseline if baseline in ids else ids[0]
-        self.call_from_thread(self._show_compare, view)
+        cmp = compare_runs(store, [str(i) for i in ids],
+                           baseline if baseline in ids else None)
+        self.call_from_thread(self._show_compare, cmp)
 
-    def _show_compare(self, view: m.CompareView) -> None:
+    def _show_compare(self, view: m.CompareView) -> None:  # a campaign.compare.Comparison
         self.model.runs.compare = view
         if not isinstance(self.screen, CompareScreen):
             if self.current_mode != "runs":
@@ -826,9 +809,11 @@ class Dsv4App(ResponsiveApp):
         out = paths.data_dir() / "exports"
         out.mkdir(parents=True, exist_ok=True)
         stem = out / time.strftime("compare-%Y%m%d-%H%M%S")
-        path = write_compare(view, stem)
-        self.call_from_thread(self.notify, f"wrote {path} and {path.with_suffix('.json').name}",
-                              title="exported", timeout=8)
+        from dsv4tui.campaign.export import write_compare
+
+        csv_path, json_path = write_compare(view, stem)
+        self.call_from_thread(self.notify, f"wrote {csv_path} and {json_path.name}",
+                              title="exported", timeout=8, markup=False)
 
     # -- actions (keys and the command palette) ---------------------------------------------
     def action_show(self, mode: str) -> None:
@@ -855,7 +840,7 @@ class Dsv4App(ResponsiveApp):
             self.notify("no host attached", severity="warning")
             return False
         if not self.model.conn.connected:
-            self.notify(f"{self.model.conn.host} is not connected", severity="warning")
+            self.notify(f"{self.model.conn.host} is not connected", severity="warning", markup=False)
             return False
         return True
 
@@ -867,9 +852,9 @@ class Dsv4App(ResponsiveApp):
         current = self.model.server.backend if (
             self.model.server.profile == prof.name and self.model.server.backend) \
             else self.backend_for(prof.name)
-        choices = backend_choices(prof.checkpoint, current)
-        intro = (f"profile [b]{prof.name}[/b] · checkpoint [b]{prof.checkpoint}[/b]"
-                 f"{' · ' + prof.quantization if prof.quantization else ''}\n"
+        choices = backend_choices(prof.checkpoint, current, prof.quantization)
+        intro = (f"profile [b]{esc(prof.name)}[/b] · checkpoint [b]{esc(prof.checkpoint)}[/b]"
+                 f"{' · ' + esc(prof.quantization) if prof.quantization else ''}\n"
                  "only the backends that fit this checkpoint are listed")
 
         def chosen(value: str | None) -> None:
@@ -913,8 +898,8 @@ class Dsv4App(ResponsiveApp):
         state = self.model.server.state
         stop = ("the running server is stopped first" if state in ("ready", "starting")
                 else f"the server is {state}")
-        msg = (f"profile [b]{prof.name}[/b] · checkpoint [b]{prof.checkpoint}[/b] · "
-               f"backend [b]{be}[/b]\n{stop}; then the sanity prompts run.")
+        msg = (f"profile [b]{esc(prof.name)}[/b] · checkpoint [b]{esc(prof.checkpoint)}[/b] · "
+               f"backend [b]{esc(be)}[/b]\n{esc(stop)}; then the sanity prompts run.")
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -949,7 +934,7 @@ class Dsv4App(ResponsiveApp):
             self.notify("wait for the restart to finish", severity="warning")
             return
         plan = self.settings.sweep
-        gate = f"the sanity prompts run first · last result: {self.model.sanity.summary}"
+        gate = f"the sanity prompts run first · last result: {esc(self.model.sanity.summary)}"
         init = PlanInput(self.default_label(), list(plan.levels), plan.input_len, plan.output_len)
 
         def start(result: PlanInput | None) -> None:
@@ -1086,43 +1071,3 @@ def _skip_seen(tail: list[str], lines: list[str]) -> list[str]:
         if lines[i - k + 1:i + 1] == tail[-k:]:
             return lines[i + 1:]
     return lines
-
-
-def _roofline_pct(store: Any, run_id: int, levels: list[Any]) -> dict[int, float | None]:
-    """Measured tok/s as % of the memory-bound ceiling per C; empty when the run lacks the
-    facts (GPU, active parameters) the roofline needs."""
-    from dsv4tui import roofline
-
-    run = store.run(run_id)
-    if run is None:
-        return {}
-    try:
-        return roofline.percent_by_concurrency(roofline.for_run(run, levels))
-    except UserError:
-        return {}
-
-
-def write_compare(view: m.CompareView, stem: Path) -> Path:
-    """``stem.csv`` (one row per run and C) and ``stem.json``; returns the CSV path."""
-    from dsv4tui.screens.runs import compare_rows
-
-    headers, rows = compare_rows(view)
-    csv_path = stem.with_suffix(".csv")
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(headers)
-        writer.writerows(rows)
-    data = {
-        "baseline": view.baseline,
-        "runs": [{"id": r.run_id, "label": r.label, "host": r.host, "backend": r.backend,
-                  "checkpoint": r.checkpoint, "status": r.status} for r in view.runs],
-        "levels": {str(k): [{"concurrency": s.concurrency, "output_tok_s": s.out_tok_s,
-                             "ttft_p50_ms": s.ttft_p50_ms, "ttft_p99_ms": s.ttft_p99_ms,
-                             "tpot_p50_ms": s.tpot_p50_ms, "tensor_active": s.tensor_active,
-                             "power_w": s.power_w, "tok_s_per_kw": s.tok_per_kw,
-                             "roofline_pct": s.roofline_pct}
-                            for s in stats] for k, stats in view.levels.items()},
-    }
-    stem.with_suffix(".json").write_text(json.dumps(data, indent=2, default=str),
-                                         encoding="utf-8")
-    return csv_path

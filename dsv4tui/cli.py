@@ -23,7 +23,9 @@ COMMAND_MODULES = (
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(f"{self.prog}: {message}", EXIT_CONFIG)
+        # main() prints "dsv4tui: error: " once; the sub-command says where it went wrong
+        where = self.prog.removeprefix("dsv4tui").strip()
+        raise UserError(f"{where}: {message}" if where else message, EXIT_CONFIG)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_CONFIG
         return int(args.func(args) or 0)
     except UserError as err:
-        print(f"dsv4tui: error: {err.message}", file=sys.stderr)
+        from dsv4tui.campaign.labels import safe_text
+
+        # one line, whatever a server or a file put in the message
+        message = safe_text(err.message).removeprefix("dsv4tui: error: ")
+        print(f"dsv4tui: error: {message}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("dsv4tui: interrupted", file=sys.stderr)

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from dsv4tui import paths, sglang_choices
+from dsv4tui import actions, paths, sglang_choices, theme_names
 from dsv4tui.errors import ConfigError
 
 LOCAL = "local"
@@ -274,8 +275,9 @@ class Settings(_Model):
     """The whole config file."""
 
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
-    theme: str = "dark"
-    keymap: dict[str, str] = Field(default_factory=dict, description="binding id -> keys")
+    theme: str = Field("dark", description="dark, light, high-contrast or a Textual theme")
+    keymap: dict[str, str] = Field(default_factory=dict, description="binding id -> keys "
+                                   "(`dsv4tui connect` ?: every binding id)")
     sanity: SanitySettings = Field(default_factory=SanitySettings)
     sweep: SweepPlan = Field(default_factory=SweepPlan)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
@@ -293,6 +295,20 @@ class Settings(_Model):
                                  f"{err['msg'].removeprefix('Value error, ')}") from None
         return self
 
+    @field_validator("theme")
+    @classmethod
+    def _theme(cls, v: str) -> str:
+        return theme_names.check_theme(v)
+
+    @field_validator("keymap")
+    @classmethod
+    def _keymap(cls, v: dict[str, str]) -> dict[str, str]:
+        problems = actions.keymap_problems(v)
+        if problems:
+            binding_id, why = problems[0]
+            raise PydanticCustomError("config_key", "{why}", {"key": binding_id, "why": why})
+        return v
+
     @field_validator("hosts")
     @classmethod
     def _reserved(cls, v: dict[str, HostConfig]) -> dict[str, HostConfig]:
@@ -304,7 +320,10 @@ class Settings(_Model):
 
 def _format_error(path: Path, exc: ValidationError) -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
+    parts = [str(p) for p in err["loc"]]
+    if err["type"] == "config_key":  # the error is about one key of a table (keymap.restart)
+        parts.append(str((err.get("ctx") or {}).get("key")))
+    loc = ".".join(parts)
     msg = err["msg"].removeprefix("Value error, ")
     more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
     return f"config error in {path}: {loc + ': ' if loc else ''}{msg}{more}"

@@ -1,100 +1,30 @@
-"""Every keyboard action of the dashboard, with a binding id, default key and description.
+"""The dashboard's key bindings, built from :mod:`dsv4tui.actions` (the textual-free table
+of every action, its binding id, default key and description).
 
-The screens build their ``BINDINGS`` from :data:`ACTIONS`, the Help screen lists it, the
-command palette offers every entry, and the config's ``keymap`` (binding id -> keys, e.g.
-``sweep = "ctrl+w"`` or ``"w,ctrl+w"``) remaps keys through ``App.set_keymap``.
+The screens build their ``BINDINGS`` with :func:`bindings`; the config's ``[keymap]`` is
+validated by the config itself (``dsv4tui.actions.keymap_problems``) and applied with
+``App.set_keymap``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 from textual.binding import Binding, BindingType
 
-
-@dataclass(frozen=True)
-class Action:
-    id: str
-    key: str
-    action: str  # a Textual action string, run on the node that owns the binding
-    description: str  # short: the footer
-    help: str  # one line: the Help screen and the command palette
-    scope: str = "app"  # "app" | "logs" | "runs" | "bench" | "launch"
-    show: bool = True  # in the footer
-    key_display: str | None = None
-    palette: bool = True
-
-
-SCREENS = ("dashboard", "logs", "launch", "bench", "runs")
-
-ACTIONS: tuple[Action, ...] = (
-    Action("screen.dashboard", "1", "app.show('dashboard')", "Dash",
-           "Dashboard: host, GPUs, log tail, server throughput", show=False),
-    Action("screen.logs", "2", "app.show('logs')", "Logs", "Log view: the whole server log",
-           show=False),
-    Action("screen.launch", "3", "app.show('launch')", "Launch",
-           "Launch: profile, backend, restart and startup progress", show=False),
-    Action("screen.bench", "4", "app.show('bench')", "Bench",
-           "Bench: sanity gate and concurrency sweep", show=False),
-    Action("screen.runs", "5", "app.show('runs')", "Runs", "Runs: stored sweeps, compare",
-           show=False),
-    Action("screen.profile", "6", "app.show('profile')", "Profile",
-           "Profile: the roofline and kernel profile of the server (when installed)",
-           show=False),
-    Action("backend", "b", "app.pick_backend", "Backend",
-           "Pick the MoE runner backend (then restart)"),
-    Action("profile", "p", "app.pick_profile", "Profile",
-           "Pick the host's launch profile (then restart)"),
-    Action("restart", "r", "app.restart", "Restart", "Restart the server with the active profile"),
-    Action("sanity", "s", "app.sanity", "Sanity", "Run the sanity prompts against the server"),
-    Action("sweep", "w", "app.sweep", "Sweep", "Plan and start a concurrency sweep"),
-    Action("cancel", "x", "app.cancel", "Cancel", "Cancel the running sweep or sanity check",
-           show=False),
-    Action("compare", "c", "app.compare", "Compare", "Compare the marked runs", show=False),
-    Action("focus.logs", "l", "app.focus_logs", "Logs", "Focus the log view", show=False),
-    Action("focus.gpus", "g", "app.focus_gpus", "GPUs", "Focus the GPU panel", show=False),
-    Action("help", "question_mark", "app.help", "Help", "Every key and what it does",
-           key_display="?"),
-    Action("quit", "q", "app.quit_app", "Quit",
-           "Quit (asks first while a sweep or restart runs)"),
-    # The log view (dashboard tail and the Logs screen).
-    Action("log.search", "slash", "search", "Search", "Search the log (enter: find)",
-           scope="logs", key_display="/"),
-    Action("log.next", "n", "next_match", "Next", "Next search match", scope="logs", show=False),
-    Action("log.previous", "N", "previous_match", "Prev", "Previous search match",
-           scope="logs", show=False),
-    Action("log.follow", "f", "toggle_follow", "Follow", "Follow the tail (toggle)",
-           scope="logs"),
-    Action("log.level", "v", "cycle_level", "Level", "Filter by level: all, warnings+, errors",
-           scope="logs", show=False),
-    Action("log.rank", "t", "cycle_rank", "Rank", "Filter by TP rank: all, TP0, TP1 ...",
-           scope="logs", show=False),
-    # The Runs screen.
-    Action("runs.mark", "space", "toggle_mark", "Mark", "Mark / unmark the run for compare",
-           scope="runs"),
-    Action("runs.filter", "slash", "filter", "Filter", "Filter runs by label, host, backend",
-           scope="runs", key_display="/"),
-    Action("runs.baseline", "B", "set_baseline", "Baseline",
-           "Make the highlighted run the compare baseline", scope="runs", show=False),
-    Action("runs.export", "e", "export", "Export", "Export the comparison (CSV + JSON)",
-           scope="runs"),
-    Action("runs.reload", "ctrl+r", "reload", "Reload", "Reload the runs from the store",
-           scope="runs", show=False),
-    # The comparison (Runs → c).
-    Action("compare.metric", "m", "next_metric", "Metric",
-           "Second chart: TTFT, TPOT, tensor pipe, tok/s per kW", scope="compare"),
-    Action("compare.baseline", "B", "next_baseline", "Baseline",
-           "Next run as the baseline of the % change column", scope="compare"),
-    Action("compare.export", "e", "export", "Export", "Export the comparison (CSV + JSON)",
-           scope="compare"),
-    Action("compare.back", "escape", "back", "Back", "Back to the runs list", scope="compare"),
-    # Modals
-    Action("modal.close", "escape", "close", "Close", "Close the dialog", scope="modal",
-           palette=False),
+from dsv4tui.actions import (
+    ACTIONS,
+    BY_ID,
+    SCREENS,
+    Action,
+    display_key,
+    effective,
+    keymap_problems,
+    split_keys,
 )
 
-BY_ID: dict[str, Action] = {a.id: a for a in ACTIONS}
+__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "bindings", "check_keymap", "display_key",
+           "effective", "keymap_problems"]
 
 
 def bindings(scope: str) -> list[BindingType]:
@@ -104,27 +34,11 @@ def bindings(scope: str) -> list[BindingType]:
 
 
 def check_keymap(keymap: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """``(usable keymap, warnings)``: unknown ids and empty keys are dropped with a warning."""
-    good: dict[str, str] = {}
-    warnings: list[str] = []
-    for binding_id, keys in keymap.items():
-        if binding_id not in BY_ID:
-            warnings.append(f"keymap: unknown binding id {binding_id!r}")
-        elif not keys.strip():
-            warnings.append(f"keymap: {binding_id!r} has no key")
-        else:
-            good[binding_id] = ",".join(k.strip() for k in keys.split(",") if k.strip())
+    """``(usable keymap, warnings)``. A config file's keymap was validated when it loaded
+    (a typo is exit 2 there); this is for keymaps built in code: a bad entry is dropped and
+    named, with what to do about it."""
+    bad = dict(keymap_problems(keymap))
+    good = {binding_id: ",".join(split_keys(keys)) for binding_id, keys in keymap.items()
+            if binding_id not in bad}
+    warnings = [f"keymap.{binding_id}: {why} (ignored)" for binding_id, why in bad.items()]
     return good, warnings
-
-
-_DISPLAY = {"question_mark": "?", "slash": "/", "space": "space"}
-
-
-def display_key(key: str) -> str:
-    return ",".join(_DISPLAY.get(k, k) for k in key.split(","))
-
-
-def effective(keymap: Mapping[str, str]) -> Iterable[tuple[Action, str]]:
-    """Each action with the key(s) it answers to under ``keymap``."""
-    for a in ACTIONS:
-        yield a, display_key(keymap.get(a.id, a.key))

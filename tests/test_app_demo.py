@@ -11,6 +11,7 @@ gives one error dialog, never a crash.
 from __future__ import annotations
 
 import asyncio
+import csv
 import os
 import subprocess
 import sys
@@ -137,12 +138,15 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         await until(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "compare view")
         cmp = m.runs.compare
         assert cmp is not None and len(cmp.runs) == 2
-        assert all(len(cmp.levels[r.run_id]) == 2 for r in cmp.runs)
+        assert all(len(cmp.points[r.id]) == 2 for r in cmp.runs)
         assert {r.label for r in cmp.runs} == {"MXFP4_marlin", "NVFP4_marlin"}
         await pilot.press("e")
         exports = Path(os.environ["DSV4TUI_DATA_DIR"]) / "exports"
         await until(pilot, lambda: exports.is_dir() and any(exports.glob("*.csv")), 10, "export")
         assert app.last_error is None
+        rows = list(csv.DictReader(next(exports.glob("*.csv")).open(encoding="utf-8")))
+        assert len(rows) == 4 and all(float(r["output_tok_s"]) > 0 for r in rows)  # numbers
+        assert {r["baseline_run_id"] for r in rows} == {str(cmp.baseline_id)}
         await pilot.press("escape")
         assert isinstance(app.screen, RunsScreen)
 

@@ -82,8 +82,8 @@ def test_store_list_show_compare(tmp_path: Path, capsys: pytest.CaptureFixture[s
                                  checkpoint="MXFP4", simulated=True)
         a = sim_summary(tmp_path / "a", "triton", "MXFP4", 0.8)
         b = sim_summary(tmp_path / "b", "marlin", "NVFP4", 38.0)
-        pa, ra = cmd.store_profile(store, a, host="demo", run_ref="latest")
-        pb, rb = cmd.store_profile(store, b, host="demo", run_ref=None, label="nvfp4")
+        pa, ra = cmd.store_profile(store, a, cmd.ServerContext(host="demo"), run_id=run_id)
+        pb, rb = cmd.store_profile(store, b, cmd.ServerContext(host="demo"), label="nvfp4")
         assert (ra, rb) == (run_id, None)
         item = profiles.find_profile(store, f"run:{run_id}")
         assert item.id == pa and item.backend == "triton" and item.label == "mxfp4-triton"

@@ -66,13 +66,46 @@ def test_list_and_show(seeded: list[int], capsys: pytest.CaptureFixture[str]) ->
 def test_compare(seeded: list[int], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runs", "compare", *map(str, seeded), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [r["concurrency"] for r in data["rows"]] == [1, 8]
-    base, new = data["rows"][0]["runs"]
-    assert base["output_tok_s_pct"] == 0.0 and new["output_tok_s_pct"] > 0  # 30 ms < 40 ms ITL
-    assert new["ttft_ms_pct"] == 0.0 and new["tok_s_per_kw"] is not None
+    assert data["baseline"] == seeded[0]
+    assert [(r["concurrency"], r["run_id"]) for r in data["rows"]] == [
+        (1, seeded[0]), (1, seeded[1]), (8, seeded[0]), (8, seeded[1])]
+    base, new = data["rows"][0], data["rows"][1]
+    assert base["is_baseline"] and not new["is_baseline"]
+    assert base["output_tok_s_change_pct"] == 0.0 and new["output_tok_s_change_pct"] > 0
+    assert new["ttft_p50_ms_change_pct"] == 0.0 and new["tok_s_per_kw"] is not None
     assert main(["runs", "compare", *map(str, seeded)]) == 0
     text = capsys.readouterr().out
-    assert "vs #1" in text and "%" in text
+    assert f"vs #{seeded[0]}" in text and "TTFT p50 ms" in text and "%" in text
+
+
+def test_compare_names_the_baseline_it_was_given(seeded: list[int],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``runs compare 2 1`` is against run 2, and says so (it said ``vs #1``)."""
+    first, second = seeded
+    assert main(["runs", "compare", str(second), str(first)]) == 0
+    text = capsys.readouterr().out
+    assert f"vs #{second}" in text and f"vs #{first}" not in text
+    header = next(line for line in text.splitlines() if line.startswith("C "))
+    assert "TTFT p50 ms" in header and "TTFT ms" not in header  # the statistic is named
+    assert main(["runs", "compare", str(first), str(second), "--baseline", str(second),
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["baseline"] == second
+    row = next(r for r in data["rows"] if r["run_id"] == second)
+    assert row["output_tok_s_change_pct"] == 0.0
+    assert main(["runs", "compare", str(first), str(second), "--baseline", "999"]) == 1
+
+
+def test_compare_csv_holds_numbers(seeded: list[int], capsys: pytest.CaptureFixture[str]
+                                   ) -> None:
+    assert main(["runs", "compare", *map(str, seeded), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 4
+    for row in rows:  # a spreadsheet reads every number as a number
+        float(row["output_tok_s"]), float(row["output_tok_s_change_pct"])
+        assert "," not in row["output_tok_s"] and "%" not in row["output_tok_s_change_pct"]
+        assert row["baseline_run_id"] == str(seeded[0])
+    assert [r["is_baseline"] for r in rows] == ["1", "0", "1", "0"]
 
 
 def test_export_formats(seeded: list[int], capsys: pytest.CaptureFixture[str],
@@ -82,16 +115,49 @@ def test_export_formats(seeded: list[int], capsys: pytest.CaptureFixture[str],
     assert len(data["requests"]) == 6 and data["run"]["label"] == "triton"
     assert main(["runs", "export", str(seeded[0]), "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert len(rows) == 6 and rows[-1]["concurrency"] == "8" and rows[0]["ok"] == "True"
+    assert len(rows) == 6 and rows[-1]["concurrency"] == "8" and rows[0]["ok"] == "1"
     out = tmp_path / "run.md"
     assert main(["runs", "export", str(seeded[0]), "--format", "md", "-o", str(out)]) == 0
     md = out.read_text()
     assert md.startswith("## Run 1: triton") and md.count("\n| ") == 3  # header + 2 levels
+    assert "TTFT p50 ms" in md and "TTFT mean ms" in md
+    # --json (documented) is the JSON export; --all: every run
+    assert main(["runs", "export", str(seeded[0]), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["id"] == seeded[0]
+    assert main(["runs", "export", "--all"]) == 0
+    everything = json.loads(capsys.readouterr().out)
+    assert [d["run"]["id"] for d in everything["runs"]] == seeded
+    assert all(len(d["requests"]) == 6 for d in everything["runs"])
+    assert main(["runs", "export", "--all", "--format", "csv"]) == 2
+    assert "--all writes JSON" in capsys.readouterr().err
+
+
+def test_delete_asks_or_takes_yes(seeded: list[int], capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # no terminal and no --yes: refused, one line, nothing deleted
+    assert main(["runs", "delete", str(seeded[0])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "without --yes" in err and len(err.splitlines()) == 1
+    # a terminal: it asks, and "n" keeps the run
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    answers = iter(["n", "y"])
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda q: asked.append(q) or next(answers))
+    assert main(["runs", "delete", str(seeded[0])]) == 1
+    assert "nothing deleted" in capsys.readouterr().out
+    assert "2 level(s), 6 request(s)" in asked[0] and asked[0].endswith("[y/N] ")
+    assert main(["runs", "delete", str(seeded[0])]) == 0
+    assert capsys.readouterr().out.startswith(f"deleted run {seeded[0]} (triton, done")
+    with RunStore() as store:
+        assert [r.id for r in store.runs()] == [seeded[1]]
 
 
 def test_delete_and_bad_ids(seeded: list[int], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["runs", "delete", str(seeded[0]), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"deleted": seeded[0], "label": "triton"}
+    assert main(["runs", "delete", str(seeded[0]), "--json", "--yes"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "deleted": seeded[0], "label": "triton", "levels": 2, "requests": 6,
+        "sanity_results": 1, "kernel_profiles_unlinked": 0}
     for argv in (["runs", "show", str(seeded[0])], ["runs", "delete", "nope"],
                  ["runs", "compare", str(seeded[1]), "999"], ["runs", "export", "42"]):
         assert main(argv) == 1

@@ -80,9 +80,15 @@ def test_restart_switch_backend_logs_stop(local_sim: int, capsys: pytest.Capture
 
 def test_restart_failure_prints_log_excerpt(local_sim: int, capsys: pytest.CaptureFixture[str]
                                             ) -> None:
-    code, out, _ = run_cli(capsys, "server", "restart", "local", "--backend",
-                           "flashinfer_trtllm_routed")
-    assert code == 1
+    # flashinfer_trtllm_routed does not fit the sim profile's MXFP4: refused before launching
+    code, out, err = run_cli(capsys, "server", "restart", "local", "--backend",
+                             "flashinfer_trtllm_routed")
+    assert code == 2 and "runs NVFP4 checkpoints, not MXFP4" in err and out == ""
+    with RunStore() as store:
+        assert store.launches("local") == []
+    code, out, err = run_cli(capsys, "server", "restart", "local", "--backend",
+                             "flashinfer_trtllm_routed", "--force")
+    assert code == 1 and "warning: backend flashinfer_trtllm_routed" in err
     assert "FAILED: the server exited with exit code 1 during startup" in out
     assert "log excerpt:" in out and "no kernel image is available" in out
     with RunStore() as store:

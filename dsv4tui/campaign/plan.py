@@ -25,7 +25,7 @@ from dsv4tui.config import (
     Settings,
     SweepPlan,
 )
-from dsv4tui.errors import ConfigError
+from dsv4tui.errors import ConfigError, UserError
 from dsv4tui.launch import Launch, build_launch
 
 SPEC_VERSION = 1  # dsv4tui.agent.campaign.SPEC_VERSION
@@ -161,8 +161,14 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
 
 def _variant(config: HostConfig, camp: CampaignConfig, i: int, source: str | None,
              prefix: str) -> VariantPlan:
+    from dsv4tui.campaign.labels import check_label
+
     v = camp.variants[i]
     where = f"{prefix}variants[{i}] ({v.name})"
+    try:
+        label = check_label(v.label or v.name)
+    except UserError as exc:
+        raise ConfigError(f"campaign{_where(source)}: {where}: {exc.message}") from None
     base_name = v.profile or camp.profile
     try:
         pname, base = config.profile(base_name)
@@ -188,15 +194,14 @@ def _variant(config: HostConfig, camp: CampaignConfig, i: int, source: str | Non
     changes = {k: {"from": getattr(base, k), "to": val} for k, val in v.overrides.items()
                if getattr(base, k) != val}
     launch = replace(launch, changes=changes)
-    return VariantPlan(i, v.name, v.label or v.name, pname, profile, launch, warnings)
+    return VariantPlan(i, v.name, label, pname, profile, launch, warnings)
 
 
 def _misfit(profile: ServerProfile) -> str | None:
-    """Why the profile's MoE backend cannot run its checkpoint (the server-control table)."""
-    from dsv4tui import server_control
+    """Why the profile's MoE backend cannot run its checkpoint (the one table, backends.py)."""
+    from dsv4tui.backends import backend_misfit
 
-    check = getattr(server_control, "backend_misfit", None)
-    return check(profile, profile.backend_label) if check is not None else None
+    return backend_misfit(profile, profile.backend_label)
 
 
 def sweep_spec(*, label: str, plan: SweepPlan, cases: list[SanityCase] | None,

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from dsv4tui import paths
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import load_settings, print_json
 
 
@@ -16,6 +17,8 @@ def register(sub: Any) -> None:
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     check.set_defaults(func=check_config)
     path = csub.add_parser("path", help="print the config file path")
+    path.add_argument("--json", action="store_true",
+                      help="print {path, exists, source} as JSON")
     path.set_defaults(func=print_path)
 
 
@@ -27,12 +30,23 @@ def check_config(args: argparse.Namespace) -> int:
                     "theme": settings.theme})
         return 0
     state = "ok" if path.exists() else "not found (defaults apply)"
-    print(f"{path}: {state}")
+    print(safe_text(f"{path}: {state}"))
     for name, profiles in hosts.items():
-        print(f"  host {name}: profiles {', '.join(profiles) or '(none)'}")
+        print(safe_text(f"  host {name}: profiles {', '.join(profiles) or '(none)'}"))
     return 0
 
 
 def print_path(args: argparse.Namespace) -> int:
-    print(args.config or paths.config_file())
+    import os
+    from pathlib import Path
+
+    if args.config:
+        path, source = Path(args.config).expanduser(), "--config"
+    else:
+        path = paths.config_file()
+        source = "DSV4TUI_CONFIG" if os.environ.get("DSV4TUI_CONFIG") else "default"
+    if getattr(args, "json", False):
+        print_json({"path": str(path), "exists": path.exists(), "source": source})
+    else:
+        print(safe_text(path))
     return 0

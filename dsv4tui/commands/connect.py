@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from dsv4tui.commands.output import load_settings
+from dsv4tui.errors import EXIT_CONFIG, UserError
+
+
+def _theme(value: str) -> str:
+    from dsv4tui.theme_names import check_theme
+
+    try:
+        return check_theme(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def need_terminal(command: str) -> None:
+    """The dashboard draws on a terminal and reads keys from it: refuse (exit 2) when stdin
+    or stdout is not one, instead of running a TUI into a pipe at full CPU."""
+    missing = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout))
+               if not (stream is not None and stream.isatty())]
+    if missing:
+        raise UserError(f"{command}: the dashboard needs a terminal ({' and '.join(missing)} "
+                        f"{'is' if len(missing) == 1 else 'are'} not one); for scripts use "
+                        "the CLI commands (server, sweep, runs, gpus --once)", EXIT_CONFIG)
 
 
 def add_app_args(p: argparse.ArgumentParser) -> None:
     """The options every command that opens the dashboard takes."""
-    p.add_argument("--theme", help="dark, light, high-contrast (or a Textual theme); default: "
-                   "the config's theme")
+    p.add_argument("--theme", type=_theme, help="dark, light, high-contrast (or a Textual "
+                   "theme); default: the config's theme")
     p.add_argument("--screen", default="dashboard",
                    choices=("dashboard", "logs", "launch", "bench", "runs"),
                    help="the screen to open on")
@@ -33,5 +55,6 @@ def run(args: argparse.Namespace) -> int:
 
     settings, _ = load_settings(args)
     spec = host_spec(args.host, settings, accept_new=args.accept_new)
+    need_terminal("connect")
     app = Dsv4App(spec, settings=settings, theme=args.theme, start_mode=args.screen)
     return app.run() or 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dsv4tui.commands.connect import add_app_args
+from dsv4tui.commands.connect import add_app_args, need_terminal
 from dsv4tui.commands.output import load_settings
 
 
@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
         # campaign plan would take 10+ minutes; the demo's default is a shorter sweep.
         settings.sweep = SweepPlan(levels=[(1, 4), (8, 16), (16, 32)], output_len=64)
     spec = host_spec(DEMO, settings)
+    need_terminal("demo")
     app = Dsv4App(spec, settings=settings, theme=args.theme, autostart=not args.no_start,
                   start_mode=args.screen)
     return app.run() or 0

@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Any
 
+from dsv4tui.campaign.labels import safe_line, safe_text
 from dsv4tui.commands.output import load_settings, run_async
 
 
@@ -26,12 +27,12 @@ def _print_event(ev: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(ev) + "\n")
     elif ev.get("type") == "lines":
-        for line in ev.get("lines") or []:
-            sys.stdout.write(line.rstrip("\r").split("\r")[-1] + "\n")
+        for line in ev.get("lines") or []:  # a log line cannot drive the terminal
+            sys.stdout.write(safe_line(str(line)) + "\n")
     elif ev.get("type") == "log_rotated":
         sys.stdout.write("--- the log was replaced (a new launch) ---\n")
     elif ev.get("type") == "log_waiting":
-        sys.stdout.write(f"--- waiting for {ev.get('path')} to appear ---\n")
+        sys.stdout.write(f"--- waiting for {safe_text(ev.get('path'))} to appear ---\n")
     sys.stdout.flush()
 
 

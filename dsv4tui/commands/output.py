@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dsv4tui import config
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.errors import EXIT_INTERRUPTED, UserError
 
 T = TypeVar("T")
@@ -33,8 +34,16 @@ def load_settings(args: Any) -> tuple[config.Settings, Path]:
     return config.load(path)
 
 
+def _numeric(cell: str) -> bool:
+    core = cell.replace(",", "").replace(".", "", 1).replace("-", "", 1).replace("%", "")
+    return core.replace("+", "").isdigit()
+
+
 def table(rows: list[list[str]], headers: list[str]) -> str:
-    """A plain left-aligned text table (numbers right-aligned)."""
+    """A plain left-aligned text table (numbers right-aligned). Every cell is shown with its
+    control characters escaped (a label holding ESC or a newline cannot break the table)."""
+    headers = [safe_text(h) for h in headers]
+    rows = [[safe_text(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):
@@ -43,8 +52,7 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
     def fmt(row: list[str]) -> str:
         out = []
         for i, cell in enumerate(row):
-            numeric = cell.replace(".", "", 1).replace("-", "", 1).replace("%", "").replace("+", "").isdigit()
-            out.append(cell.rjust(widths[i]) if numeric else cell.ljust(widths[i]))
+            out.append(cell.rjust(widths[i]) if _numeric(cell) else cell.ljust(widths[i]))
         return "  ".join(out).rstrip()
 
     lines = [fmt(headers), fmt(["-" * w for w in widths])]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dsv4tui.agent.logparse import summarize_text
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import print_json
 from dsv4tui.errors import EXIT_CONFIG, UserError
 
@@ -73,5 +74,6 @@ def _run(args: Any) -> int:
     if args.json:
         print_json(summary)
     else:
-        print(report(path, summary))
+        # one report line per line: a log's text cannot add lines or drive the terminal
+        print("\n".join(safe_text(line) for line in report(path, summary).split("\n")))
     return 0

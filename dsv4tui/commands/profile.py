@@ -15,13 +15,20 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dsv4tui.campaign.kernel_profile import (  # noqa: F401 (the CLI's names for them)
+    EventCallback,
+    ServerContext,
+    agent_args,
+    collect_profile,
+    server_context,
+    store_profile,
+)
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import load_settings, print_json, run_async, table
-from dsv4tui.errors import EXIT_CONFIG, AgentFailed, UserError
-
-EventCallback = Callable[[dict[str, Any]], None]
+from dsv4tui.errors import EXIT_CONFIG, UserError
 
 
 def register(sub: Any) -> None:
@@ -57,39 +64,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-# --- collecting (CLI and dashboard) ----------------------------------------------------------
-
-
-def agent_args(url: str, *, steps: int = 5, concurrency: int = 16, warmup: float = 3.0,
-               output_len: int = 1024, output_dir: str | None = None, timeout: float = 300.0,
-               top: int = 25, model: str | None = None,
-               api_key_env: str | None = None) -> list[str]:
-    """The ``agent profile run`` argv for these settings."""
-    out = ["profile", "run", "--url", url, "--steps", str(steps), "--concurrency",
-           str(concurrency), "--warmup", f"{warmup:g}", "--output-len", str(output_len),
-           "--timeout", f"{timeout:g}", "--top", str(top)]
-    if output_dir:
-        out += ["--output-dir", output_dir]
-    if model:
-        out += ["--model", model]
-    if api_key_env:
-        out += ["--api-key-env", api_key_env]
-    return out
-
-
-async def collect_profile(agent: Any, args: Sequence[str],
-                          on_event: EventCallback | None = None) -> dict[str, Any]:
-    """Run ``agent profile run`` (argv from :func:`agent_args`) through a host's agent;
-    every event goes to ``on_event``; returns the final ``profile`` event."""
-    final: dict[str, Any] | None = None
-    async for ev in agent.events(*args):
-        if on_event is not None:
-            on_event(ev)
-        if ev.get("type") == "profile":
-            final = ev
-    if final is None:
-        raise AgentFailed("profile", "the agent ended without a profile")
-    return final
+# --- collecting (CLI and dashboard): the core in dsv4tui.campaign.kernel_profile -----------
 
 
 def resolve_run(store: Any, run_ref: str | None, host: str | None) -> int | None:
@@ -104,19 +79,6 @@ def resolve_run(store: Any, run_ref: str | None, host: str | None) -> int | None
     return int(store.find_run(run_ref).id)
 
 
-def store_profile(store: Any, summary: Mapping[str, Any], *, host: str, run_ref: str | None,
-                  label: str | None = None, backend: str | None = None,
-                  checkpoint: str | None = None, simulated: bool | None = None
-                  ) -> tuple[int, int | None]:
-    """Save the summary, attached to ``run_ref`` (id, label, or 'latest' on ``host``)."""
-    from dsv4tui.store import profiles
-
-    run_id = resolve_run(store, run_ref, host)
-    pid = profiles.save_profile(store, summary, host=host, run_id=run_id, label=label,
-                                backend=backend, checkpoint=checkpoint, simulated=simulated)
-    return pid, run_id
-
-
 class Progress:
     """The agent's progress, one line each, on stderr."""
 
@@ -127,11 +89,11 @@ class Progress:
         kind = ev.get("type")
         if kind == "profile_target":
             sim = " (SIMULATED)" if ev.get("simulated") else ""
-            print(f"profiling {ev.get('url')} {ev.get('model')}{sim}: {ev.get('steps')} steps at "
-                  f"C={ev.get('concurrency')}, {ev.get('backend') or '?'} backend",
-                  file=self.stream, flush=True)
+            print(safe_text(f"profiling {ev.get('url')} {ev.get('model')}{sim}: "
+                            f"{ev.get('steps')} steps at C={ev.get('concurrency')}, "
+                            f"{ev.get('backend') or '?'} backend"), file=self.stream, flush=True)
         elif kind == "profile_phase":
-            print(f"  {ev.get('message')}", file=self.stream, flush=True)
+            print(f"  {safe_text(ev.get('message'))}", file=self.stream, flush=True)
 
 
 # --- printing --------------------------------------------------------------------------------
@@ -210,7 +172,7 @@ def kernel_table(summary: Mapping[str, Any], top: int = 15) -> str:
 
 
 def print_summary(summary: Mapping[str, Any], title: str | None = None, top: int = 15) -> None:
-    print("\n".join(header_lines(summary, title)))
+    print("\n".join(safe_text(line) for line in header_lines(summary, title)))
     print()
     print(family_table(summary))
     print()
@@ -322,9 +284,9 @@ def _list(args: Any) -> int:
                      f"{dec['interval_ms']:.1f}" if dec.get("interval_ms") else "-",
                      "-" if i.tensor_active_pct is None else f"{i.tensor_active_pct:.1f}",
                      f"{top.get('label', '-')} {_pct(top.get('share'))}"
-                     + (" SIM" if i.simulated else "")])
+                     + (" SIM" if i.simulated else ""), i.launch_text])
     print(table(rows, ["ID", "run", "host", "backend", "checkpoint", "created", "step ms",
-                       "tensor %", "largest family"]))
+                       "tensor %", "largest family", "measured"]))
     return 0
 
 
@@ -338,9 +300,11 @@ def _show(args: Any) -> int:
         return 0
     if len(items) == 1:
         print_summary(items[0].summary, items[0].title, args.top)
+        print(f"  measured: {items[0].launch_text}")
         return 0
     for item in items:
-        print("\n".join(header_lines(item.summary, item.title)[:3]))
+        print("\n".join(safe_text(x) for x in header_lines(item.summary, item.title)[:3]))
+        print(f"  measured: {item.launch_text}")
     print()
     print(compare_table(items))
     return 0
@@ -368,37 +332,47 @@ def _profile(args: Any) -> int:
 
     settings, _ = load_settings(args)
     progress = None if args.json else Progress()
-    run_ref = args.run
-    if run_ref and not args.no_save:  # a wrong --run fails now, not after the profile
+    run_id = None
+    if args.run and not args.no_save:  # a wrong --run fails now, not after the profile
         with RunStore() as store:
-            run_ref = str(resolve_run(store, run_ref, args.host or "local"))
+            run_id = resolve_run(store, args.run, args.host or "local")
 
-    async def go() -> tuple[dict[str, Any], Any]:
+    async def go() -> tuple[dict[str, Any], ServerContext | None, float]:
         async with open_bench(settings, host=args.host, url=args.url, profile=args.profile,
                               model=args.model, api_key_env=args.api_key_env) as bench:
+            ctx = None
+            if args.host and not args.url:  # which server runs, and which launch started it
+                with RunStore() as store:
+                    ctx = await server_context(bench.host, store, args.profile)
             argv = agent_args(bench.target.url, steps=args.steps, concurrency=args.concurrency,
                               warmup=args.warmup, output_len=args.output_len,
                               output_dir=args.output_dir, timeout=args.timeout, top=args.top,
                               model=bench.target.model, api_key_env=bench.target.api_key_env)
+            taken_at = time.time()
             summary = await collect_profile(bench.agent, argv, progress)
-            return summary, bench.meta
+            return summary, ctx, taken_at
 
-    summary, meta = run_async(go())
+    summary, ctx, taken_at = run_async(go())
     summary = {k: v for k, v in summary.items() if k not in ("type", "v")}
-    profile_id = run_id = None
+    host = ctx.host if ctx is not None else "local"
+    profile_id = None
     if not args.no_save:
         with RunStore() as store:
             profile_id, run_id = store_profile(
-                store, summary, host=meta.host, run_ref=run_ref, label=args.label,
-                backend=meta.backend if meta.profile_name else None,
-                checkpoint=meta.checkpoint if meta.profile_name else None,
-                simulated=meta.simulated or None)
+                store, summary, ctx or ServerContext(host=host), run_id=run_id,
+                label=args.label, taken_at=taken_at)
+    else:
+        run_id = None
     if args.json:
-        print_json({"profile_id": profile_id, "run_id": run_id, "host": meta.host,
-                    "summary": summary})
+        print_json({"profile_id": profile_id, "run_id": run_id, "host": host,
+                    "launch_id": ctx.launch_id if ctx else None,
+                    "server_pid": ctx.server_pid if ctx else None, "summary": summary})
         return 0
     title = f"profile #{profile_id}" if profile_id is not None else "profile (not saved)"
     if run_id is not None:
         title += f" (run {run_id})"
     print_summary(summary, title, args.top)
+    if ctx is not None and ctx.launch_id is not None:
+        print(f"  measured: launch {ctx.launch_id}, server pid {ctx.server_pid}, "
+              f"{safe_text(ctx.backend or '?')}/{safe_text(ctx.checkpoint or '?')}")
     return 0

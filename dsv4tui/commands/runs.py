@@ -1,22 +1,22 @@
-"""``dsv4tui runs list|show ID|compare ID ID ...|export ID [--format json|csv|md]|delete ID``."""
+"""``dsv4tui runs list|show ID|compare ID ID ...|export (ID | --all)|delete ID [--yes]``."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import sys
 import time
 from typing import Any
 
+from dsv4tui.campaign import export
+from dsv4tui.campaign.columns import COMPARE_COLUMNS, change_title, fmt_change
+from dsv4tui.campaign.compare import compare_runs
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import print_json, table
 from dsv4tui.commands.sweep import level_table
 from dsv4tui.errors import EXIT_CONFIG, UserError
-from dsv4tui.store import Level, Run, RunStore, compare_runs
+from dsv4tui.store import Level, RunStore
 
-REQUEST_CSV = ("level", "concurrency", "index", "ok", "start_s", "ttft_s", "ttfat_s", "e2e_s",
-               "tpot_s", "output_tokens", "prompt_tokens", "token_source", "chunks",
-               "finish_reason", "status", "error_kind", "error")
+REQUEST_CSV = export.REQUEST_CSV
+run_detail = export.run_detail
 
 
 def register(sub: Any) -> None:
@@ -32,17 +32,27 @@ def register(sub: Any) -> None:
     q.add_argument("--requests", action="store_true", help="with --json: every request too")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=run_show)
-    q = rsub.add_parser("compare", help="output tok/s and TTFT per C, change against the first")
+    q = rsub.add_parser("compare", help="tok/s, TTFT p50/p99, TPOT p50, tensor, tok/s per kW "
+                        "and roofline % per C, % change against the baseline run")
     q.add_argument("runs", metavar="ID", nargs="+")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--baseline", metavar="ID",
+                   help="the run the % change is against (default: the first ID)")
+    q.add_argument("--format", choices=("table", "json", "csv", "md"), default="table",
+                   help="table (default), json, csv (numbers only) or md")
+    q.add_argument("--json", action="store_true", help="same as --format json")
     q.set_defaults(func=run_compare)
-    q = rsub.add_parser("export", help="a run as JSON (everything), CSV (requests) or Markdown")
-    q.add_argument("run", metavar="ID")
-    q.add_argument("--format", choices=("json", "csv", "md"), default="json")
+    q = rsub.add_parser("export", help="a run as JSON (everything), CSV (requests) or "
+                        "Markdown; --all: every run as JSON")
+    q.add_argument("run", metavar="ID", nargs="?")
+    q.add_argument("--all", action="store_true", help="every stored run (JSON)")
+    q.add_argument("--format", choices=("json", "csv", "md"), default=None)
+    q.add_argument("--json", action="store_true", help="same as --format json (the default)")
     q.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     q.set_defaults(func=run_export)
-    q = rsub.add_parser("delete", help="delete a run and everything measured in it")
+    q = rsub.add_parser("delete", help="delete a run and everything measured in it (asks "
+                        "first)")
     q.add_argument("run", metavar="ID")
+    q.add_argument("--yes", "-y", action="store_true", help="do not ask")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=run_delete)
 
@@ -72,15 +82,6 @@ def run_list(args: Any) -> int:
     return 0
 
 
-def run_detail(store: RunStore, run: Run, with_requests: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {"run": run.to_dict(),
-                           "levels": [lv.to_dict() for lv in store.levels(run.id)],
-                           "sanity": store.sanity_results(run_id=run.id)}
-    if with_requests:
-        out["requests"] = store.requests(run.id)
-    return out
-
-
 def _gpu_table(levels: list[Level]) -> str | None:
     rows = []
     for lv in levels:
@@ -96,8 +97,8 @@ def _gpu_table(levels: list[Level]) -> str | None:
                      _num(lv.tok_s_per_kw)])
     if not rows:
         return None
-    return table(rows, ["C", "GPUs", "util %", "tensor %", "SM %", "DRAM %", "power W",
-                        "tok/s/kW"])
+    return table(rows, ["C", "GPUs", "util % mean", "tensor % mean", "SM % mean",
+                        "DRAM % mean", "power W", "tok/s/kW"])
 
 
 def run_show(args: Any) -> int:
@@ -108,15 +109,17 @@ def run_show(args: Any) -> int:
     if args.json:
         print_json(detail)
         return 0
-    print(f"run {run.id}: {run.label}  [{run.status}{' SIMULATED' if run.simulated else ''}]")
-    print(f"  target   {run.target}  model {run.model or '-'}  server {run.server_version or '-'}")
-    print(f"  profile  {run.profile_name or '-'}  backend {run.backend or '-'}  checkpoint "
-          f"{run.checkpoint or '-'}  launch {run.launch_id or '-'}")
+    s = safe_text
+    print(f"run {run.id}: {s(run.label)}  [{run.status}{' SIMULATED' if run.simulated else ''}]")
+    print(f"  target   {s(run.target)}  model {s(run.model or '-')}  server "
+          f"{s(run.server_version or '-')}")
+    print(f"  profile  {s(run.profile_name or '-')}  backend {s(run.backend or '-')}  "
+          f"checkpoint {s(run.checkpoint or '-')}  launch {run.launch_id or '-'}")
     if run.gpu_names:
-        print(f"  GPUs     {len(run.gpu_names)} x {run.gpu_names[0]}")
+        print(f"  GPUs     {len(run.gpu_names)} x {s(run.gpu_names[0])}")
     print(f"  started  {_when(run.started_at)}  finished {_when(run.finished_at)}")
     if run.error:
-        print(f"  note     {run.error}")
+        print(f"  note     {s(run.error)}")
     if levels:
         print()
         print(level_table([lv.to_dict() for lv in levels]))
@@ -126,100 +129,116 @@ def run_show(args: Any) -> int:
             print(gpu)
     for case in detail["sanity"]:
         mark = "PASS" if case["passed"] else "FAIL"
-        print(f"  sanity {mark} {case['name']}: {(case['answer'] or '').strip()[:60]!r}")
+        answer = s((case["answer"] or "").strip()[:60])
+        print(f"  sanity {mark} {s(case['name'])}: '{answer}'")
     return 0
+
+
+def compare_text(cmp: Any) -> str:
+    """The comparison as the CLI prints it: who is who, then one row per C and run."""
+    base = cmp.baseline_run
+    lines = [f"#{r.id} = {safe_text(r.label)} ({safe_text(r.target)}, "
+             f"{safe_text(r.backend or '-')}/{safe_text(r.checkpoint or '-')})"
+             + ("  <- baseline" if base is not None and r.id == base.id else "")
+             for r in cmp.runs]
+    headers = ["C", "run"]
+    for col in COMPARE_COLUMNS:
+        headers.append(col.header)
+        if col.change:
+            headers.append(change_title(cmp.baseline_id))
+    rows = []
+    for row in cmp.rows():
+        cells = [str(row.concurrency), f"#{row.run.id}"]
+        for col in COMPARE_COLUMNS:
+            cells.append(col.text(row.values.get(col.key)))
+            if col.change:
+                cells.append("base" if row.is_baseline and row.point is not None
+                             else fmt_change(row.changes.get(col.key)))
+        rows.append(cells)
+    lines += ["", table(rows, headers)]
+    return "\n".join(lines)
 
 
 def run_compare(args: Any) -> int:
+    fmt = "json" if args.json else args.format
     with RunStore() as store:
-        data = compare_runs(store, args.runs)
-    if args.json:
-        print_json(data)
-        return 0
-    runs = data["runs"]
-    print("  ".join(f"#{r['id']} = {r['label']} ({r['target']}, {r['backend'] or '-'}/"
-                    f"{r['checkpoint'] or '-'})" for r in runs))
-    power = any(cell["tok_s_per_kw"] is not None for row in data["rows"] for cell in row["runs"])
-    headers = ["C"]
-    for i, r in enumerate(runs):
-        headers += [f"#{r['id']} tok/s", f"#{r['id']} TTFT ms"]
-        if i:
-            headers[-2:] = [headers[-2], "vs #1", headers[-1], "vs #1"]
-        if power:
-            headers += [f"#{r['id']} tok/s/kW"]
-    rows = []
-    for row in data["rows"]:
-        cells = [str(row["concurrency"])]
-        for i, cell in enumerate(row["runs"]):
-            tok, ttft = _num(cell["output_tok_s"]), _num(cell["ttft_ms"], "{:.0f}")
-            if i:
-                cells += [tok, _num(cell["output_tok_s_pct"], "{:+.1f}%"), ttft,
-                          _num(cell["ttft_ms_pct"], "{:+.1f}%")]
-            else:
-                cells += [tok, ttft]
-            if power:
-                cells.append(_num(cell["tok_s_per_kw"]))
-        rows.append(cells)
-    print(table(rows, headers))
+        cmp = compare_runs(store, args.runs, args.baseline)
+    if fmt == "json":
+        print_json(cmp.to_json())
+    elif fmt == "csv":
+        sys.stdout.write(export.compare_csv(cmp))
+    elif fmt == "md":
+        sys.stdout.write(export.compare_markdown(cmp))
+    else:
+        print(compare_text(cmp))
     return 0
 
 
-def _markdown(detail: dict[str, Any]) -> str:
-    run = detail["run"]
-    lines = [f"## Run {run['id']}: {run['label']}", "",
-             f"target {run['url'] or run['host']}, model {run['model'] or '-'}, backend "
-             f"{run['backend'] or '-'}, checkpoint {run['checkpoint'] or '-'}, status "
-             f"{run['status']}", "",
-             "| C | n | ok | err | tok/s | req tok/s | TTFT ms | TTFT p99 | TPOT ms | ITL ms | "
-             "E2E ms | tokens |", "|" + "---|" * 12]
-    for lv in detail["levels"]:
-        def g(key: str, sub: str = "mean", fmt: str = "{:.1f}", lv: dict = lv) -> str:
-            return _num((lv.get(key) or {}).get(sub), fmt)
-        lines.append(f"| {lv['concurrency']} | {lv['requests']} | {lv.get('completed')} | "
-                     f"{lv.get('errors')} | {_num(lv.get('output_tok_s'))} | "
-                     f"{_num(lv.get('per_request_tok_s_mean'))} | {g('ttft_ms', fmt='{:.0f}')} | "
-                     f"{g('ttft_ms', 'p99', '{:.0f}')} | {g('tpot_ms')} | {g('itl_ms')} | "
-                     f"{g('e2e_ms', fmt='{:.0f}')} | {lv.get('token_count_source') or '-'} |")
-    return "\n".join(lines) + "\n"
-
-
-def _csv(detail: dict[str, Any]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=REQUEST_CSV, extrasaction="ignore")
-    writer.writeheader()
-    conc = {lv["level"]: lv["concurrency"] for lv in detail["levels"]}
-    for req in detail["requests"]:
-        writer.writerow({**req, "concurrency": conc.get(req["level"])})
-    return buf.getvalue()
-
-
 def run_export(args: Any) -> int:
-    with RunStore() as store:
-        detail = run_detail(store, store.find_run(args.run), with_requests=True)
-    if args.format == "json":
-        text = json.dumps(detail, indent=2, default=str) + "\n"
-    elif args.format == "csv":
-        text = _csv(detail)
+    if args.json and args.format not in (None, "json"):
+        raise UserError(f"runs export: --json and --format {args.format} disagree", EXIT_CONFIG)
+    fmt = args.format or "json"
+    if args.all:
+        if args.run:
+            raise UserError("runs export: give an ID or --all, not both", EXIT_CONFIG)
+        if fmt != "json":
+            raise UserError("runs export --all writes JSON (one run: --format csv|md)",
+                            EXIT_CONFIG)
+        with RunStore() as store:
+            text = export.run_json(export.all_runs(store))
     else:
-        text = _markdown(detail)
+        if not args.run:
+            raise UserError("runs export: give a run ID (or --all)", EXIT_CONFIG)
+        with RunStore() as store:
+            detail = run_detail(store, store.find_run(args.run), with_requests=True)
+        text = {"json": export.run_json, "csv": export.run_csv,
+                "md": export.run_markdown}[fmt](detail)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8", newline="") as fh:
                 fh.write(text)
         except OSError as exc:
             raise UserError(f"cannot write {args.output}: {exc.strerror}", EXIT_CONFIG) from None
-        print(f"wrote {args.output}", file=sys.stderr)
+        print(f"wrote {safe_text(args.output)}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0
 
 
+def _ask(question: str) -> bool:
+    try:
+        answer = input(question)
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
 def run_delete(args: Any) -> int:
+    from dsv4tui.store import profiles
+
     with RunStore() as store:
         run = store.find_run(args.run)
+        levels = len(store.levels(run.id))
+        requests = len(store.requests(run.id))
+        sanity = len(store.sanity_results(run_id=run.id))
+        kprofiles = len(profiles.profiles(store, run_id=run.id))
+        what = (f"run {run.id} ({safe_text(run.label)}, {run.status}, "
+                f"{_when(run.started_at)}): {levels} level(s), {requests} request(s), "
+                f"{sanity} sanity result(s)")
+        if kprofiles:
+            what += f"; {kprofiles} kernel profile(s) stay, unlinked"
+        if not args.yes:
+            if not (sys.stdin.isatty() and sys.stdout.isatty()):
+                raise UserError(f"runs delete: not deleting {what} without --yes (no terminal "
+                                "to ask)", EXIT_CONFIG)
+            if not _ask(f"delete {what}? [y/N] "):
+                print("nothing deleted")
+                return 1
         store.delete_run(run.id)
     if args.json:
-        print_json({"deleted": run.id, "label": run.label})
+        print_json({"deleted": run.id, "label": run.label, "levels": levels,
+                    "requests": requests, "sanity_results": sanity,
+                    "kernel_profiles_unlinked": kprofiles})
     else:
-        print(f"deleted run {run.id} ({run.label})")
+        print(f"deleted {what}")
     return 0

@@ -12,8 +12,10 @@ import sys
 from typing import Any
 
 from dsv4tui import server_control
+from dsv4tui.backends import backend_misfit
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import load_settings, print_json, run_async
-from dsv4tui.errors import EXIT_FAILED
+from dsv4tui.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from dsv4tui.launch import Launch
 
 
@@ -30,6 +32,8 @@ def register(sub: Any) -> None:
         return c
 
     s = common("status", "stopped / starting (phase) / ready / crashed / foreign")
+    s.add_argument("--dry-run", action="store_true",
+                   help="print what would be asked, without connecting")
     s.set_defaults(func=_status)
     for name, help_ in (("start", "launch the profile and follow it until ready"),
                         ("restart", "stop ours (if running), launch, follow until ready")):
@@ -38,6 +42,8 @@ def register(sub: Any) -> None:
                        help="switch --moe-runner-backend for this launch")
         c.add_argument("--dry-run", action="store_true",
                        help="validate and print the launch without connecting")
+        c.add_argument("--force", action="store_true",
+                       help="launch a --backend that does not fit the profile's checkpoint")
         c.add_argument("--timeout", type=float, default=server_control.DEFAULT_TIMEOUT_S,
                        help="seconds to wait for ready (default 1800)")
         c.add_argument("--grace", type=float, default=server_control.DEFAULT_GRACE_S,
@@ -48,6 +54,8 @@ def register(sub: Any) -> None:
     t = common("stop", "SIGTERM, drain, then SIGKILL the server dsv4tui started", profile=False)
     t.add_argument("--grace", type=float, default=server_control.DEFAULT_GRACE_S,
                    help="drain time before SIGKILL (default 60 s)")
+    t.add_argument("--dry-run", action="store_true",
+                   help="print what would be stopped, without connecting")
     t.set_defaults(func=_stop)
 
 
@@ -56,10 +64,23 @@ def register(sub: Any) -> None:
 def _print_plan(host: str, launch: Launch, restart: bool) -> None:
     change = launch.changes.get("moe_runner_backend")
     backend = (f"{change['from']} -> {change['to']}" if change else launch.backend)
-    print(f"{'restart' if restart else 'start'} {host}: profile {launch.profile_name}, "
-          f"backend {backend}, checkpoint {launch.checkpoint}, port {launch.port}")
+    print(safe_text(f"{'restart' if restart else 'start'} {host}: profile "
+                    f"{launch.profile_name}, backend {backend}, checkpoint {launch.checkpoint}, "
+                    f"port {launch.port}"))
     for w in launch.warnings:
-        print(f"  warning: {w}")
+        print(f"  warning: {safe_text(w)}")
+
+
+def check_backend(config: Any, profile: str | None, backend: str | None, force: bool) -> str | None:
+    """Refuse (exit 2) a ``--backend`` that cannot run the profile's checkpoint, before any
+    connection; with ``force`` the reason comes back as a warning instead."""
+    if not backend:
+        return None
+    _, prof = config.profile(profile)
+    why = backend_misfit(prof, backend)
+    if why is None or force:
+        return why
+    raise UserError(f"{why} (--force launches it anyway)", EXIT_CONFIG)
 
 
 def _dry_run(args: Any) -> int:
@@ -67,13 +88,18 @@ def _dry_run(args: Any) -> int:
 
     settings, _ = load_settings(args)
     spec = host_spec(args.host, settings)
+    misfit = check_backend(spec.config, args.profile, args.backend, args.force)
     _, launch = server_control.plan(spec.config, args.profile, args.backend)
     if args.json:
-        print_json({"host": args.host, "dry_run": True, **launch.to_json()})
+        print_json({"host": args.host, "dry_run": True, "backend_misfit": misfit,
+                    **launch.to_json()})
         return 0
     _print_plan(args.host, launch, args.restart)
-    print(f"  would run: {launch.command_line()}")
-    print(f"  log file:  {launch.log_file}  (relative paths: in the agent's cache dir)")
+    if misfit:
+        print(f"  warning: {safe_text(misfit)} (--force)")
+    print(safe_text(f"  would run: {launch.command_line()}"))
+    print(safe_text(f"  log file:  {launch.log_file}  (relative paths: in the agent's cache "
+                    "dir)"))
     if launch.api_key_env:
         print(f"  api key:   from ${launch.api_key_env} on the host")
     return 0
@@ -100,26 +126,31 @@ class _Printer:
         elif step.kind == "stopped":
             self._line("  " + stop_text(ev))
         elif step.kind == "started":
-            self._line(f"  started pid {ev.get('pid')}; log {ev.get('log')}")
+            self._line(f"  started pid {ev.get('pid')}; log {safe_text(ev.get('log'))}")
         elif step.kind == "progress" and self.tty:
             sys.stdout.write(f"\r  load_weights  {step.percent:3d}%  (+{step.elapsed_s or 0:.1f} s)")
             sys.stdout.flush()
             self.progress = True
         elif step.kind == "phase":
             dur = f"{step.duration_s:8.2f} s" if step.duration_s is not None else "       ? s"
-            stage = f"  [{step.text}]" if step.text else ""
-            self._line(f"  {step.name:<13}{dur}   (+{step.elapsed_s or 0:.1f} s){stage}")
+            stage = f"  [{safe_text(step.text)}]" if step.text else ""
+            self._line(f"  {safe_text(step.name):<13}{dur}   (+{step.elapsed_s or 0:.1f} s)"
+                       f"{stage}")
         elif step.kind == "error":
-            self._line(f"  ! {step.name}: {step.text}")
+            self._line(f"  ! {safe_text(step.name)}: {safe_text(step.text)}")
 
 
 def _start(args: Any) -> int:
     if args.dry_run:
         return _dry_run(args)
-    from dsv4tui.hosts.resolve import open_host
+    from dsv4tui.hosts.resolve import host_spec, open_host
     from dsv4tui.store import RunStore
 
     settings, _ = load_settings(args)
+    misfit = check_backend(host_spec(args.host, settings).config, args.profile, args.backend,
+                           args.force)
+    if misfit and not args.json:
+        print(f"warning: {safe_text(misfit)} (--force)", file=sys.stderr)
 
     async def go(store: RunStore) -> server_control.StartResult:
         async with open_host(args.host, settings) as host:
@@ -139,14 +170,15 @@ def _start(args: Any) -> int:
             print_json({"ok": False, "kind": err.kind, "error": err.message,
                         "excerpt": err.excerpt, **err.result.to_json()})
         else:
-            print(f"FAILED: {err.message}")
+            print(f"FAILED: {safe_text(err.message)}")
             if err.excerpt:
                 print("log excerpt:")
                 for line in err.excerpt:
-                    print(f"  | {line}")
+                    print(f"  | {safe_text(line)}")
         return EXIT_FAILED
     if result.store_error:
-        print(f"warning: the launch was not recorded: {result.store_error}", file=sys.stderr)
+        print(f"warning: the launch was not recorded: {safe_text(result.store_error)}",
+              file=sys.stderr)
     if args.json:
         print_json({"ok": True, **result.to_json()})
     elif result.ready:
@@ -178,9 +210,20 @@ def stop_text(ev: dict[str, Any]) -> str:
 
 
 def _stop(args: Any) -> int:
-    from dsv4tui.hosts.resolve import open_host
+    from dsv4tui.hosts.resolve import host_spec, open_host
 
     settings, _ = load_settings(args)
+    if args.dry_run:
+        host_spec(args.host, settings)  # an unknown host fails here, as it would connecting
+        plan = {"host": args.host, "dry_run": True, "action": "stop", "grace_s": args.grace,
+                "agent_args": ["server", "stop", "--grace", f"{args.grace:g}"]}
+        if args.json:
+            print_json(plan)
+        else:
+            print(safe_text(f"would stop the server dsv4tui started on {args.host}: SIGTERM, "
+                            f"drain up to {args.grace:g} s, then SIGKILL (a server dsv4tui "
+                            "did not start is never stopped); nothing was connected"))
+        return 0
 
     async def go() -> dict[str, Any]:
         async with open_host(args.host, settings) as host:
@@ -190,7 +233,7 @@ def _stop(args: Any) -> int:
     if args.json:
         print_json({k: v for k, v in ev.items() if k not in ("type", "v")})
     else:
-        print(f"{args.host}: {stop_text(ev)}")
+        print(safe_text(f"{args.host}: {stop_text(ev)}"))
     return EXIT_FAILED if ev.get("leftover_pids") else 0
 
 
@@ -243,9 +286,23 @@ def status_text(host: str, ev: dict[str, Any]) -> str:
 
 
 def _status(args: Any) -> int:
-    from dsv4tui.hosts.resolve import open_host
+    from dsv4tui.hosts.resolve import host_spec, open_host
 
     settings, _ = load_settings(args)
+    if args.dry_run:
+        spec = host_spec(args.host, settings)
+        agent_args = ["server", "status"]
+        what = "the server dsv4tui started there"
+        if spec.config.profiles:
+            name, prof = spec.config.profile(args.profile)
+            agent_args += ["--port", str(prof.port), "--host", prof.host]
+            what += f" and who serves {prof.host}:{prof.port} (profile {name})"
+        if args.json:
+            print_json({"host": args.host, "dry_run": True, "action": "status",
+                        "agent_args": agent_args})
+        else:
+            print(safe_text(f"would ask {args.host} about {what}; nothing was connected"))
+        return 0
 
     async def go() -> dict[str, Any]:
         async with open_host(args.host, settings) as host:
@@ -255,5 +312,5 @@ def _status(args: Any) -> int:
     if args.json:
         print_json({k: v for k, v in ev.items() if k not in ("type", "v")})
     else:
-        print(status_text(args.host, ev))
+        print(safe_text(status_text(args.host, ev), keep_newlines=True))
     return 0

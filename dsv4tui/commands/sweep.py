@@ -122,18 +122,17 @@ def _cell(v: Any, fmt: str = "{:.1f}") -> str:
 
 
 def level_table(levels: list[dict[str, Any]]) -> str:
+    from dsv4tui.campaign.columns import LEVEL_COLUMNS
+
     rows = []
     for lv in levels:
         j = level_json(lv)
-        rows.append([str(j["concurrency"]), str(j["requests"]), str(j["completed"]),
-                     str(j["errors"]), _cell(j["duration_s"]), _cell(j["output_tok_s"]),
-                     _cell(j["per_request_tok_s_mean"]), _cell(j["ttft_ms"]["mean"], "{:.0f}"),
-                     _cell(j["ttft_ms"]["p99"], "{:.0f}"), _cell(j["tpot_ms"]["mean"]),
-                     _cell(j["itl_ms"]["mean"]), _cell(j["itl_ms"]["p99"]),
-                     _cell(j["e2e_ms"]["mean"], "{:.0f}"),
+        rows.append([str(j["concurrency"]), str(j["requests"]), _cell(j["completed"], "{}"),
+                     _cell(j["errors"], "{}"), *(c.text(c.value(j)) for c in LEVEL_COLUMNS),
+                     _cell(j["duration_s"]),
                      (j["token_count_source"] or "-") + ("*" if lv.get("partial") else "")])
-    return table(rows, ["C", "n", "ok", "err", "dur s", "tok/s", "req tok/s", "TTFT ms",
-                        "TTFT p99", "TPOT ms", "ITL ms", "ITL p99", "E2E ms", "tokens"])
+    return table(rows, ["C", "n", "ok", "err", *(c.header for c in LEVEL_COLUMNS), "dur s",
+                        "tokens"])
 
 
 async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
@@ -189,7 +188,10 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
 
 
 def run(args: Any) -> int:
+    from dsv4tui.campaign.labels import check_label
+
     check_target(args)
+    args.label = check_label(args.label)
     settings, _ = load_settings(args)
     plan = build_plan(settings.sweep, args)
     cases = None if args.no_sanity else (settings.sanity.suite() or None)

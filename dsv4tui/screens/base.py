@@ -8,7 +8,6 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Container
 from textual.geometry import Region, Size
-from textual.markup import escape
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
@@ -19,6 +18,7 @@ from dsv4tui.screens.messages import ALL, CONN, LOGS, PROFILES, SERVER, ModelUpd
 from dsv4tui.screens.model import UiModel
 from dsv4tui.widgets.host_bar import ConnectionBanner, HostBar
 from dsv4tui.widgets.log_view import LogPanel
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
 
 W = TypeVar("W", bound=Widget)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.markup import escape
 from textual.widgets import ProgressBar, Static
 
 from dsv4tui.screens.base import DsvScreen
@@ -15,6 +14,7 @@ from dsv4tui.widgets.charts import Chart, Series
 from dsv4tui.widgets.gpu_strip import GpuStrip
 from dsv4tui.widgets.startup import SanityResult
 from dsv4tui.widgets.sweep_table import SweepTable
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
 from dsv4tui.widgets.throughput import ThroughputPanel
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.markup import escape
 from textual.widgets import Static
 
+from dsv4tui import keymap
 from dsv4tui.screens.base import LogScreen
 from dsv4tui.screens.messages import CONN, DECODE, GPU, SANITY, STARTUP, SWEEP
 from dsv4tui.screens.model import UiModel, fmt_num
 from dsv4tui.widgets.gpu_panel import GpuPanel
 from dsv4tui.widgets.log_view import LogPanel
 from dsv4tui.widgets.startup import SanityResult
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
 from dsv4tui.widgets.throughput import ThroughputPanel
 
@@ -81,6 +82,7 @@ class DashboardScreen(LogScreen):
             if m.telemetry is not None and panel.telemetry is not m.telemetry:
                 panel.set_telemetry(m.telemetry)
             panel.refresh_telemetry()  # a layout pass only when rows come or go
+            self._fit_gpu_box()
         if DECODE in parts or CONN in parts:
             for tp in self.query(ThroughputPanel):
                 tp.refresh_model()
@@ -90,8 +92,37 @@ class DashboardScreen(LogScreen):
             update_static(self.one(Static, "#dash-sweep"), sweep_markup(m),
                           fixed_height=True)
         if STARTUP in parts:
-            update_static(self.one(Static, "#dash-startup"), startup_markup(m),
-                          fixed_height=True)
+            startup = self.one(Static, "#dash-startup")
+            update_static(startup, startup_markup(m), fixed_height=True)
+            su = m.startup
+            startup.set_class(not (su.active or su.status == "failed"), "-idle")
+
+    # rows of the side panel: throughput (numbers + 2 of sparkline), sanity, sweep (2), startup
+    SIDE_ROWS = 7
+
+    def _fit_gpu_box(self) -> None:
+        """Few GPUs: the side panel goes compact so that the row is as tall as the GPUs need.
+        Too short a terminal for every GPU: the box's bottom border says how many are not
+        shown (g focuses the box, then the arrows scroll)."""
+        panel = self.one(GpuPanel)
+        self.one(Vertical, "#dash-side").set_class(panel.line_count() < self.SIDE_ROWS,
+                                                   "-compact")
+        self.call_after_refresh(self._count_hidden)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._count_hidden)
+
+    def _count_hidden(self) -> None:
+        box = self.query_one("#gpu-box", VerticalScroll)
+        panel = self.one(GpuPanel)
+        gpus = panel.telemetry.gpu_count() if panel.telemetry is not None else 0
+        hidden = min(gpus, max(0, panel.line_count() - box.scrollable_content_region.height))
+        km = getattr(self.app, "_keymap", None) or {}
+        key = keymap.display_key(km.get("focus.gpus", keymap.BY_ID["focus.gpus"].key))
+        subtitle = (f"{hidden} more GPU{'s' if hidden > 1 else ''} below · {key} then ↓"
+                    if hidden else "")
+        if box.border_subtitle != subtitle:
+            box.border_subtitle = subtitle
 
     def focus_gpus(self) -> None:
         self.query_one("#gpu-box").focus()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.markup import escape
 from textual.widgets import Static
 
 from dsv4tui.screens.base import LogScreen
@@ -13,25 +12,42 @@ from dsv4tui.screens.messages import PROFILES, SANITY, SERVER, STARTUP
 from dsv4tui.screens.model import UiModel
 from dsv4tui.widgets.log_view import LogPanel
 from dsv4tui.widgets.startup import SanityResult, StartupView
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
 
 
-def profile_markup(model: UiModel) -> str:
+def profile_markup(model: UiModel, next_backend: str | None = None) -> str:
+    """The active profile's fields. The backend row says what the server runs; when that is
+    not the profile's backend both are shown (each on its own row, never cut), and so is the
+    backend the next restart (r) uses when that differs again (picked with b)."""
     prof = model.profile()
     if prof is None:
         return "[$foreground-muted]this host has no launch profiles[/]"
+    srv = model.server
+    runs_it = (srv.state in ("ready", "starting") and srv.backend is not None
+               and srv.profile in (None, prof.name))
+    nxt = next_backend or prof.backend
+    backend_rows = []
+    if runs_it and srv.backend != prof.backend:
+        backend_rows += [("running backend", srv.backend or ""),
+                         ("profile backend", prof.backend)]
+    else:
+        backend_rows.append(("moe backend", prof.backend))
+    if nxt != prof.backend or backend_rows[0][0] == "running backend":
+        backend_rows.append(("next restart", nxt))  # r: the backend picked with b, if any
     rows = [("profile", prof.name), ("checkpoint", prof.checkpoint),
-            ("quantization", prof.quantization or "—"), ("moe backend", prof.backend),
+            ("quantization", prof.quantization or "—"), *backend_rows,
             ("model", prof.model_path)]
     if prof.tp_size:
         rows.append(("tp size", str(prof.tp_size)))
     rows.extend(prof.fields)
     width = max(len(k) for k, _ in rows)
-    lines = [f"[$foreground-muted]{escape(k):<{width}}[/] {escape(v)}" for k, v in rows]
-    running = model.server
-    if running.backend and running.backend != prof.backend and running.state == "ready":
-        lines.append(f"\n[$warning]the server runs {escape(running.backend)}: "
-                     "r restarts with the profile's backend[/]")
+    lines = []
+    for k, v in rows:
+        if k in ("running backend", "profile backend", "next restart"):
+            lines.append(f"[$warning]{escape(k):<{width}}[/] [b]{escape(v)}[/b]")
+        else:
+            lines.append(f"[$foreground-muted]{escape(k):<{width}}[/] {escape(v)}")
     others = [p.name for p in model.profiles if p.name != prof.name]
     if others:
         lines.append(f"\n[$foreground-muted]other profiles: {escape(', '.join(others))}[/]")
@@ -63,7 +79,10 @@ class LaunchScreen(LogScreen):
 
     def refresh_body(self, parts: frozenset[str]) -> None:
         if parts & {PROFILES, SERVER}:
-            update_static(self.one(Static, "#profile-fields"), profile_markup(self.model))
+            prof = self.model.profile()
+            backend_for = getattr(self.app, "backend_for", None)
+            nxt = backend_for(prof.name) if prof is not None and backend_for else None
+            update_static(self.one(Static, "#profile-fields"), profile_markup(self.model, nxt))
         if STARTUP in parts:
             self.one(StartupView).refresh_model()
         if SANITY in parts:

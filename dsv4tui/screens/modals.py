@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+
+from dsv4tui.campaign.labels import check_label, safe_text
+from dsv4tui.errors import UserError
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
+
+
+def banner(screen: ModalScreen[Any]) -> ComposeResult:
+    """The connection banner, on top of a dialog too (when the app has a host model)."""
+    from dsv4tui.widgets.host_bar import DialogBanner
+
+    model = getattr(screen.app, "model", None)
+    if model is not None and hasattr(model, "conn"):
+        yield DialogBanner(model)
+
 
 _MODAL_CSS = """
 {name} {{ align: center middle; }}
@@ -35,6 +49,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.danger = danger
 
     def compose(self) -> ComposeResult:
+        yield from banner(self)
         with Vertical() as box:
             box.border_title = self.title_text
             yield Static(self.message, classes="dlg-text", markup=True)
@@ -69,11 +84,14 @@ class ErrorScreen(ModalScreen[None]):
         self.title_text, self.message, self.details = title, message, details or []
 
     def compose(self) -> ComposeResult:
+        yield from banner(self)
         with Vertical() as box:
             box.border_title = self.title_text
-            yield Static(self.message, classes="dlg-text", markup=False)
+            yield Static(safe_text(self.message, keep_newlines=True), classes="dlg-text",
+                         markup=False)
             if self.details:
-                yield Static("\n".join(self.details[-12:]), classes="dlg-details", markup=False)
+                yield Static("\n".join(safe_text(d) for d in self.details[-12:]),
+                             classes="dlg-details", markup=False)
             with Horizontal(classes="dlg-buttons"):
                 yield Button("OK (enter)", id="ok", variant="error")
 
@@ -111,6 +129,7 @@ class PickerScreen(ModalScreen[str | None]):
         self.title_text, self.intro, self.choices = title, intro, choices
 
     def compose(self) -> ComposeResult:
+        yield from banner(self)
         with Vertical() as box:
             box.border_title = self.title_text
             yield Static(self.intro, classes="dlg-text", markup=True)
@@ -187,6 +206,7 @@ class SweepPlanScreen(ModalScreen[PlanInput | None]):
         self.gate = gate
 
     def compose(self) -> ComposeResult:
+        yield from banner(self)
         p = self.plan
         with Vertical() as box:
             box.border_title = "sweep plan"
@@ -215,16 +235,17 @@ class SweepPlanScreen(ModalScreen[PlanInput | None]):
     def _read(self) -> PlanInput | None:
         err = self.query_one(".dlg-error", Static)
         try:
-            label = self.query_one("#plan-label", Input).value.strip()
-            if not label:
-                raise ValueError("the label is empty")
+            try:  # the core's rule: the CLI's --label and campaigns check the same
+                label = check_label(self.query_one("#plan-label", Input).value)
+            except UserError as exc:
+                raise ValueError(exc.message) from None
             levels = parse_levels(self.query_one("#plan-levels", Input).value)
             inp = int(self.query_one("#plan-in", Input).value or "0")
             out = int(self.query_one("#plan-out", Input).value or "0")
             if inp < 1 or out < 1:
                 raise ValueError("input and output tokens must be >= 1")
         except ValueError as exc:
-            err.update(str(exc))
+            err.update(escape(str(exc)))
             return None
         return PlanInput(label, levels, inp, out)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.campaign.compare import Comparison, Point
 from dsv4tui.widgets.log_lines import LogLines
 
 PHASES = ("load_weights", "kv_cache", "cuda_graph", "http_up", "ready")
@@ -81,6 +82,11 @@ class DecodeHistory:
     @property
     def latest(self) -> DecodeSample | None:
         return self.samples[-1] if self.samples else None
+
+    def current(self, now: float, max_age: float) -> DecodeSample | None:
+        """The latest sample if it is at most ``max_age`` seconds old (else it is history)."""
+        latest = self.latest
+        return latest if latest is not None and now - latest.t <= max_age else None
 
     def throughput(self) -> list[float]:
         return [s.gen_tok_s or 0.0 for s in self.samples]
@@ -158,6 +164,13 @@ class StartupView:
     def active(self) -> bool:
         return self.status in ("stopping", "starting")
 
+    def finish(self, status: str, now: float) -> None:
+        """The restart ended (``failed``): every clock stops now, the open phase included."""
+        self.status, self.ended = status, now
+        for ph in self.phases.values():
+            if ph.started is not None and ph.ended is None:
+                ph.ended = now
+
 
 @dataclass
 class SanityCaseView:
@@ -211,6 +224,14 @@ class LevelRow:
     def progress(self) -> str:
         return f"{self.completed}/{self.requests}"
 
+    def stats(self) -> dict[str, Any]:
+        """The numbers in the shape of a ``level`` event (campaign.columns reads it)."""
+        return {"concurrency": self.concurrency, "requests": self.requests,
+                "completed": self.completed, "errors": self.errors,
+                "output_tok_s": self.out_tok_s,
+                "ttft_ms": {"p50": self.ttft_p50_ms, "p99": self.ttft_p99_ms},
+                "tpot_ms": {"p50": self.tpot_p50_ms}}
+
 
 @dataclass
 class SweepView:
@@ -258,50 +279,19 @@ class RunRow:
     best_tok_s: float | None
     status: str
     simulated: bool = False
+    sanity_passed: bool | None = None  # the run's sanity gate (None: not run)
 
     def matches(self, text: str) -> bool:
         if not text:
             return True
-        hay = " ".join(str(x) for x in (self.label, self.host, self.backend, self.checkpoint,
-                                         self.status)).lower()
+        hay = " ".join(str(x) for x in (f"#{self.run_id}", self.label, self.host, self.backend,
+                                         self.checkpoint, self.status)).lower()
         return all(part in hay for part in text.lower().split())
 
 
-@dataclass(frozen=True)
-class LevelStats:
-    """One level of a stored run, as the compare view needs it."""
-
-    concurrency: int
-    out_tok_s: float | None
-    ttft_p50_ms: float | None = None
-    ttft_p99_ms: float | None = None
-    tpot_p50_ms: float | None = None
-    tensor_active: float | None = None  # mean %, across GPUs, during the level
-    power_w: float | None = None  # mean total power of all GPUs, during the level
-    errors: int = 0
-    roofline_pct: float | None = None  # measured tok/s as % of the memory-bound ceiling
-
-    @property
-    def tok_per_kw(self) -> float | None:
-        if self.out_tok_s is None or not self.power_w:
-            return None
-        return self.out_tok_s / (self.power_w / 1000.0)
-
-
-@dataclass
-class CompareView:
-    runs: list[RunRow] = field(default_factory=list)
-    levels: dict[Any, list[LevelStats]] = field(default_factory=dict)
-    baseline: Any = None
-
-    def concurrencies(self) -> list[int]:
-        return sorted({lv.concurrency for stats in self.levels.values() for lv in stats})
-
-    def stat(self, run_id: Any, concurrency: int) -> LevelStats | None:
-        for lv in self.levels.get(run_id, ()):
-            if lv.concurrency == concurrency:
-                return lv
-        return None
+# The comparison is computed in the core, once for both faces: a Comparison of Points.
+LevelStats = Point
+CompareView = Comparison
 
 
 @dataclass
@@ -310,12 +300,21 @@ class RunsView:
     marked: list[Any] = field(default_factory=list)  # run ids, in marking order
     filter: str = ""
     baseline: Any = None
-    compare: CompareView | None = None
+    compare: Comparison | None = None
     loading: bool = False
     error: str | None = None
+    show_failed: bool = False  # runs whose sanity gate failed: hidden (and counted) by default
 
     def visible(self) -> list[RunRow]:
-        return [r for r in self.rows if r.matches(self.filter)]
+        return [r for r in self.rows if r.matches(self.filter)
+                and (self.show_failed or r.sanity_passed is not False)]
+
+    @property
+    def hidden_failed(self) -> int:
+        """Runs the filter would show but that are hidden because their sanity failed."""
+        if self.show_failed:
+            return 0
+        return sum(1 for r in self.rows if r.matches(self.filter) and r.sanity_passed is False)
 
 
 @dataclass

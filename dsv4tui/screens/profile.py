@@ -23,16 +23,19 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
-from textual.markup import escape
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from dsv4tui import keymap
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.screens.base import DsvScreen
 from dsv4tui.screens.model import UiModel
 from dsv4tui.widgets.profile_families import FamilyBars
 from dsv4tui.widgets.profile_kernels import KernelTable
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
+from dsv4tui.widgets.text import plain
 
 LIST_COLUMNS = (("", "mark", 2), ("#", "id", 4), ("backend", "backend", 12),
                 ("ckpt", "ckpt", 6), ("run", "run", 5), ("step ms", "step", 8),
@@ -53,6 +56,9 @@ class ProfileItem:
     label: str | None = None
     created_at: float = 0.0
     simulated: bool = False
+    launch_id: int | None = None
+    server_pid: int | None = None
+    concurrency: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -63,7 +69,8 @@ class ProfileItem:
                    host=str(get("host", "") or ""), backend=get("backend"),
                    checkpoint=get("checkpoint"), label=get("label"),
                    created_at=float(get("created_at", 0.0) or 0.0),
-                   simulated=bool(get("simulated", False)))
+                   simulated=bool(get("simulated", False)), launch_id=get("launch_id"),
+                   server_pid=get("server_pid"), concurrency=get("concurrency"))
 
     @property
     def title(self) -> str:
@@ -107,17 +114,21 @@ def header_text(item: ProfileItem) -> str:
                  "TC/CC flags from kernel names + that counter")
     else:
         line3 = "tensor pipe n/a: TC/CC flags from kernel names only"
-    return "\n".join((line1, line2, line3, f"[dim]{escape(str(s.get('basis_note') or ''))}[/]"))
+    measured = [f"launch {item.launch_id}" if item.launch_id is not None else "launch unknown"]
+    if item.server_pid is not None:
+        measured.append(f"server pid {item.server_pid}")
+    if item.concurrency is not None:
+        measured.append(f"load C={item.concurrency}")
+    measured.append(f"run {item.run_id}" if item.run_id is not None else "no run")
+    return "\n".join((line1, line2, line3, "measured: " + escape(" · ".join(measured)),
+                      f"[dim]{escape(str(s.get('basis_note') or ''))}[/]"))
 
 
 class ProfileScreen(DsvScreen):
     MODE = "profile"
     AUTO_FOCUS = "#prof-table"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("k", "run_profile", "Profile now", id="profile.run"),
-        Binding("space", "toggle_mark", "Mark", id="profile.mark"),
-        Binding("ctrl+r", "reload", "Reload", id="profile.reload", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = keymap.bindings("profile")
+    SCOPES = ("profile", "app")  # the key bar shows k, space ... like every other screen
     DEFAULT_CSS = """
     ProfileScreen #prof-main { height: 1fr; }
     ProfileScreen #prof-list-box { width: 44; min-width: 30; }
@@ -191,7 +202,7 @@ class ProfileScreen(DsvScreen):
         keep = table.cursor_row
         table.clear()
         for item in self.items:
-            table.add_row(*self._cells(item), key=str(item.id))
+            table.add_row(*(plain(c) for c in self._cells(item)), key=str(item.id))
         if self.items:
             table.move_cursor(row=min(max(keep, 0), len(self.items) - 1))
 
@@ -199,7 +210,8 @@ class ProfileScreen(DsvScreen):
         mark = str(self.marked.index(item.id) + 1) if item.id in self.marked else ""
         when = (_dt.datetime.fromtimestamp(item.created_at).strftime("%Y-%m-%d %H:%M")
                 if item.created_at else "-")
-        return (mark, str(item.id), item.backend or "-", item.checkpoint or "-",
+        return (mark, str(item.id), safe_text(item.backend or "-"),
+                safe_text(item.checkpoint or "-"),
                 "-" if item.run_id is None else str(item.run_id),
                 _num(item.decode.get("interval_ms") or item.decode.get("mean_ms")),
                 _num(item.tensor_pct, "{:.2f}"), when)

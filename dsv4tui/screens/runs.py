@@ -4,26 +4,73 @@ from __future__ import annotations
 
 import datetime as _dt
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.markup import escape
 from textual.widgets import DataTable, Input, Static
 
 from dsv4tui import keymap
+from dsv4tui.campaign.columns import COMPARE_COLUMNS, change_title, fmt_change
+from dsv4tui.campaign.compare import Comparison
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.screens.base import DsvScreen
 from dsv4tui.screens.messages import COMPARE, RUNS
-from dsv4tui.screens.model import CompareView, RunRow, UiModel, fmt_num, fmt_pct_change
+from dsv4tui.screens.model import RunRow, UiModel, fmt_num
 from dsv4tui.widgets.charts import Chart, Series
-from dsv4tui.widgets.text import update_static
+from dsv4tui.widgets.text import esc, plain, update_static
 
-RUN_COLUMNS = (("", "mark", 2), ("label", "label", 24), ("date", "date", 16),
-               ("host", "host", 10), ("backend", "backend", 12), ("ckpt", "ckpt", 6),
-               ("best tok/s", "best", 10), ("status", "status", 11))
+# (title, key, width, flexible): flexible columns grow to their longest value, the label
+# takes what is left; on a narrow terminal the date loses its year, then the host, the
+# sanity and checkpoint columns go -- the run id, tok/s and status always stay.
+_PAD = 2  # DataTable's cell padding, both sides
+_MIN = {"label": 10, "host": 6, "backend": 8}
 
 
-def fmt_date(epoch: float) -> str:
-    return _dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M")
+def run_columns(width: int, natural: dict[str, int] | None = None
+                ) -> list[tuple[str, str, int]]:
+    """The Runs table's columns ``(title, key, width)`` for a table ``width`` cells wide."""
+    natural = natural or {}
+    cols: dict[str, list[object]] = {
+        "mark": ["", 2], "id": ["id", max(2, natural.get("id", 3))],
+        "label": ["label", _MIN["label"]], "date": ["date", 16],
+        "host": ["host", _MIN["host"]], "backend": ["backend", _MIN["backend"]],
+        "ckpt": ["ckpt", 6], "best": ["best tok/s", 10], "status": ["status", 11],
+        "sanity": ["sanity", 6],
+    }
+
+    def used() -> int:
+        return sum(int(w) + _PAD for _, w in cols.values())  # type: ignore[call-overload]
+
+    for step in ("date", "host", "sanity", "ckpt", "date-off", "backend-min"):
+        if used() <= width:
+            break
+        if step == "date":
+            cols["date"][1] = 11  # 03-02 09:17
+        elif step == "date-off":
+            del cols["date"]
+        elif step == "backend-min":
+            cols["backend"][1] = 6
+        else:
+            del cols[step]
+    spare = width - used()
+    if "ckpt" in cols and natural.get("label", 0) > _MIN["label"] + spare and width < 100:
+        del cols["ckpt"]  # narrow: the label (it usually names the checkpoint) before ckpt
+        spare = width - used()
+    for key in ("backend", "host", "label"):  # up to their longest value, most useful first
+        if key in cols and spare > 0:
+            want = max(0, natural.get(key, 0) - int(cols[key][1]))  # type: ignore[call-overload]
+            grow = min(spare, want)
+            cols[key][1] = int(cols[key][1]) + grow  # type: ignore[call-overload]
+            spare -= grow
+    if spare > 0:
+        cols["label"][1] = int(cols["label"][1]) + spare  # type: ignore[call-overload]
+    return [(str(t), k, int(w)) for k, (t, w) in cols.items()]  # type: ignore[call-overload]
+
+
+def fmt_date(epoch: float, year: bool = True) -> str:
+    return _dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M" if year
+                                                      else "%m-%d %H:%M")
 
 
 class RunsScreen(DsvScreen):
@@ -40,11 +87,23 @@ class RunsScreen(DsvScreen):
             yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="runs-hint", markup=True)
 
-    def on_mount(self) -> None:
-        table = self.query_one("#runs-table", DataTable)
-        for label, key, width in RUN_COLUMNS:
-            table.add_column(label, key=key, width=width)
+    _columns: list[tuple[str, str, int]] | None = None
 
+    def on_mount(self) -> None:
+        self._fill()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fill)
+
+    def _layout(self) -> list[tuple[str, str, int]]:
+        table = self.query_one("#runs-table", DataTable)
+        width = table.scrollable_content_region.width or table.size.width or self.size.width
+        rows = self.model.runs.visible()
+        natural = {"id": max([len(str(r.run_id)) for r in rows] + [2]),
+                   "label": max([len(r.label) + (6 if r.simulated else 0) for r in rows] + [5]),
+                   "host": max([len(r.host) for r in rows] + [4]),
+                   "backend": max([len(r.backend or "—") for r in rows] + [7])}
+        return run_columns(max(width - 1, 20), natural)
     # -- drawing --------------------------------------------------------------------------
     def refresh_body(self, parts: frozenset[str]) -> None:
         if RUNS in parts:
@@ -54,15 +113,22 @@ class RunsScreen(DsvScreen):
 
     def _fill(self) -> None:
         runs = self.model.runs
+        columns = self._layout()
         shown = (tuple(runs.rows), tuple(runs.marked), runs.baseline, runs.filter,
-                 runs.loading, runs.error)
+                 runs.loading, runs.error, runs.show_failed, tuple(columns))
         if shown == self._shown:  # a DataTable rebuild repaints every row: only on change
             return
         self._shown = shown
         table = self.query_one("#runs-table", DataTable)
         keep = table.cursor_row
         current = self.highlighted()
-        table.clear()
+        if columns != self._columns:
+            self._columns = columns
+            table.clear(columns=True)
+            for title, key, width in columns:
+                table.add_column(title, key=key, width=width)
+        else:
+            table.clear()
         for row in runs.visible():
             table.add_row(*self._cells(row), key=str(row.run_id))
         if current is not None:
@@ -74,30 +140,53 @@ class RunsScreen(DsvScreen):
         filt.set_class(bool(runs.filter) or filt.has_focus, "-visible")
         self._hint()
 
-    def _cells(self, row: RunRow) -> tuple[str, ...]:
+    def _cells(self, row: RunRow) -> list[Text]:
         runs = self.model.runs
         mark = "●" if row.run_id in runs.marked else ""
         if row.run_id == runs.baseline:
             mark = "◆" if row.run_id in runs.marked else "◇"
-        label = row.label + (" [sim]" if row.simulated else "")
-        return (mark, label, fmt_date(row.created), row.host, row.backend or "—",
-                row.checkpoint or "—", fmt_num(row.best_tok_s, 1), row.status)
+        widths = {key: width for _, key, width in (self._columns or [])}
+        cells = {"mark": mark, "id": str(row.run_id),
+                 "label": row.label + (" [sim]" if row.simulated else ""),
+                 "date": fmt_date(row.created, year=widths.get("date", 16) >= 16),
+                 "host": row.host, "backend": row.backend or "—", "ckpt": row.checkpoint or "—",
+                 "best": fmt_num(row.best_tok_s, 1), "status": row.status,
+                 "sanity": {True: "pass", False: "FAIL", None: "—"}[row.sanity_passed]}
+        out = []
+        for _, key, _ in self._columns or []:
+            cell = plain(cells[key])
+            if key in ("best", "id"):
+                cell.justify = "right"
+            out.append(cell)
+        return out
 
     def _hint(self) -> None:
         runs = self.model.runs
         n = len(runs.marked)
         if runs.error:
-            text = f"[$error]{escape(runs.error)}[/]"
+            text = f"[$error]{esc(runs.error)}[/]"
         elif runs.loading:
             text = "loading runs …"
         elif not runs.rows:
             text = "no runs stored yet — a sweep (4 Bench, w) stores one"
         else:
             shown = len(runs.visible())
-            filt = f" · filter [b]{escape(runs.filter)}[/b]" if runs.filter else ""
-            text = (f"{shown}/{len(runs.rows)} runs{filt} · {n} marked · "
-                    "[$primary]space[/] mark  [$primary]c[/] compare (2+)  "
-                    "[$primary]B[/] baseline  [$primary]/[/] filter")
+            filt = f" · filter [b]{esc(runs.filter)}[/b]" if runs.filter else ""
+            km = getattr(self.app, "_keymap", None) or {}
+            key = dict((a.id, k) for a, k in keymap.effective(km))
+            hidden = runs.hidden_failed
+            failed = ""
+            if hidden:
+                failed = (f" · [$warning]{hidden} failed-sanity run{'s' if hidden > 1 else ''} "
+                          f"hidden[/] ([$primary]{esc(key['runs.failed'])}[/] shows)")
+            elif runs.show_failed:
+                failed = (f" · failed-sanity runs shown ([$primary]{esc(key['runs.failed'])}"
+                          "[/] hides)")
+            text = (f"{shown}/{len(runs.rows)} runs{filt}{failed} · {n} marked · "
+                    f"[$primary]{esc(key['runs.mark'])}[/] mark  "
+                    f"[$primary]{esc(key['compare'])}[/] compare (2+)  "
+                    f"[$primary]{esc(key['runs.baseline'])}[/] baseline  "
+                    f"[$primary]{esc(key['runs.filter'])}[/] filter")
         update_static(self.query_one("#runs-hint", Static), text)
 
     def highlighted(self) -> RunRow | None:
@@ -125,6 +214,7 @@ class RunsScreen(DsvScreen):
             marked.append(row.run_id)
         table = self.query_one("#runs-table", DataTable)
         table.update_cell(str(row.run_id), "mark", self._cells(row)[0])
+        self._shown = None
         if table.cursor_row < table.row_count - 1:
             table.move_cursor(row=table.cursor_row + 1)
         self._hint()
@@ -135,7 +225,12 @@ class RunsScreen(DsvScreen):
             return
         self.model.runs.baseline = row.run_id
         self._fill()
-        self.notify(f"baseline: {row.label}", timeout=2)
+        self.notify(f"baseline: #{row.run_id} {safe_text(row.label)}", timeout=2, markup=False)
+
+    def action_toggle_failed(self) -> None:
+        runs = self.model.runs
+        runs.show_failed = not runs.show_failed
+        self._fill()
 
     def action_filter(self) -> None:
         box = self.query_one("#runs-filter", Input)
@@ -176,38 +271,33 @@ METRICS = (
     ("ttft_p50_ms", "TTFT p50 (ms) per C"),
     ("tpot_p50_ms", "TPOT p50 (ms) per C"),
     ("ttft_p99_ms", "TTFT p99 (ms) per C"),
-    ("tensor_active", "tensor pipe active (%) per C"),
-    ("tok_per_kw", "output tok/s per kW per C"),
+    ("tensor_active", "tensor pipe active (%, mean over GPUs) per C"),
+    ("tok_s_per_kw", "output tok/s per kW per C"),
 )
 
 
-def compare_rows(cmp: CompareView) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the compare table: per C, per run, with % change vs baseline."""
-    headers = ["C", "run", "tok/s", "Δ tok/s", "TTFT p50", "TTFT p99", "TPOT", "tensor",
-               "tok/kW", "Δ tok/kW", "roofline"]
+def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the compare table (the core's columns): per C, per run, each
+    change column against the baseline run it names (``vs #1``)."""
+    base = cmp.baseline_id
+    headers = ["C", "run"]
+    for col in COMPARE_COLUMNS:
+        headers.append(col.title)
+        if col.change:
+            headers.append(change_title(base))
     rows: list[list[str]] = []
-    base = cmp.baseline if cmp.baseline is not None else (cmp.runs[0].run_id if cmp.runs else None)
-    labels = [r.label for r in cmp.runs]
-    names = {r.run_id: r.label if labels.count(r.label) == 1 else f"{r.label} #{r.run_id}"
-             for r in cmp.runs}  # two runs of one label stay apart
-    for c in cmp.concurrencies():
-        b = cmp.stat(base, c)
-        for run in cmp.runs:
-            s = cmp.stat(run.run_id, c)
-            if s is None:
-                rows.append([str(c), names[run.run_id], "—", "", "", "", "", "", "", "", ""])
-                continue
-            is_base = run.run_id == base
-            rows.append([
-                str(c), names[run.run_id] + (" (base)" if is_base else ""),
-                fmt_num(s.out_tok_s, 1),
-                "base" if is_base else fmt_pct_change(s.out_tok_s, b.out_tok_s if b else None),
-                fmt_num(s.ttft_p50_ms, 0), fmt_num(s.ttft_p99_ms, 0), fmt_num(s.tpot_p50_ms, 1),
-                "n/a" if s.tensor_active is None else f"{s.tensor_active:.1f}%",
-                fmt_num(s.tok_per_kw, 1),
-                "base" if is_base else fmt_pct_change(s.tok_per_kw, b.tok_per_kw if b else None),
-                "n/a" if s.roofline_pct is None else f"{s.roofline_pct:.2g}%",
-            ])
+    for row in cmp.rows():
+        name = row.name + (" (base)" if row.is_baseline else "")
+        if row.point is None:
+            rows.append([str(row.concurrency), name, "not run"] + [""] * (len(headers) - 3))
+            continue
+        cells = [str(row.concurrency), name]
+        for col in COMPARE_COLUMNS:
+            cells.append(col.text(row.values.get(col.key), none="n/a", unit=col.unit == "%"))
+            if col.change:
+                cells.append("base" if row.is_baseline
+                             else fmt_change(row.changes.get(col.key), none="n/a"))
+        rows.append(cells)
     return headers, rows
 
 
@@ -239,33 +329,29 @@ class CompareScreen(DsvScreen):
         cmp = self.model.runs.compare
         if cmp is None:
             return
-        cs = cmp.concurrencies()
-        labels = [f"C{c}" for c in cs]
-        def col(run_id: object, attr: str) -> list[float | None]:
-            out: list[float | None] = []
-            for c in cs:
-                s = cmp.stat(run_id, c)
-                out.append(None if s is None else getattr(s, attr))
-            return out
+        labels = [f"C{c}" for c in cmp.concurrencies()]
+        names = [safe_text(cmp.name(r.id)) for r in cmp.runs]
         self.query_one("#cmp-tok", Chart).show_data(
-            labels, [Series(r.label, col(r.run_id, "out_tok_s")) for r in cmp.runs],
-            ylabel="tok/s")
+            labels, [Series(n, cmp.series(r.id, "output_tok_s"))
+                     for n, r in zip(names, cmp.runs, strict=True)], ylabel="tok/s")
         attr, title = METRICS[self.metric]
         self.query_one("#cmp-metric", Chart).show_data(
-            labels, [Series(r.label, col(r.run_id, attr)) for r in cmp.runs], title=title,
-            empty="no data for this metric (older runs may lack telemetry)")
+            labels, [Series(n, cmp.series(r.id, attr)) for n, r in zip(names, cmp.runs,
+                                                                         strict=True)],
+            title=title, empty="no data for this metric (older runs may lack telemetry)")
         headers, rows = compare_rows(cmp)
         if (headers, rows) != self._table_shown:  # a rebuild repaints (and resizes) it all
             self._table_shown = (headers, rows)
             table = self.query_one("#cmp-table", DataTable)
             table.clear(columns=True)
-            for h in headers:
-                table.add_column(h, key=h)
+            for i, h in enumerate(headers):
+                table.add_column(h, key=f"c{i}")
             for row in rows:
-                table.add_row(*row)
-        base = next((r for r in cmp.runs if r.run_id == cmp.baseline), None)
+                table.add_row(*(plain(c) for c in row))
+        base = cmp.baseline_run
         box = self.query_one("#cmp-table-box")
-        box.border_title = (f"per level · % change against {base.label if base else 'the first run'}"
+        box.border_title = (f"per level · % change against "
+                            f"{esc(f'#{base.id} {base.label}') if base else 'the first run'}"
                             " · m metric · B baseline · e export")
 
     def action_next_metric(self) -> None:
@@ -276,10 +362,11 @@ class CompareScreen(DsvScreen):
         cmp = self.model.runs.compare
         if cmp is None or not cmp.runs:
             return
-        ids = [r.run_id for r in cmp.runs]
-        i = ids.index(cmp.baseline) if cmp.baseline in ids else 0
-        cmp.baseline = ids[(i + 1) % len(ids)]
-        self.model.runs.baseline = cmp.baseline
+        ids = [r.id for r in cmp.runs]
+        i = ids.index(cmp.baseline_id) if cmp.baseline_id in ids else 0
+        cmp = cmp.with_baseline(ids[(i + 1) % len(ids)])
+        self.model.runs.compare = cmp
+        self.model.runs.baseline = cmp.baseline_id
         self._draw()
 
     async def action_export(self) -> None:

@@ -5,7 +5,11 @@ it there as the next migration; every statement is ``IF NOT EXISTS``, so a store
 made the table here migrates cleanly), :func:`ensure_table` creates it on first use.
 
 The summary is the agent's ``profile`` event as it arrived (docs/profile.md); the columns
-beside it are what the listing and the side-by-side comparison filter on.
+beside it are what the listing and the side-by-side comparison filter on. A profile records
+the server launch it measured (``launch_id``, the server's ``server_pid``) and the load it ran
+under (``load_json``); those columns came after the table (``PROFILES_COLUMNS``, added by
+:func:`ensure_table` where missing). Which run a profile belongs to is decided in
+``dsv4tui.campaign.kernel_profile`` (the same launch, during or right after the run).
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ PROFILES_MIGRATION: tuple[str, ...] = (
 )
 
 
+# Columns added after PROFILES_MIGRATION shipped: (name, SQL type).
+PROFILES_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("launch_id", "INTEGER"), ("server_pid", "INTEGER"), ("load_json", "TEXT"))
+
+
 @dataclass
 class KernelProfile:
     id: int
@@ -60,6 +69,9 @@ class KernelProfile:
     simulated: bool
     created_at: float
     summary: dict[str, Any]
+    launch_id: int | None = None
+    server_pid: int | None = None
+    load: dict[str, Any] | None = None
 
     @property
     def title(self) -> str:
@@ -67,6 +79,18 @@ class KernelProfile:
         what = "/".join(x for x in (self.backend, self.checkpoint) if x) or self.label or "profile"
         run = f" (run {self.run_id})" if self.run_id is not None else ""
         return f"#{self.id} {what}{run}"
+
+    @property
+    def launch_text(self) -> str:
+        """``launch 7, pid 4242, C=16`` (what it measured), or "-"."""
+        bits = []
+        if self.launch_id is not None:
+            bits.append(f"launch {self.launch_id}")
+        if self.server_pid is not None:
+            bits.append(f"pid {self.server_pid}")
+        if self.concurrency is not None:
+            bits.append(f"C={self.concurrency}")
+        return ", ".join(bits) or "-"
 
     def to_dict(self, with_summary: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -82,17 +106,26 @@ def _store_error(message: str) -> Exception:
     return StoreError(message)
 
 
-def _row(r: Any) -> KernelProfile:
+def _loads(text: str | None) -> Any:
     try:
-        summary = json.loads(r["summary_json"] or "{}")
+        return json.loads(text or "null")
     except ValueError:
-        summary = {}
+        return None
+
+
+def _row(r: Any) -> KernelProfile:
+    summary = _loads(r["summary_json"]) or {}
+    keys = r.keys()
+    load = _loads(r["load_json"]) if "load_json" in keys else None
     return KernelProfile(
         id=r["id"], run_id=r["run_id"], host=r["host"], url=r["url"], model=r["model"],
         backend=r["backend"], checkpoint=r["checkpoint"], label=r["label"], steps=r["steps"],
         concurrency=r["concurrency"], basis=r["basis"], decode_step_ms=r["decode_step_ms"],
         tensor_active_pct=r["tensor_active_pct"], simulated=bool(r["simulated"]),
-        created_at=r["created_at"], summary=summary if isinstance(summary, dict) else {})
+        created_at=r["created_at"], summary=summary if isinstance(summary, dict) else {},
+        launch_id=r["launch_id"] if "launch_id" in keys else None,
+        server_pid=r["server_pid"] if "server_pid" in keys else None,
+        load=load if isinstance(load, dict) else None)
 
 
 def ensure_table(store: RunStore) -> None:
@@ -101,10 +134,14 @@ def ensure_table(store: RunStore) -> None:
         return
     have = store._query("SELECT name FROM sqlite_master WHERE type = 'table' AND "
                         "name = 'kernel_profiles'")
-    if not have:
-        with store._tx() as db:
+    with store._tx() as db:
+        if not have:
             for statement in PROFILES_MIGRATION:
                 db.execute(statement)
+        cols = {row[1] for row in db.execute("PRAGMA table_info(kernel_profiles)")}
+        for name, kind in PROFILES_COLUMNS:
+            if name not in cols:
+                db.execute(f"ALTER TABLE kernel_profiles ADD COLUMN {name} {kind}")
     store._kernel_profiles_ready = True  # type: ignore[attr-defined]
 
 
@@ -116,8 +153,10 @@ def _part(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def save_profile(store: RunStore, summary: Mapping[str, Any], *, host: str,
                  run_id: int | None = None, label: str | None = None,
                  backend: str | None = None, checkpoint: str | None = None,
-                 simulated: bool | None = None) -> int:
-    """Store one ``profile`` event; returns the profile's id. Labels default to the run's."""
+                 simulated: bool | None = None, launch_id: int | None = None,
+                 server_pid: int | None = None) -> int:
+    """Store one ``profile`` event; returns the profile's id. Labels default to the run's;
+    the backend and checkpoint given (what the server ran) win over the run's."""
     ensure_table(store)
     server, load = _part(summary, "server"), _part(summary, "load")
     decision = _part(summary, "tensor_decision")
@@ -134,7 +173,8 @@ def save_profile(store: RunStore, summary: Mapping[str, Any], *, host: str,
         cur = db.execute(
             "INSERT INTO kernel_profiles (run_id, host, url, model, backend, checkpoint, label, "
             "steps, concurrency, basis, decode_step_ms, tensor_active_pct, simulated, "
-            "created_at, summary_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "created_at, summary_json, launch_id, server_pid, load_json) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run_id, host, summary.get("url"), summary.get("model"),
              backend or server.get("backend"), checkpoint or server.get("checkpoint")
              or server.get("quantization"), label, summary.get("profiled_steps"),
@@ -142,7 +182,9 @@ def save_profile(store: RunStore, summary: Mapping[str, Any], *, host: str,
              decision.get("tensor_active_pct"),
              int(bool(server.get("simulated") if simulated is None else simulated)),
              float(summary.get("time") or time.time()),
-             json.dumps(dict(summary), separators=(",", ":"), default=str)))
+             json.dumps(dict(summary), separators=(",", ":"), default=str),
+             launch_id, server_pid,
+             json.dumps(dict(load), separators=(",", ":"), default=str) if load else None))
         return int(cur.lastrowid or 0)
 
 

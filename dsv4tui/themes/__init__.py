@@ -16,7 +16,9 @@ from pathlib import Path
 
 from textual.theme import BUILTIN_THEMES, Theme
 
-DEFAULT_THEME = "dark"
+from dsv4tui import theme_names as _names
+from dsv4tui.theme_names import ALIASES, DEFAULT_THEME
+
 TCSS = Path(__file__).with_name("themes.tcss")
 
 _DARK_CHART = ("#4ea1ff", "#ffb347", "#5fd38d", "#ff6b8b", "#c792ea", "#4dd0e1")
@@ -100,7 +102,16 @@ HIGH_CONTRAST = Theme(
 )
 
 THEMES: dict[str, Theme] = {t.name: t for t in (DARK, LIGHT, HIGH_CONTRAST)}
-ALIASES = {"hc": "high-contrast", "highcontrast": "high-contrast", "high_contrast": "high-contrast"}
+__all__ = [
+    "ALIASES",
+    "DEFAULT_THEME",
+    "TCSS",
+    "THEMES",
+    "chart_colors",
+    "resolve",
+    "theme_names",
+    "variable_defaults",
+]
 
 
 def variable_defaults(dark: bool = True) -> dict[str, str]:
@@ -118,11 +129,11 @@ def resolve(name: str | None) -> tuple[str, str | None]:
     """``(theme name to use, warning or None)``. An unknown name falls back to dark."""
     if not name:
         return DEFAULT_THEME, None
-    key = ALIASES.get(name.strip().lower(), name.strip().lower())
-    if key in THEMES or key in BUILTIN_THEMES:
+    key = _names.canonical(name)
+    if key is not None and (key in THEMES or key in BUILTIN_THEMES):
         return key, None
-    return DEFAULT_THEME, (f"unknown theme {name!r}; using {DEFAULT_THEME!r} "
-                           f"(available: {', '.join(THEMES)}, or a Textual theme)")
+    return DEFAULT_THEME, (f"unknown theme {name!r}; using {DEFAULT_THEME!r}. Fix the "
+                           f"config's theme (valid: {', '.join(_names.valid_names())})")
 
 
 def chart_colors(variables: dict[str, str], dark: bool = True) -> list[str]:

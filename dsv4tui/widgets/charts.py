@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich.color import Color as RichColor
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 from textual.strip import Strip
@@ -119,15 +121,20 @@ class Chart(PlotextPlot):
         plt.clear_data()
         plt.clear_figure()
         plt.title(spec["title"])
-        plot_series(plt, spec)
+        legend = plot_series(plt, spec)
         width, height = spec["width"], spec["height"]
+        base, console = spec["base"], spec["console"]
+        strips = []
+        if legend and height > 1:  # our own row: plotext's legend is drawn over the bars
+            strips.append(legend_strip(legend, width, base))
+            height -= 1
         plt.plotsize(width, height)
         plt._set_size(width, height)  # textual-plotext does both (its issue #5)
         plt.theme(spec["theme"])
         text = Text.from_ansi(plt.build())
-        base, console = spec["base"], spec["console"]
-        return [Strip(Segment.apply_style(line.render(console), base), line.cell_len)
-                .crop_extend(0, width, base) for line in text.split("\n", allow_blank=True)]
+        strips += [Strip(Segment.apply_style(line.render(console), base), line.cell_len)
+                   .crop_extend(0, width, base) for line in text.split("\n", allow_blank=True)]
+        return strips
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._replot())
@@ -159,8 +166,19 @@ class Chart(PlotextPlot):
         self.refresh()
 
 
-def plot_series(plt: Any, spec: dict[str, Any]) -> None:
-    """The plotext calls for ``spec``'s labels and series (or its empty message)."""
+def legend_strip(legend: list[tuple[str, tuple[int, int, int]]], width: int,
+                 base: Style) -> Strip:
+    """One row above the plot: ``■ name`` in each series' colour (never over the bars)."""
+    segments = [Segment(" ", base)]
+    for name, (r, g, b) in legend:
+        segments.append(Segment("■ ", base + Style(color=RichColor.from_rgb(r, g, b))))
+        segments.append(Segment(f"{name}   ", base))
+    return Strip(segments).crop_extend(0, width, base)
+
+
+def plot_series(plt: Any, spec: dict[str, Any]) -> list[tuple[str, tuple[int, int, int]]]:
+    """The plotext calls for ``spec``'s labels and series (or its empty message); returns
+    the legend (name, colour) when there is more than one series, drawn by the caller."""
     labels: list[str] = spec["labels"]
     colors: list[tuple[int, int, int]] = spec["colors"]
     series = [s for s in spec["series"] if any(v is not None for v in s.values)]
@@ -170,23 +188,26 @@ def plot_series(plt: Any, spec: dict[str, Any]) -> None:
         plt.text(spec["empty"], 0.5, 0.5, alignment="center")
         plt.xlim(0, 1)
         plt.ylim(0, 1)
-        return
+        return []
     if spec["ylabel"]:
         plt.ylabel(spec["ylabel"])
     names = [s.name for s in series]
+    legend = ([(name, colors[i % len(colors)]) for i, name in enumerate(names)]
+              if len(series) > 1 else [])
     if spec["kind"] == "bars":
         values = [[0.0 if v is None else float(v) for v in s.values] for s in series]
         if len(series) == 1:
             plt.bar(labels, values[0], color=colors[0], width=0.6)
         else:
-            plt.multiple_bar(labels, values, labels=names, width=0.7,
+            plt.multiple_bar(labels, values, width=0.7,
                              color=[colors[i % len(colors)] for i in range(len(series))])
-        return
+        return legend
     xs = list(range(1, len(labels) + 1))
     for i, s in enumerate(series):
         pts = [(x, float(v)) for x, v in zip(xs, s.values, strict=False) if v is not None]
         if not pts:
             continue
         plt.plot([p[0] for p in pts], [p[1] for p in pts], marker="braille",
-                 color=colors[i % len(colors)], label=s.name)
+                 color=colors[i % len(colors)])
     plt.xticks(xs, labels)
+    return legend

@@ -3,11 +3,11 @@ SIMULATED) and the connection-lost banner with the reconnect countdown."""
 
 from __future__ import annotations
 
-from textual.markup import escape
 from textual.timer import Timer
 from textual.widgets import Static
 
 from dsv4tui.screens.model import PHASE_LABELS, UiModel, fmt_duration
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
 
 _CONN_STYLE = {"connected": "$success", "connecting": "$warning", "reconnecting": "$warning",
@@ -146,3 +146,21 @@ class ConnectionBanner(Static):
         update_static(self, text)
         if self._timer is not None:
             self._timer.resume()
+
+
+class DialogBanner(ConnectionBanner):
+    """The connection banner on a dialog (the main screen's is under the dialog's shade and
+    is not redrawn while the dialog is up): docked on top, it checks the link twice a second
+    for as long as the dialog is open."""
+
+    DEFAULT_CSS = """
+    DialogBanner { dock: top; width: 100%; }
+    """
+
+    def on_mount(self) -> None:
+        self.set_interval(0.5, self.refresh_model)
+        self.refresh_model()
+
+    def refresh_model(self) -> None:
+        self._timer = None  # this banner's own interval keeps running (see on_mount)
+        super().refresh_model()

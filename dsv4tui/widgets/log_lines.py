@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from dsv4tui.campaign.labels import safe_line
+
 INFO, WARNING, ERROR = 0, 1, 2
 LEVEL_NAMES = {INFO: "all", WARNING: "warnings+", ERROR: "errors"}
 MAX_LINE = 2000  # longer lines are cut (a 1 MB line must not become a 1 MB strip)
@@ -83,6 +85,8 @@ class LogLines:
             text = text[:MAX_LINE] + " …"
         if "\t" in text:
             text = text.expandtabs(4)
+        if not text.isprintable():  # colour codes dropped, other controls shown as escapes:
+            text = safe_line(text)  # a server's log line cannot drive the terminal
         line = self.classify(text)
         self._ring[self.next % self.capacity] = (line[0], line[1], line[2])
         self.next += 1

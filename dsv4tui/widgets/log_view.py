@@ -480,7 +480,8 @@ class LogPanel(Vertical):
         event.input.remove_class("-visible")
         self.view.focus()
         if event.value.strip() and not found:
-            self.app.notify(f"not found: {event.value.strip()}", severity="warning", timeout=3)
+            self.app.notify(f"not found: {event.value.strip()}", severity="warning", timeout=3,
+                            markup=False)
 
     def key_escape(self, event: events.Key) -> bool:
         """Escape closes the search box (a key method, not ``on_key``: the App answers the

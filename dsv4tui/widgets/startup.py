@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.markup import escape
 from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.screens.model import PHASES, SanityView, UiModel, fmt_duration
+from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
 
 
@@ -47,6 +48,8 @@ class StartupView(Vertical):
     def refresh_model(self) -> None:
         su = self.model.startup
         now = self.model.mono()
+        if not su.active and su.ended is not None:
+            now = su.ended  # an ended restart's clocks stand still
         title = self.query_one(".su-title", Static)
         what = " · ".join(escape(x) for x in (su.profile, su.checkpoint, su.backend) if x)
         status = {"idle": "[$foreground-muted]no restart yet[/]",
@@ -66,6 +69,8 @@ class StartupView(Vertical):
                     continue
                 if ph.started is None:
                     mark = "[$foreground-muted]·[/]"
+                elif su.status == "failed" and su.current == name:
+                    mark = "[$error]✖[/]"  # the phase it failed in
                 elif ph.ended is not None or (su.current != name and su.current is not None):
                     mark = "[$success]✓[/]"
                 elif su.status == "failed":
@@ -90,7 +95,7 @@ class StartupView(Vertical):
         errors.set_class(bool(su.error_lines), "-visible")
         if su.error_lines:
             errors.border_title = "errors from the server log"
-            update_static(errors, "\n".join(su.error_lines[-12:]))
+            update_static(errors, "\n".join(safe_text(x) for x in su.error_lines[-12:]))
         if self._timer is not None:
             if su.active and self.model.frozen is None:
                 self._timer.resume()

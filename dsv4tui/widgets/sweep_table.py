@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
+from dsv4tui.campaign.columns import LEVEL_COLUMNS
 from dsv4tui.screens.model import LevelRow, SweepView, fmt_num
 
-COLUMNS = (("C", "c", 4), ("done", "done", 7), ("out tok/s", "tok", 9),
-           ("TTFT p50", "ttft50", 8), ("TTFT p99", "ttft99", 8), ("TPOT", "tpot", 7),
+# The core's level columns (the CLI's level_table shows the same), between progress and status.
+COLUMNS = (("C", "c", 4), ("done", "done", 7),
+           *((c.title, c.key, c.width) for c in LEVEL_COLUMNS),
            ("err", "err", 3), ("status", "status", 9))
 
 
@@ -18,9 +20,13 @@ def _ms(v: float | None) -> str:
 
 
 def level_cells(lv: LevelRow) -> tuple[str, ...]:
-    return (str(lv.concurrency), f"{lv.completed + lv.errors}/{lv.requests}",
-            fmt_num(lv.out_tok_s, 1), _ms(lv.ttft_p50_ms), _ms(lv.ttft_p99_ms),
-            _ms(lv.tpot_p50_ms), str(lv.errors), lv.status)
+    stats = lv.stats()
+    values = []
+    for col in LEVEL_COLUMNS:
+        v = col.value(stats)
+        values.append(_ms(v) if col.unit == "ms" else fmt_num(v, col.decimals))
+    return (str(lv.concurrency), f"{lv.completed + lv.errors}/{lv.requests}", *values,
+            str(lv.errors), lv.status)
 
 
 class SweepTable(DataTable[str]):

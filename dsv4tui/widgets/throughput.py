@@ -6,14 +6,20 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from dsv4tui.screens.model import UiModel, fmt_num
+from dsv4tui.screens.model import UiModel, fmt_duration, fmt_num
 from dsv4tui.widgets.host_bar import sim_badge
 from dsv4tui.widgets.spark import FastSparkline
 from dsv4tui.widgets.text import update_static
 
+DECODE_STALE_S = 15.0  # SGLang logs a decode line every few seconds while it decodes
+
 
 class ThroughputPanel(Vertical):
-    """gen tok/s, running and queued requests, token usage; the gen tok/s history."""
+    """gen tok/s, running and queued requests, token usage; the gen tok/s history.
+
+    The numbers are the server's last decode line; when none came for ``DECODE_STALE_S``
+    (the server went idle, the sweep ended) they are shown as the last values and their age,
+    never as current: ``gen — (last 21.1 tok/s, 62s ago)``."""
 
     DEFAULT_CSS = """
     ThroughputPanel { height: auto; }
@@ -43,12 +49,24 @@ class ThroughputPanel(Vertical):
 
     def on_mount(self) -> None:
         self.refresh_model()
+        if self.model.frozen is None:  # the numbers age out even when no new line comes
+            self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if self.screen.is_current and self.model.decode.latest is not None:
+            self.refresh_model()
 
     def refresh_model(self) -> None:
-        latest = self.model.decode.latest
+        m = self.model
+        latest = m.decode.latest
         nums = self._numbers
+        current = m.decode.current(m.mono(), DECODE_STALE_S)
         if latest is None:
             text = f"{self.prefix}[$foreground-muted]no decode lines yet[/]"
+        elif current is None:
+            age = fmt_duration(max(0.0, m.mono() - latest.t))
+            text = (f"{self.prefix}gen [b]—[/b] [$foreground-muted](last "
+                    f"{fmt_num(latest.gen_tok_s, 1)} tok/s, {age} ago)[/]  running [b]—[/b]")
         else:
             usage = ("" if latest.token_usage is None
                      else f"  kv [b]{latest.token_usage * 100:.0f}%[/b]")

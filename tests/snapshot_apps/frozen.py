@@ -120,8 +120,11 @@ def frozen_model() -> m.UiModel:
     ]
     runs.marked = [3, 1]
     runs.baseline = 1
-    cmp = m.CompareView(runs=[runs.rows[3], runs.rows[1], runs.rows[2]], baseline=1)
-    cmp.levels = {
+    from dsv4tui.campaign.compare import Comparison, RunInfo
+
+    infos = [RunInfo(r.run_id, r.label, r.host, r.host, r.backend, r.checkpoint, r.status,
+                     r.created, r.simulated) for r in (runs.rows[3], runs.rows[1], runs.rows[2])]
+    cmp = Comparison.build(infos, {
         1: [m.LevelStats(1, 12.1, 205, 240, 82.0, 0.8, 1480.0),
             m.LevelStats(8, 19.8, 380, 990, 398.0, 0.8, 3210.0),
             m.LevelStats(16, 23.2, 602, 1830, 684.0, 0.9, 3460.0)],
@@ -131,7 +134,7 @@ def frozen_model() -> m.UiModel:
         2: [m.LevelStats(1, 14.2, 188, 219, 70.0, 38.0, 1590.0),
             m.LevelStats(8, 24.6, 345, 880, 322.0, 49.0, 3370.0),
             m.LevelStats(16, 28.5, 548, 1650, 557.0, 58.0, 3540.0)],
-    }
+    }, baseline=1)
     runs.compare = cmp
     return model
 

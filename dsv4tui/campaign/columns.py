@@ -1,0 +1,95 @@
+"""The columns of every per-level table, defined once for the CLI and the dashboard.
+
+Each column says which statistic it shows (``TTFT p50``, never a bare ``TTFT``), where the
+number is in a level's stats (the agent's ``level`` event, docs/metrics.md), and how it is
+printed. Both faces show :data:`LEVEL_COLUMNS` by default: the CLI's ``level_table`` (sweep,
+``runs show``) and the dashboard's live sweep table; exports add :data:`DETAIL_COLUMNS`.
+:data:`COMPARE_COLUMNS` are the comparison's (``runs compare``, the compare view, its export).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # stable name: JSON / CSV field
+    title: str  # says the statistic: "TTFT p50"
+    path: tuple[str, ...] = ()  # where the number is in a level's stats
+    unit: str = ""  # "ms", "%"; the CLI puts it in the header, the dashboard in the cell
+    decimals: int = 1
+    width: int = 8  # the dashboard's column width
+    change: bool = False  # compare: followed by its % change against the baseline
+
+    @property
+    def header(self) -> str:
+        """The CLI's header: the title with its unit (``TTFT p50 ms``)."""
+        if not self.unit or self.unit == "%":
+            return self.title if self.unit != "%" else f"{self.title} %"
+        return f"{self.title} {self.unit}"
+
+    def value(self, stats: Mapping[str, Any]) -> float | None:
+        cur: Any = stats
+        for part in self.path or (self.key,):
+            if not isinstance(cur, Mapping):
+                return None
+            cur = cur.get(part)
+        return cur if isinstance(cur, (int, float)) and not isinstance(cur, bool) else None
+
+    def text(self, value: float | None, *, none: str = "-", unit: bool = False) -> str:
+        """``value`` printed with this column's decimals (``unit``: with its unit)."""
+        if value is None:
+            return none
+        out = f"{value:,.{self.decimals}f}"
+        if unit and self.unit:
+            out += self.unit if self.unit == "%" else f" {self.unit}"
+        return out
+
+
+def ms(key: str, stat: str, title: str, decimals: int = 0) -> Column:
+    return Column(f"{key}_{stat}", f"{title} {stat}", (f"{key}_ms", stat), "ms", decimals)
+
+
+OUTPUT_TOK_S = Column("output_tok_s", "tok/s", ("output_tok_s",), "", 1, 9)
+TTFT_P50 = ms("ttft", "p50", "TTFT")
+TTFT_P99 = ms("ttft", "p99", "TTFT")
+TPOT_P50 = ms("tpot", "p50", "TPOT", 1)
+
+# What both faces show for a level by default (the dashboard adds progress and status; the
+# CLI adds n, ok, err, the duration and where the token counts came from).
+LEVEL_COLUMNS: tuple[Column, ...] = (OUTPUT_TOK_S, TTFT_P50, TTFT_P99, TPOT_P50)
+
+# More statistics in exports (JSON has everything).
+DETAIL_COLUMNS: tuple[Column, ...] = (
+    Column("per_request_tok_s_mean", "req tok/s mean", ("per_request_tok_s_mean",)),
+    ms("ttft", "mean", "TTFT"),
+    ms("tpot", "mean", "TPOT", 1),
+    ms("itl", "p50", "ITL", 1),
+    ms("itl", "p99", "ITL", 1),
+    ms("e2e", "p50", "E2E"),
+    ms("e2e", "p99", "E2E"),
+    Column("duration_s", "duration", ("duration_s",), "s", 1),
+)
+
+# The comparison: per C and run. ``change`` columns are followed by "vs #<baseline>".
+COMPARE_COLUMNS: tuple[Column, ...] = (
+    Column("output_tok_s", "tok/s", decimals=1, width=8, change=True),
+    Column("ttft_p50_ms", "TTFT p50", unit="ms", decimals=0, width=9, change=True),
+    Column("ttft_p99_ms", "TTFT p99", unit="ms", decimals=0, width=9),
+    Column("tpot_p50_ms", "TPOT p50", unit="ms", decimals=1, width=9),
+    Column("tensor_active", "tensor", unit="%", decimals=1, width=7),
+    Column("tok_s_per_kw", "tok/s/kW", decimals=1, width=8, change=True),
+    Column("roofline_pct", "roofline", unit="%", decimals=2, width=8),
+)
+
+
+def change_title(baseline: object) -> str:
+    """The header of a % change column: names the baseline run (``vs #2``)."""
+    return f"vs #{baseline}"
+
+
+def fmt_change(pct: float | None, *, none: str = "-") -> str:
+    return none if pct is None else f"{pct:+.1f}%"

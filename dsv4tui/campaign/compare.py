@@ -1,0 +1,244 @@
+"""Stored runs side by side, per concurrency: written once for ``dsv4tui runs compare``, the
+dashboard's compare view and both exports.
+
+:func:`compare_runs` reads the store (runs, their levels, the roofline % where the run has
+the facts for it); a :class:`Comparison` then answers everything else without the store:
+the % change of each number against the chosen baseline run (:meth:`Comparison.change`),
+another baseline (:meth:`Comparison.with_baseline`), the rows of the table
+(:meth:`Comparison.rows`) and its JSON (:meth:`Comparison.to_json`).
+
+Statistics: TTFT and TPOT are p50 / p99 of the level's requests (docs/metrics.md); tensor is
+the mean tensor-pipe activity over the GPUs during the level; power the sum over GPUs of the
+mean power during the level; a run that measured a C twice counts its last level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from dsv4tui.campaign.columns import COMPARE_COLUMNS
+from dsv4tui.errors import EXIT_CONFIG, UserError
+
+if TYPE_CHECKING:
+    from dsv4tui.store.models import Level, Run
+    from dsv4tui.store.runstore import RunStore
+
+CHANGE_KEYS = tuple(c.key for c in COMPARE_COLUMNS if c.change)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the comparison says about a run besides its numbers."""
+
+    id: int
+    label: str
+    host: str = ""
+    target: str = ""
+    backend: str | None = None
+    checkpoint: str | None = None
+    status: str = "done"
+    started_at: float | None = None
+    simulated: bool = False
+    sanity_passed: bool | None = None
+
+    @classmethod
+    def of(cls, run: Run) -> RunInfo:
+        return cls(id=run.id, label=run.label, host=run.host, target=run.target,
+                   backend=run.backend, checkpoint=run.checkpoint, status=run.status,
+                   started_at=run.started_at, simulated=run.simulated,
+                   sanity_passed=run.sanity_passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "host": self.host, "target": self.target,
+                "backend": self.backend, "checkpoint": self.checkpoint, "status": self.status,
+                "started_at": self.started_at, "simulated": self.simulated,
+                "sanity_passed": self.sanity_passed}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run's level at one C."""
+
+    concurrency: int
+    output_tok_s: float | None
+    ttft_p50_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    tensor_active: float | None = None  # mean % over GPUs during the level
+    power_w: float | None = None  # sum over GPUs of the mean power during the level
+    errors: int = 0
+    partial: bool = False
+    roofline_pct: float | None = None  # output tok/s as % of the memory-bound ceiling
+    ttft_mean_ms: float | None = None
+
+    @property
+    def tok_s_per_kw(self) -> float | None:
+        if self.output_tok_s is None or not self.power_w:
+            return None
+        return self.output_tok_s / (self.power_w / 1000.0)
+
+    def get(self, key: str) -> float | None:
+        value = getattr(self, key)
+        return None if value is None else float(value)
+
+    @classmethod
+    def of(cls, level: Level, roofline_pct: float | None = None) -> Point:
+        s = level.stats
+        ttft, tpot = s.get("ttft_ms") or {}, s.get("tpot_ms") or {}
+        return cls(concurrency=level.concurrency, output_tok_s=level.output_tok_s,
+                   ttft_p50_ms=ttft.get("p50"), ttft_p99_ms=ttft.get("p99"),
+                   ttft_mean_ms=ttft.get("mean"), tpot_p50_ms=tpot.get("p50"),
+                   tensor_active=level.tensor_mean, power_w=level.power_w,
+                   errors=int(s.get("errors") or 0), partial=level.partial,
+                   roofline_pct=roofline_pct)
+
+
+def pct_change(value: float | None, base: float | None) -> float | None:
+    """``value`` against ``base`` in % (None when either is missing or the base is 0)."""
+    if value is None or base is None or base == 0:
+        return None
+    return 100.0 * (value - base) / base
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One run at one C: its numbers and their change against the baseline."""
+
+    concurrency: int
+    run: RunInfo
+    name: str  # the label, with the id when two runs share it
+    point: Point | None
+    is_baseline: bool
+    values: dict[str, float | None]
+    changes: dict[str, float | None]  # CHANGE_KEYS -> % (0.0 for the baseline itself)
+
+
+@dataclass
+class Comparison:
+    runs: list[RunInfo] = field(default_factory=list)
+    points: dict[int, dict[int, Point]] = field(default_factory=dict)  # run id -> C -> point
+    baseline: int | None = None  # a run id; None: the first run
+
+    @classmethod
+    def build(cls, runs: Sequence[RunInfo], points: Mapping[int, Iterable[Point]],
+              baseline: int | None = None) -> Comparison:
+        by_run = {}
+        for run in runs:
+            by_c: dict[int, Point] = {}
+            for p in points.get(run.id, ()):
+                by_c[p.concurrency] = p  # the last level at a C wins
+            by_run[run.id] = by_c
+        cmp = cls(list(runs), by_run)
+        return cmp.with_baseline(baseline)
+
+    @property
+    def baseline_id(self) -> int | None:
+        ids = [r.id for r in self.runs]
+        if self.baseline in ids:
+            return self.baseline
+        return ids[0] if ids else None
+
+    @property
+    def baseline_run(self) -> RunInfo | None:
+        return next((r for r in self.runs if r.id == self.baseline_id), None)
+
+    def with_baseline(self, run_id: int | None) -> Comparison:
+        """The same comparison against another baseline run (None: the first)."""
+        if run_id is not None and run_id not in {r.id for r in self.runs}:
+            raise UserError(f"baseline #{run_id} is not one of the compared runs "
+                            f"({', '.join(f'#{r.id}' for r in self.runs)})", EXIT_CONFIG)
+        return replace(self, baseline=run_id if run_id is not None else self.baseline_id)
+
+    def concurrencies(self) -> list[int]:
+        return sorted({c for by_c in self.points.values() for c in by_c})
+
+    def point(self, run_id: int, concurrency: int) -> Point | None:
+        return self.points.get(run_id, {}).get(concurrency)
+
+    def change(self, run_id: int, concurrency: int, key: str) -> float | None:
+        """% change of ``key`` at C against the baseline run's."""
+        p = self.point(run_id, concurrency)
+        base_id = self.baseline_id
+        b = self.point(base_id, concurrency) if base_id is not None else None
+        if p is None or b is None:
+            return None
+        return pct_change(p.get(key), b.get(key))
+
+    def name(self, run_id: int) -> str:
+        labels = [r.label for r in self.runs]
+        run = next(r for r in self.runs if r.id == run_id)
+        return run.label if labels.count(run.label) == 1 else f"{run.label} #{run.id}"
+
+    def series(self, run_id: int, key: str) -> list[float | None]:
+        """``key`` of one run at every C of the comparison (charts)."""
+        out = []
+        for c in self.concurrencies():
+            p = self.point(run_id, c)
+            out.append(None if p is None else p.get(key))
+        return out
+
+    def rows(self) -> list[CompareRow]:
+        """Per C, per run (in the order given)."""
+        out = []
+        base_id = self.baseline_id
+        for c in self.concurrencies():
+            for run in self.runs:
+                p = self.point(run.id, c)
+                values = {col.key: (None if p is None else p.get(col.key))
+                          for col in COMPARE_COLUMNS}
+                changes = {k: self.change(run.id, c, k) for k in CHANGE_KEYS}
+                out.append(CompareRow(c, run, self.name(run.id), p, run.id == base_id,
+                                      values, changes))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"baseline": id, "runs": [...], "rows": [{"concurrency", "run_id", "baseline",
+        <numbers>, "<key>_change_pct" ...}]}``: numbers as numbers, None as null."""
+        rows = []
+        for row in self.rows():
+            d: dict[str, Any] = {"concurrency": row.concurrency, "run_id": row.run.id,
+                                 "is_baseline": row.is_baseline,
+                                 "measured": row.point is not None}
+            d.update({k: _round(v, 3) for k, v in row.values.items()})
+            d["power_w"] = _round(row.point.power_w if row.point else None, 1)
+            d["errors"] = row.point.errors if row.point else None
+            d["partial"] = row.point.partial if row.point else None
+            d.update({f"{k}_change_pct": _round(v, 2) for k, v in row.changes.items()})
+            rows.append(d)
+        return {"baseline": self.baseline_id, "runs": [r.to_dict() for r in self.runs],
+                "rows": rows}
+
+
+def _round(v: float | None, digits: int) -> float | None:
+    return None if v is None else round(v, digits)
+
+
+def roofline_pct(store: RunStore, run: Run, levels: list[Level]) -> dict[int, float | None]:
+    """Measured tok/s as % of the memory-bound ceiling per C; empty when the run lacks the
+    facts (GPU, active parameters) the roofline needs."""
+    from dsv4tui import roofline
+
+    try:
+        return roofline.percent_by_concurrency(roofline.for_run(run, levels))
+    except UserError:
+        return {}
+
+
+def compare_runs(store: RunStore, refs: Sequence[str | int],
+                 baseline: str | int | None = None) -> Comparison:
+    """Runs by id or label (each once, in the order given), against ``baseline`` (a run id or
+    label among them; default the first)."""
+    runs: list[Run] = []
+    for ref in refs:
+        run = store.find_run(ref)
+        if all(r.id != run.id for r in runs):
+            runs.append(run)
+    points: dict[int, list[Point]] = {}
+    for run in runs:
+        levels = store.levels(run.id)
+        ceiling = roofline_pct(store, run, levels)
+        points[run.id] = [Point.of(lv, ceiling.get(lv.concurrency)) for lv in levels]
+    base_id = None if baseline is None else store.find_run(baseline).id
+    return Comparison.build([RunInfo.of(r) for r in runs], points, base_id)

@@ -6,15 +6,16 @@ Names: ``local`` (this machine), ``demo`` (this machine + the simulator), names 
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from dsv4tui import paths
 from dsv4tui.config import DEMO, LOCAL, HostConfig, Settings
-from dsv4tui.errors import EXIT_CONNECT, ConfigError
-from dsv4tui.hosts import deploy, ssh_target
+from dsv4tui.errors import EXIT_CONNECT, ConfigError, UserError
+from dsv4tui.hosts import deploy, ssh, ssh_target
 from dsv4tui.hosts.agent_runner import AgentRunner
 from dsv4tui.hosts.local import LocalSession
 from dsv4tui.hosts.session import HostSession
@@ -104,6 +105,23 @@ async def connect_session(spec: HostSpec) -> HostSession:
     return await SshSession.connect(spec.name, spec.target, accept_new=spec.accept_new,
                                     connect_timeout=spec.config.connect_timeout_s,
                                     keepalive_s=spec.config.keepalive_s)
+
+
+Probe = Callable[[], Awaitable["str | None"]]
+
+
+def link_probe(spec: HostSpec, timeout: float = 2.0) -> Probe | None:
+    """A cheap reachability check for ``spec`` (the first hop's TCP port and SSH banner),
+    or None where there is nothing to probe (local, demo, a ProxyCommand, a bad target)."""
+    if spec.kind != "ssh" or spec.target is None:
+        return None
+    try:
+        first = ssh.parse_path(spec.target)[0]
+    except UserError:
+        return None
+    if first.proxy_command:
+        return None
+    return functools.partial(ssh.probe_ssh, first.hostname, first.port, timeout)
 
 
 async def prepare_agent(spec: HostSpec, session: HostSession) -> Host:

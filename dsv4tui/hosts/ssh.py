@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shlex
 import socket
 from collections.abc import Awaitable, Callable
@@ -405,3 +406,38 @@ async def learn_host_keys(name: str, target: str, decide: Decide, *,
     finally:
         await _close_all(conns)
     return out
+
+
+async def probe_ssh(host: str, port: int, timeout: float = 2.0) -> str | None:
+    """A cheap check that an SSH server answers at host:port: a TCP connect and its banner.
+
+    No key exchange, no login: None when the ``SSH-`` line arrives within ``timeout``, else
+    why not (one line). A link that swallows packets, or a relay that accepts and stays silent,
+    fails here as it would fail a full connect, only sooner.
+    """
+    writer: asyncio.StreamWriter | None = None
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host, port)
+            for _ in range(16):  # RFC 4253 allows other lines before the version line
+                line = await reader.readline()
+                if not line:
+                    return f"{host}:{port} closed the connection without an SSH banner"
+                if line.startswith(b"SSH-"):
+                    return None
+            return f"{host}:{port} sent no SSH banner"
+    except TimeoutError:
+        return f"no answer from {host}:{port} within {timeout:g} s"
+    except socket.gaierror:
+        return f"cannot resolve host name {host!r}"
+    except ConnectionRefusedError:
+        return f"connection refused by {host}:{port}"
+    except OSError as exc:  # asyncio words a refusal "Connect call failed": say the errno
+        return f"cannot reach {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}"
+    except ValueError as exc:
+        return f"cannot reach {host}:{port}: {exc}"
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import getpass
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -226,7 +227,7 @@ def known_for(hop: Hop) -> KnownKeys:
     return KnownKeys(_unique(trusted), _unique(revoked), bool(ca))
 
 
-def _unique(keys: list[asyncssh.SSHKey]) -> list[asyncssh.SSHKey]:
+def _unique(keys: Sequence[asyncssh.SSHKey]) -> list[asyncssh.SSHKey]:
     out: list[asyncssh.SSHKey] = []
     for k in keys:  # the same line matches by name and by address
         if k not in out:

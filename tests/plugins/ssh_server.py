@@ -55,6 +55,14 @@ class SshHost:
         with contextlib.suppress(FileNotFoundError):
             (self.home / ".ssh" / "known_hosts").unlink()
 
+    def route_through(self, port: int) -> None:
+        """Point the client's alias at ``port`` (a relay in front of this server): its
+        ~/.ssh/config Port and a known_hosts line for ``[127.0.0.1]:port``."""
+        cfg = self.home / ".ssh" / "config"
+        cfg.write_text(cfg.read_text().replace(f"  Port {self.port}\n", f"  Port {port}\n"))
+        line = f"[127.0.0.1]:{port} {self.host_key.export_public_key().decode().strip()}\n"
+        (self.home / ".ssh" / "known_hosts").write_text(line)
+
     def drop_connections(self) -> None:
         """Abort every live connection (like a network drop) and kill their commands."""
         for conn in self.connections:
@@ -87,9 +95,16 @@ class _RootedSFTP(asyncssh.SFTPServer):
 
 @pytest.fixture
 async def ssh_server(isolated_env: Path, tmp_path: Path) -> AsyncIterator[SshHost]:
-    home = isolated_env
-    remote_home = tmp_path / "remote-home"
-    remote_home.mkdir()
+    async with serve_ssh(isolated_env, tmp_path / "remote-home") as host:
+        yield host
+
+
+@contextlib.asynccontextmanager
+async def serve_ssh(home: Path, remote_home: Path) -> AsyncIterator[SshHost]:
+    """The ``ssh_server`` fixture's server, for scripts too (benchmarks/reconnect.py): the
+    client side is written into ``home`` (which must be $HOME), commands run in
+    ``remote_home``."""
+    remote_home.mkdir(parents=True, exist_ok=True)
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -12,7 +12,7 @@ from typing import Any
 from dsv4tui.commands.output import load_settings, run_async
 from dsv4tui.errors import EXIT_FAILED, ConfigError, UserError
 from dsv4tui.hosts import resolve, ssh_target
-from dsv4tui.hosts.ssh import HopKey, learn_host_keys
+from dsv4tui.hosts.ssh import DnsError, HopKey, learn_host_keys
 
 
 def register(sub: Any) -> None:
@@ -40,8 +40,11 @@ def run(args: argparse.Namespace) -> int:
             input, "Trust this key and add it to ~/.ssh/known_hosts? [y/N] ")
         return answer.strip().lower() in ("y", "yes")
 
-    results = run_async(learn_host_keys(spec.name, spec.target, decide,
-                                        connect_timeout=spec.config.connect_timeout_s))
+    try:
+        results = run_async(learn_host_keys(spec.name, spec.target, decide,
+                                            connect_timeout=spec.config.connect_timeout_s))
+    except DnsError as err:
+        raise resolve.explain_dns(spec, err) from None
     for hk in results:
         if hk.state == "trusted":
             print(f"{hk.hop.label} is already trusted ({hk.fingerprint})")

@@ -277,7 +277,7 @@ class SshSession:
         await _close_all([*self._jumps, self._conn])
 
 
-async def fetch_hop_key(hop: Hop, tunnel: Tunnel, *, timeout: float = 10.0,
+async def fetch_hop_key(name: str, hop: Hop, tunnel: Tunnel, *, timeout: float = 10.0,
                         algs: list[str] | None = None) -> asyncssh.SSHKey:
     """The key ``hop`` offers, fetched over ``tunnel`` (the path up to it): no login."""
     kwargs: dict[str, object] = {"tunnel": tunnel}
@@ -289,21 +289,24 @@ async def fetch_hop_key(hop: Hop, tunnel: Tunnel, *, timeout: float = 10.0,
         key = await asyncio.wait_for(asyncssh.get_server_host_key(hop.alias, **kwargs),  # type: ignore[arg-type]
                                      timeout)
     except socket.gaierror:
-        raise DnsError(f"cannot resolve host name {hop.hostname!r} ({hop.label})",
-                       hop.hostname) from None
+        raise DnsError(f"{name}: cannot resolve host name {hop.hostname!r}"
+                       + (f" ({hop.label})" if hop.jump else ""), hop.hostname) from None
     except TimeoutError:
-        raise ConnectError(f"timed out after {timeout:g} s fetching the host key of "
+        raise ConnectError(f"{name}: timed out after {timeout:g} s fetching the host key of "
                            f"{hop.label}") from None
     except asyncssh.KeyExchangeFailed:
         if algs:  # it no longer has a key of the known kind: take the one it offers
-            return await fetch_hop_key(hop, tunnel, timeout=timeout)
-        raise ConnectError(f"cannot fetch the host key of {hop.label}: key exchange failed") \
+            return await fetch_hop_key(name, hop, tunnel, timeout=timeout)
+        raise ConnectError(f"{name}: cannot fetch the host key of {hop.label}: key exchange "
+                           "failed") from None
+    except ConnectionRefusedError:
+        raise ConnectError(f"{name}: connection refused by {hop.label} (is sshd running?)") \
             from None
     except (OSError, asyncssh.Error) as exc:
         reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc)
-        raise ConnectError(f"cannot reach {hop.label}: {reason}") from None
+        raise ConnectError(f"{name}: cannot reach {hop.label}: {reason}") from None
     if key is None:
-        raise ConnectError(f"{hop.label} sent no host key")
+        raise ConnectError(f"{name}: {hop.label} sent no host key")
     return key
 
 
@@ -321,11 +324,13 @@ class HopKey:
         return ssh_target.fingerprint(self.key)
 
 
-async def judge_hop_key(hop: Hop, tunnel: Tunnel, *, timeout: float = 10.0) -> HopKey:
+async def judge_hop_key(name: str, hop: Hop, tunnel: Tunnel, *,
+                        timeout: float = 10.0) -> HopKey:
     """Fetch the hop's key over the path and compare it with known_hosts."""
     known = ssh_target.known_for(hop)
     algs = [a.decode() for k in known.trusted for a in k.sig_algorithms]
-    key = await fetch_hop_key(hop, tunnel, timeout=timeout, algs=list(dict.fromkeys(algs)))
+    key = await fetch_hop_key(name, hop, tunnel, timeout=timeout,
+                              algs=list(dict.fromkeys(algs)))
     if any(key == k for k in known.revoked):
         state = "revoked"
     elif any(key == k for k in known.trusted):
@@ -361,7 +366,7 @@ async def hop_key_error(name: str, hop: Hop, path: list[Hop], tunnel: Tunnel,
                         exc: asyncssh.HostKeyNotVerifiable, *,
                         timeout: float = 10.0) -> HopKeyError:
     """Why asyncssh refused ``hop``'s key, from the key it offers now and known_hosts."""
-    hk = await judge_hop_key(hop, tunnel, timeout=timeout)
+    hk = await judge_hop_key(name, hop, tunnel, timeout=timeout)
     if hk.state == "trusted":  # refused for a reason of its own (a certificate, an algorithm)
         return HopKeyError(f"{name}: the host key of {hop.label} could not be verified: "
                            f"{exc.reason}", state="unverifiable", hop=hop, key=hk.key)
@@ -384,7 +389,7 @@ async def learn_host_keys(name: str, target: str, decide: Decide, *,
     try:
         for i, hop in enumerate(path):
             tunnel = conns[-1] if conns else None
-            hk = await judge_hop_key(hop, tunnel, timeout=connect_timeout)
+            hk = await judge_hop_key(name, hop, tunnel, timeout=connect_timeout)
             if hk.state in ("changed", "revoked"):
                 raise HopKeyError(key_message(name, hk, trust_hint=False), state=hk.state,
                                   hop=hop, key=hk.key)

@@ -178,8 +178,8 @@ async def test_jump_host_auth_failure_names_the_jump_host(ssh_server: SshHost,
     other.write_private_key(str(ssh_server.home / ".ssh" / "other"))
     cfg.write_text(cfg.read_text().replace("User jumper\n  IdentityFile ~/.ssh/id_ed25519",
                                            "User jumper\n  IdentityFile ~/.ssh/other"))
-    with pytest.raises(AuthError, match=f"authentication failed for jumper@jump host bastion "
-                                        rf"\(127.0.0.1:{b.port}\)"):
+    with pytest.raises(AuthError, match=f"authentication failed as jumper on jump host "
+                                        rf"bastion \(127.0.0.1:{b.port}\)"):
         await connect()
 
 
@@ -229,3 +229,45 @@ async def test_sshd_target_behind_asyncssh_jump_host(sshd_server: SshHost,
     assert res.returncode == EXIT_HOST_KEY
     assert f"HOST KEY CHANGED for host sshdbox (gpu-node.internal:{sshd_server.port})" \
         in res.stdout
+
+
+async def test_jump_host_link_drop_is_a_lost_connection(ssh_server: SshHost,
+                                                        ssh_bastion: MakeBastion) -> None:
+    """The jump host's connection dying takes the tunnelled one with it; the supervisor sees
+    the loss, probes the jump host (the first hop) and reconnects through it."""
+    from dsv4tui.hosts.session import ConnectionState
+    from dsv4tui.hosts.supervisor import HostSupervisor
+
+    b = await ssh_bastion(ssh_server)
+    b.write_known_hosts(b.bastion_line(), b.target_line())
+    states: list[str] = []
+    sup = HostSupervisor(resolve.host_spec("testbox", config.Settings()), backoff_base=0.2,
+                         on_state=lambda s: states.append(s.state.value))
+    try:
+        await sup.wait_connected(timeout=20)
+        assert len(b.connections) == 1
+        for conn in b.connections:
+            conn.abort()
+        deadline = asyncio.get_running_loop().time() + 20
+        while not ("lost" in states and sup.state is ConnectionState.CONNECTED):
+            assert asyncio.get_running_loop().time() < deadline, states
+            await asyncio.sleep(0.05)
+        assert len(b.connections) >= 2  # probed, then through the bastion again
+        assert (await sup.host.agent.call("hello"))[0]["type"] == "hello"  # type: ignore[union-attr]
+    finally:
+        await sup.stop()
+
+
+async def test_target_the_jump_host_cannot_reach(ssh_server: SshHost,
+                                                 ssh_bastion: MakeBastion) -> None:
+    from dsv4tui.errors import ConnectError
+
+    b = await ssh_bastion(ssh_server)
+    b.write_known_hosts(b.bastion_line(), b.target_line())
+    cfg = ssh_server.home / ".ssh" / "config"
+    cfg.write_text(cfg.read_text().replace("HostName gpu-node.internal", "HostName gone.internal"))
+    with pytest.raises(ConnectError) as err:
+        await connect()
+    assert err.value.message == (f"testbox: jump host bastion (127.0.0.1:{b.port}) cannot reach "
+                                 f"testbox (gone.internal:{ssh_server.port}): Connection refused")
+    assert ("gone.internal", ssh_server.port) in b.forwarded

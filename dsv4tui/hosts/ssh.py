@@ -132,11 +132,13 @@ async def _open_hop(name: str, hop: Hop, path: list[Hop], tunnel: Tunnel, *,
     except asyncssh.HostKeyNotVerifiable:
         raise
     except asyncssh.PermissionDenied as exc:
-        raise AuthError(f"{name}: authentication failed for {hop.user}@{where} ({exc.reason}); "
-                        "check your key, ssh-agent, or User/IdentityFile in ~/.ssh/config") \
-            from None
+        who = (f"as {hop.user} on {hop.label}" if len(path) > 1
+               else f"for {hop.user}@{hop.address}")
+        raise AuthError(f"{name}: authentication failed {who} ({exc.reason}); check your key, "
+                        "ssh-agent, or User/IdentityFile in ~/.ssh/config") from None
     except asyncssh.ChannelOpenError as exc:
-        via = path[path.index(hop) - 1].label if hop in path and path.index(hop) else "the tunnel"
+        i = path.index(hop)  # the hop before opened the tunnel and could not go on
+        via = path[i - 1].label if i > 0 else "the tunnel"
         raise ConnectError(f"{name}: {via} cannot reach {hop.label}: {exc.reason}") from None
     except (asyncssh.KeyImportError, ValueError) as exc:
         raise AuthError(f"{name}: cannot use your SSH key or config: {exc}") from None
@@ -225,7 +227,6 @@ class SshSession:
         last = path[-1]
         return cls(name, conns[-1], ResolvedTarget(last.hostname, last.port, last.user),
                    conns[:-1], path)
-
 
     async def run(self, argv: list[str], *, env: dict[str, str] | None = None,
                   timeout: float | None = None) -> CommandResult:

@@ -173,9 +173,9 @@ async def test_unresolvable_typo_suggests_the_configured_host(ssh_server: SshHos
         await resolve.connect(resolve.host_spec("testbx", settings))
     assert err.value.exit_code == 4
     assert err.value.message == (
-        "testbx: cannot resolve host name 'testbx' (did you mean testbox? it is not a host of "
-        "the config's [hosts] nor an alias in ~/.ssh/config; known: local, demo, gpubox, "
-        "testbox)")
+        "testbx: cannot resolve host name 'testbx': unknown host, not in the config's [hosts] "
+        "nor an alias in ~/.ssh/config (known: local, demo, gpubox, testbox); did you mean "
+        "testbox?")
 
 
 @pytest.mark.sshd
@@ -212,9 +212,9 @@ def test_cli_unknown_host_and_bad_config(tmp_path: Path) -> None:
     res = cli("check", "nosuchhost.invalid")  # a host name like any other: DNS says no
     assert res.returncode == 4
     assert res.stdout.startswith("FAILED  ssh            nosuchhost.invalid: cannot resolve "
-                                 "host name 'nosuchhost.invalid' (it is not a host of the "
-                                 "config's [hosts] nor an alias in ~/.ssh/config; known: "
-                                 "local, demo)")
+                                 "host name 'nosuchhost.invalid': unknown host, not in the "
+                                 "config's [hosts] nor an alias in ~/.ssh/config (known: "
+                                 "local, demo)\n")
     assert len(res.stdout.splitlines()) == 1 and "Traceback" not in res.stderr
     res = cli("server", "status", "nosuchhost.invalid")
     assert res.returncode == 4 and len(res.stderr.strip().splitlines()) == 1

@@ -112,9 +112,9 @@ def explain_dns(spec: HostSpec, err: ssh.DnsError) -> ssh.DnsError:
     if err.hostname != typed:
         return err
     close = difflib.get_close_matches(typed, spec.known, n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(close)}? " if close else ""
-    return ssh.DnsError(f"{err.message} ({hint}it is not a host of the config's [hosts] nor "
-                        f"an alias in ~/.ssh/config; known: {', '.join(spec.known)})",
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return ssh.DnsError(f"{err.message}: unknown host, not in the config's [hosts] nor an "
+                        f"alias in ~/.ssh/config (known: {', '.join(spec.known)}){hint}",
                         err.hostname)
 
 

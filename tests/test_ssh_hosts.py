@@ -149,6 +149,35 @@ async def test_supervisor_fails_fast_on_host_key(ssh_server: SshHost) -> None:
     await sup.stop()
 
 
+async def test_bare_ip_is_an_ssh_target(ssh_server: SshHost) -> None:
+    """`check 127.0.0.1` as `ssh 127.0.0.1` would: User and Port from `Host 127.0.0.1`."""
+    cfg = ssh_server.home / ".ssh" / "config"
+    cfg.write_text(cfg.read_text() + f"\nHost 127.0.0.1\n  Port {ssh_server.port}\n"
+                   "  User tester\n  IdentityFile ~/.ssh/id_ed25519\n")
+    spec = resolve.host_spec("127.0.0.1", config.Settings())
+    assert spec.kind == "ssh" and spec.target == "127.0.0.1"
+    res = await asyncio.to_thread(cli, "check", "127.0.0.1", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    steps = {s["step"]: s for s in json.loads(res.stdout)["steps"]}
+    assert steps["ssh"]["ok"] and steps["agent hello"]["ok"]
+    # no config for it: port 22 and the local user, as ssh; nothing listens there (or no key)
+    cfg.write_text("")
+    from dsv4tui.hosts import ssh_target
+
+    assert ssh_target.resolve(ssh_target.SshTarget.parse("127.0.0.1")).port == 22
+
+
+async def test_unresolvable_typo_suggests_the_configured_host(ssh_server: SshHost) -> None:
+    settings = config.Settings(hosts={"gpubox": config.HostConfig(ssh="testbox")})
+    with pytest.raises(ConnectError) as err:
+        await resolve.connect(resolve.host_spec("testbx", settings))
+    assert err.value.exit_code == 4
+    assert err.value.message == (
+        "testbx: cannot resolve host name 'testbx': unknown host, not in the config's [hosts] "
+        "nor an alias in ~/.ssh/config (known: local, demo, gpubox, testbox); did you mean "
+        "testbox?")
+
+
 @pytest.mark.sshd
 def test_cli_check_against_openssh_sshd(sshd_server: SshHost) -> None:
     res = cli("check", "sshdbox", "--json")
@@ -180,9 +209,18 @@ def test_cli_errors_against_openssh_sshd(sshd_server: SshHost) -> None:
 
 
 def test_cli_unknown_host_and_bad_config(tmp_path: Path) -> None:
-    res = cli("check", "nosuchhost")
+    res = cli("check", "nosuchhost.invalid")  # a host name like any other: DNS says no
     assert res.returncode == 4
-    assert res.stderr.startswith("dsv4tui: error: unknown host 'nosuchhost'")
+    assert res.stdout.startswith("FAILED  ssh            nosuchhost.invalid: cannot resolve "
+                                 "host name 'nosuchhost.invalid': unknown host, not in the "
+                                 "config's [hosts] nor an alias in ~/.ssh/config (known: "
+                                 "local, demo)\n")
+    assert len(res.stdout.splitlines()) == 1 and "Traceback" not in res.stderr
+    res = cli("server", "status", "nosuchhost.invalid")
+    assert res.returncode == 4 and len(res.stderr.strip().splitlines()) == 1
+    assert res.stderr.startswith("dsv4tui: error: nosuchhost.invalid: cannot resolve host name")
+    res = cli("check", "bad host")
+    assert res.returncode == 2 and "not an ssh target" in res.stderr
     cfg = Path(tmp_path / "config.toml")
     cfg.write_text('[hosts.a.profiles.p]\nmodel_path = "/m"\nmoe_runner_backend = "marlinx"\n')
     res = cli("config", "check")

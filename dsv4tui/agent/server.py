@@ -4,9 +4,12 @@
   the PID/command); launches the argv list in a new session (its own process group), stdout +
   stderr to the log, and records it in the state file of the agent's cache dir. A small
   watcher process (forked, in its own session) waits for the server and records its exit code.
-- stop: SIGTERM to the main PID, wait for the drain (``--grace``), SIGKILL what is left of the
-  group, then wait (bounded) until the GPUs no longer hold the group's PIDs; reports the freed
-  memory. Only processes of the group we started are touched.
+- stop: record the server's process tree (its group and session, and its descendants by
+  parentage, also those that left with setsid()), SIGTERM to the main PID, wait for the drain
+  (``--grace``), SIGKILL the group; then SIGTERM, a short grace and SIGKILL for whatever of the
+  tree is left, then wait (bounded) until the GPUs no longer hold its PIDs; reports the freed
+  memory, and the PIDs that could not be ended (``leftover_pids``, exit 1). Only processes of
+  the tree we started are touched, each checked by its start time (PID reuse).
 - status: stopped / starting (phase) / ready / crashed (exit code, last errors) / foreign.
 start and stop hold an flock so two consoles cannot act at once (the second gets "busy").
 
@@ -23,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from dsv4tui.agent import bench_lock, health, logparse, protocol
 from dsv4tui.agent.logs import ParsedTail, redactor, server_secrets
@@ -102,19 +105,89 @@ def alive(pid: Optional[int], start: Optional[int] = None) -> bool:
     return start is None or int(st[19]) == int(start)
 
 
-def group_members(pgid: int, start: Optional[int]) -> List[int]:
-    """PIDs in our process group or session, started no earlier than our server."""
-    members = []
+def _proc_table() -> Dict[int, Tuple[int, int, int, int, str]]:
+    """Every process: pid -> (ppid, pgrp, session, start time, state)."""
+    table: Dict[int, Tuple[int, int, int, int, str]] = {}
     for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not name.isdigit():
             continue
         st = _stat(int(name))
-        if not st or st[0] in ("Z", "X"):
-            continue
-        if (int(st[2]) == pgid or int(st[3]) == pgid) and (
-                start is None or int(st[19]) >= int(start)):
-            members.append(int(name))
-    return sorted(members)
+        if st and len(st) > 19:
+            table[int(name)] = (int(st[1]), int(st[2]), int(st[3]), int(st[19]), st[0])
+    return table
+
+
+def group_members(pgid: int, start: Optional[int]) -> List[int]:
+    """PIDs in our process group or session, started no earlier than our server."""
+    return sorted(p for p, (_, pgrp, sid, began, state) in _proc_table().items()
+                  if state not in ("Z", "X") and pgid in (pgrp, sid)
+                  and (start is None or began >= int(start)))
+
+
+class ServerTree:
+    """The processes our server started: its process group and session, and every descendant
+    by parentage -- also those that left the group with setsid(), which only their ppid link
+    tells apart. Each is remembered with its start time as soon as it is seen, because a
+    process whose parent dies is reparented (to init or a subreaper) and the link is gone: scan
+    before the first signal. A remembered PID counts only while the process with that PID has
+    the same start time (PID reuse), and nothing that is not ours is ever added: a process is
+    ours if it is the server, in its group/session (started after it), or a child of one of
+    ours (started after that parent)."""
+
+    def __init__(self, pid: int, start: Optional[int], pgid: int) -> None:
+        self.pid, self.pgid = pid, pgid
+        self.start = int(start) if start is not None else None
+        self.known: Dict[int, int] = {}  # pid -> start time
+
+    def scan(self) -> List[int]:
+        """Remember what is new; the PIDs of the tree still alive (zombies are not)."""
+        table = _proc_table()
+        for p, began in list(self.known.items()):
+            if p not in table or table[p][3] != began:
+                del self.known[p]  # gone (or the PID now belongs to someone else)
+        me = table.get(self.pid)
+        if me is not None and (self.start is None or me[3] == self.start):
+            self.known.setdefault(self.pid, me[3])
+        floor = self.start if self.start is not None else self.known.get(self.pid)
+        # parents start before their children: one pass in start order finds whole subtrees
+        for p, (ppid, pgrp, sid, began, _) in sorted(table.items(), key=lambda kv: kv[1][3]):
+            if p in self.known:
+                continue
+            in_group = self.pgid in (pgrp, sid) and floor is not None and began >= floor
+            child = ppid in self.known and began >= self.known[ppid]
+            if in_group or child:
+                self.known[p] = began
+        return sorted(p for p in self.known if table[p][4] not in ("Z", "X"))
+
+    def signal(self, pids: List[int], sig: int) -> None:
+        for p in pids:
+            if p in self.known:
+                _signal_if_same(p, self.known[p], sig)
+
+
+def _signal_if_same(pid: int, start: int, sig: int) -> None:
+    """Signal ``pid`` only if it is still the process that started at ``start``: through a
+    pidfd where the kernel has them (no window for PID reuse), else checked just before."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    send = getattr(signal, "pidfd_send_signal", None)
+    if pidfd_open is not None and send is not None:
+        try:
+            fd = pidfd_open(pid)
+        except OSError:
+            fd = None  # gone, or no pidfd support in this kernel
+            if not alive(pid, start):
+                return
+        if fd is not None:
+            try:
+                if proc_start(pid) == start:  # the pidfd pins the process we just checked
+                    send(fd, sig)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            return
+    if proc_start(pid) == start:
+        _kill(pid, sig)
 
 
 # -- the lock --------------------------------------------------------------------------------
@@ -505,12 +578,18 @@ def _kill(pid: int, sig: int) -> None:
         pass
 
 
+STRAGGLER_GRACE_S = 3.0  # SIGTERM -> SIGKILL for what outlives the main process
+KILL_WAIT_S = 10.0
+
+
 def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[str, Any]:
-    """Stop our server; returns the fields of the ``stopped`` event."""
+    """Stop our server and every process it started; returns the fields of the ``stopped``
+    event (``leftover_pids``: what could not be ended)."""
     pid, pgid, start = int(state["pid"]), int(state.get("pgid") or state["pid"]), \
         state.get("proc_start")
     t0 = time.monotonic()
-    members = group_members(pgid, start)
+    tree = ServerTree(pid, start, pgid)
+    members = tree.scan()  # before any signal: orphans lose their link to us
     if not alive(pid, start) and not members:
         return {"how": "not_running", "pid": pid, "drain_s": None, "stop_s": 0.0,
                 "exit_code": _exit_record(pid).get("exit_code"), "gpu_mem_freed_mib": None,
@@ -523,6 +602,7 @@ def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[st
         _kill(pid, signal.SIGTERM)
         deadline = t0 + grace
         while time.monotonic() < deadline and alive(pid, start):
+            tree.scan()  # children forked while draining, and setsid() ones, are ours too
             time.sleep(0.05)
         if not alive(pid, start):
             how, drain_s = "sigterm", round(time.monotonic() - t0, 3)
@@ -531,15 +611,23 @@ def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[st
                 os.killpg(pgid, signal.SIGKILL)
             except OSError:
                 pass
-    # Whatever is left of the group/session (children that outlive the main process).
-    deadline = time.monotonic() + 10.0
-    left = group_members(pgid, start)
-    while left and time.monotonic() < deadline:
-        for p in left:
-            _kill(p, signal.SIGKILL)
+            tree.signal(tree.scan(), signal.SIGKILL)
+    # What outlives the main process (children that left the group, or ignore its death):
+    # SIGTERM, a short grace, then SIGKILL until gone or KILL_WAIT_S has passed.
+    left = tree.scan()
+    if left:
+        tree.signal(left, signal.SIGTERM)
+        soft = time.monotonic() + min(STRAGGLER_GRACE_S, max(grace, 0.5))
+        while left and time.monotonic() < soft:
+            time.sleep(0.05)
+            left = tree.scan()
+    hard = time.monotonic() + KILL_WAIT_S
+    while left and time.monotonic() < hard:
+        tree.signal(left, signal.SIGKILL)
         time.sleep(0.05)
-        left = group_members(pgid, start)
-    freed = wait_freed(before, members, gpu_wait, sim_path)
+        left = tree.scan()
+    seen = sorted(set(members) | set(tree.known) | {pid})
+    freed = wait_freed(before, seen, gpu_wait, sim_path)
     record = _exit_record(pid, wait_s=1.0)
     result = {"how": how, "pid": pid, "drain_s": drain_s,
               "stop_s": round(time.monotonic() - t0, 3), "exit_code": record.get("exit_code"),

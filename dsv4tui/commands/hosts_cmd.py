@@ -1,4 +1,5 @@
-"""`dsv4tui hosts`: configured hosts, built-ins and ~/.ssh/config aliases."""
+"""`dsv4tui hosts`: configured hosts, built-ins and ~/.ssh/config aliases (any other host name
+or IP, and user@host[:port], work too, as for ssh)."""
 
 from __future__ import annotations
 
@@ -34,4 +35,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(table([[r["name"], r["source"], r["ssh"] or "-", ", ".join(r["profiles"]) or "-"]
                  for r in rows], ["HOST", "SOURCE", "SSH", "PROFILES"]))
+    print("(any other host name or IP, or user@host[:port], is an SSH target too)")
     return 0

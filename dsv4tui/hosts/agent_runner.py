@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from dsv4tui.agent.protocol import EXIT_BUSY as AGENT_EXIT_BUSY
 from dsv4tui.agent.protocol import parse_event
 from dsv4tui.errors import EXIT_BUSY, AgentFailed, ConnectError
 from dsv4tui.hosts.session import HostSession
@@ -33,10 +34,11 @@ class AgentRunner:
 
     def _failure(self, events: list[dict[str, Any]], code: int | None, stderr: str) -> AgentFailed:
         exit_code = code if code is not None and 0 < code < 128 else 1
+        if exit_code == AGENT_EXIT_BUSY:  # the agent's 4 is busy; the console's 4 is the link
+            exit_code = EXIT_BUSY
         for ev in events:
             if ev.get("type") == "error":
                 kind = str(ev.get("kind", "error"))
-                # the agent's own exit code 4 means busy; the console's 4 is a connection error
                 return AgentFailed(kind, str(ev.get("message", "")),
                                    EXIT_BUSY if kind == "busy" else exit_code, ev)
         detail = _stderr_line(stderr) or "no output"

@@ -1,20 +1,24 @@
 """Turn a host name into a connected Host: session + agent runner + its config.
 
 Names: ``local`` (this machine), ``demo`` (this machine + the simulator), names from
-``[hosts.NAME]``, aliases in ~/.ssh/config, and ``user@host[:port]``.
+``[hosts.NAME]``, and anything ``ssh`` takes: an alias in ~/.ssh/config, a bare host name or
+IP, ``user@host[:port]``. A name that is none of ours is tried as a host name, as ``ssh`` would;
+if it does not resolve, the error lists the known names (and the close ones: a typo).
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from dsv4tui import paths
 from dsv4tui.config import DEMO, LOCAL, HostConfig, Settings
-from dsv4tui.errors import EXIT_CONNECT, ConfigError
-from dsv4tui.hosts import deploy, ssh_target
+from dsv4tui.errors import ConfigError, UserError
+from dsv4tui.hosts import deploy, ssh, ssh_target
 from dsv4tui.hosts.agent_runner import AgentRunner
 from dsv4tui.hosts.local import LocalSession
 from dsv4tui.hosts.session import HostSession
@@ -35,6 +39,8 @@ class HostSpec:
     target: str | None = None
     accept_new: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    # a bare name that is none of ours: the known names, for the error if it does not resolve
+    known: tuple[str, ...] = ()
 
     @property
     def simulated(self) -> bool:
@@ -74,7 +80,8 @@ def demo_env() -> dict[str, str]:
 
 
 def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> HostSpec:
-    """Resolve a name without connecting; ConfigError for a name we cannot place."""
+    """Resolve a name without connecting (a name that is none of ours is an SSH target, as for
+    ``ssh``); ConfigError only for text that cannot be one."""
     if name == DEMO:
         from dsv4tui.sim.demo import demo_host_config
 
@@ -86,24 +93,58 @@ def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> Hos
     if name in settings.hosts:
         cfg = settings.hosts[name]
         return HostSpec(name, cfg, "ssh", target=cfg.ssh or name, accept_new=accept_new)
-    if name in ssh_target.ssh_config_aliases() or "@" in name:
-        try:
-            ssh_target.SshTarget.parse(name)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        return HostSpec(name, HostConfig(), "ssh", target=name, accept_new=accept_new)
-    known = ", ".join(["local", "demo", *settings.hosts, *ssh_target.ssh_config_aliases()])
-    raise ConfigError(f"unknown host {name!r}: not in the config's [hosts] nor an alias in "
-                      f"~/.ssh/config (known: {known}); user@host[:port] works too", EXIT_CONNECT)
+    try:
+        ssh_target.SshTarget.parse(name)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    aliases = ssh_target.ssh_config_aliases()
+    known: tuple[str, ...] = ()
+    if name not in aliases and "@" not in name:
+        known = ("local", "demo", *settings.hosts, *aliases)
+    return HostSpec(name, HostConfig(), "ssh", target=name, accept_new=accept_new, known=known)
+
+
+def explain_dns(spec: HostSpec, err: ssh.DnsError) -> ssh.DnsError:
+    """The DNS error of a bare name, with the names it might have meant."""
+    if not spec.known or spec.target is None:
+        return err
+    typed = ssh_target.SshTarget.parse(spec.target).alias
+    if err.hostname != typed:
+        return err
+    close = difflib.get_close_matches(typed, spec.known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return ssh.DnsError(f"{err.message}: unknown host, not in the config's [hosts] nor an "
+                        f"alias in ~/.ssh/config (known: {', '.join(spec.known)}){hint}",
+                        err.hostname)
 
 
 async def connect_session(spec: HostSpec) -> HostSession:
     if spec.kind in ("local", "demo"):
         return LocalSession(spec.name, base_env=spec.env)
     assert spec.target is not None
-    return await SshSession.connect(spec.name, spec.target, accept_new=spec.accept_new,
-                                    connect_timeout=spec.config.connect_timeout_s,
-                                    keepalive_s=spec.config.keepalive_s)
+    try:
+        return await SshSession.connect(spec.name, spec.target, accept_new=spec.accept_new,
+                                        connect_timeout=spec.config.connect_timeout_s,
+                                        keepalive_s=spec.config.keepalive_s)
+    except ssh.DnsError as err:
+        raise explain_dns(spec, err) from None
+
+
+Probe = Callable[[], Awaitable["str | None"]]
+
+
+def link_probe(spec: HostSpec, timeout: float = 2.0) -> Probe | None:
+    """A cheap reachability check for ``spec`` (the first hop's TCP port and SSH banner),
+    or None where there is nothing to probe (local, demo, a ProxyCommand, a bad target)."""
+    if spec.kind != "ssh" or spec.target is None:
+        return None
+    try:
+        first = ssh.parse_path(spec.target)[0]
+    except UserError:
+        return None
+    if first.proxy_command:
+        return None
+    return functools.partial(ssh.probe_ssh, first.hostname, first.port, timeout)
 
 
 async def prepare_agent(spec: HostSpec, session: HostSession) -> Host:

@@ -3,6 +3,14 @@
 States: connecting -> connected -> lost -> reconnecting (capped exponential backoff) -> ...;
 failed when retrying cannot help (auth, host key, config, no usable python). Streams added
 with :meth:`add_stream` run while connected and are restarted after every reconnect.
+
+Reconnecting is two things at two rates. The expensive step (the full SSH connect through every
+hop plus the agent's preparation) backs off exponentially, and that schedule is what
+``attempts`` and ``retry_at`` describe. Between two of its attempts a cheap probe (a TCP
+connect to the first hop that waits for the SSH banner; :func:`resolve.link_probe`) runs about
+once a second, and the moment it sees the link come back after seeing it down, the expensive
+step runs at once, whatever the backoff has grown to. An attempt that falls due while the probe
+still fails counts as failed without the expensive step.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from dsv4tui.errors import (
     UserError,
 )
 from dsv4tui.hosts import resolve
-from dsv4tui.hosts.resolve import Host, HostSpec
+from dsv4tui.hosts.resolve import Host, HostSpec, Probe
 from dsv4tui.hosts.session import ConnectionState
 
 StateCallback = Callable[["HostSupervisor"], None]
@@ -48,13 +56,22 @@ class _Stream:
 class HostSupervisor:
     def __init__(self, spec: HostSpec, *, on_state: StateCallback | None = None,
                  on_stream_error: ErrorCallback | None = None,
-                 backoff_base: float = 1.0, backoff_cap: float = 30.0) -> None:
+                 backoff_base: float = 1.0, backoff_cap: float = 30.0,
+                 probe_interval: float = 1.0, probe: Probe | bool | None = True) -> None:
+        """``probe``: True derives the link probe from ``spec``; None or False: no probe (the
+        backoff alone decides); or any ``async () -> reason | None``."""
         self.spec = spec
         self.state = ConnectionState.CONNECTING
         self.detail: str | None = None
         self.retry_at: float | None = None  # time.monotonic() of the next attempt
+        # failed attempts since the outage began (or since the first connect began); 0 when
+        # connected
         self.attempts = 0
+        self.link_up: bool | None = None  # what the last probe saw (None: not probed yet)
         self.host: Host | None = None
+        self._probe: Probe | None = (resolve.link_probe(spec) if probe is True
+                                     else probe or None)
+        self._probe_interval = probe_interval
         self._on_state = on_state
         self._on_stream_error = on_stream_error
         self._base = backoff_base
@@ -126,27 +143,41 @@ class HostSupervisor:
             stream.task.cancel()
 
     async def _run(self) -> None:
-        attempt = 0
         first = True
+        delay: float | None = None  # None: attempt now
+        link_seen_down = False
         while not self._stopping:
+            if delay is not None:
+                reason = await self._wait(delay, link_seen_down)
+                if reason is not None:  # due, and the link still does not answer: failed
+                    self.attempts += 1
+                    delay, link_seen_down = self.backoff(self.attempts - 1), True
+                    self.retry_at = time.monotonic() + delay
+                    self._set(ConnectionState.LOST if first else ConnectionState.RECONNECTING,
+                              f"{self.name}: {reason}")
+                    continue
             self.retry_at = None
             self._set(ConnectionState.CONNECTING if first else ConnectionState.RECONNECTING,
                       self.detail)
+            t0 = time.monotonic()
             try:
                 host = await resolve.connect(self.spec)
             except _FINAL as exc:
                 self._set(ConnectionState.FAILED, exc.message)
                 return
             except (ConnectError, OSError) as exc:
-                delay = self.backoff(attempt)
-                attempt += 1
-                self.attempts = attempt
+                self.attempts += 1
+                delay = self.backoff(self.attempts - 1)
+                # an attempt that took a while may have outlived the outage: the first probe
+                # that answers is then the link coming back
+                link_seen_down = time.monotonic() - t0 >= self._probe_interval
                 self.retry_at = time.monotonic() + delay
                 self._set(ConnectionState.LOST if first else ConnectionState.RECONNECTING, str(exc))
                 first = False
-                await asyncio.sleep(delay)
                 continue
-            attempt, first = 0, False
+            first = False
+            self.attempts = 0
+            self.link_up = True
             self.host = host
             self._connected.set()
             self._set(ConnectionState.CONNECTED)
@@ -160,11 +191,34 @@ class HostSupervisor:
             self.host = None
             if self._stopping:
                 return
-            delay = self.backoff(0)
+            delay, link_seen_down = self.backoff(0), False
             self.retry_at = time.monotonic() + delay
             self._set(ConnectionState.LOST, f"{self.name}: connection lost")
-            attempt = 1
+
+    async def _wait(self, delay: float, link_seen_down: bool) -> str | None:
+        """Wait until the next expensive attempt: ``delay`` from now, or sooner when the probe
+        sees the link come back after it was seen down. None: attempt now; a reason: the
+        attempt fell due while the link does not answer."""
+        deadline = time.monotonic() + delay
+        self.retry_at = deadline
+        if self._probe is None:
             await asyncio.sleep(delay)
+            return None
+        while True:
+            started = time.monotonic()
+            reason = await self._probe()
+            self.link_up = reason is None
+            now = time.monotonic()
+            if reason is None and (link_seen_down or now >= deadline):
+                return None
+            if reason is not None:
+                link_seen_down = True
+                if now >= deadline:
+                    return reason
+            wake = started + self._probe_interval
+            if wake > deadline > now:
+                wake = deadline  # probe again exactly when the attempt falls due
+            await asyncio.sleep(max(0.0, wake - now))
 
     async def _pump(self, stream: _Stream, host: Host) -> None:
         failures = 0

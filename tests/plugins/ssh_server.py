@@ -8,6 +8,12 @@
 
 Both write the client side into the test's temporary HOME: a key, ~/.ssh/config with an
 alias, and ~/.ssh/known_hosts with the server's key.
+
+- ``ssh_bastion``: a factory for a jump host in front of one of those: another in-process
+  asyncssh server that only forwards TCP (direct-tcpip, as ``ProxyJump`` uses it) to 127.0.0.1
+  and to the private names it is given (``gpu-node.internal`` -> 127.0.0.1, names only the
+  bastion can resolve, as behind a real one). It rewrites ~/.ssh/config with ``Host bastion``
+  and ``ProxyJump bastion`` for the target, and leaves ~/.ssh/known_hosts to the test.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +54,14 @@ class SshHost:
     def forget_known_hosts(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.home / ".ssh" / "known_hosts").unlink()
+
+    def route_through(self, port: int) -> None:
+        """Point the client's alias at ``port`` (a relay in front of this server): its
+        ~/.ssh/config Port and a known_hosts line for ``[127.0.0.1]:port``."""
+        cfg = self.home / ".ssh" / "config"
+        cfg.write_text(cfg.read_text().replace(f"  Port {self.port}\n", f"  Port {port}\n"))
+        line = f"[127.0.0.1]:{port} {self.host_key.export_public_key().decode().strip()}\n"
+        (self.home / ".ssh" / "known_hosts").write_text(line)
 
     def drop_connections(self) -> None:
         """Abort every live connection (like a network drop) and kill their commands."""
@@ -81,9 +95,16 @@ class _RootedSFTP(asyncssh.SFTPServer):
 
 @pytest.fixture
 async def ssh_server(isolated_env: Path, tmp_path: Path) -> AsyncIterator[SshHost]:
-    home = isolated_env
-    remote_home = tmp_path / "remote-home"
-    remote_home.mkdir()
+    async with serve_ssh(isolated_env, tmp_path / "remote-home") as host:
+        yield host
+
+
+@contextlib.asynccontextmanager
+async def serve_ssh(home: Path, remote_home: Path) -> AsyncIterator[SshHost]:
+    """The ``ssh_server`` fixture's server, for scripts too (benchmarks/reconnect.py): the
+    client side is written into ``home`` (which must be $HOME), commands run in
+    ``remote_home``."""
+    remote_home.mkdir(parents=True, exist_ok=True)
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -210,3 +231,82 @@ def sshd_server(isolated_env: Path, tmp_path: Path) -> Iterator[SshHost]:
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def known_hosts_line(name: str, port: int, key: asyncssh.SSHKey, marker: str = "") -> str:
+    """One known_hosts line (``marker``: "" / "@revoked" / "@cert-authority")."""
+    where = name if port == 22 else f"[{name}]:{port}"
+    text = f"{where} {key.export_public_key().decode().strip()}\n"
+    return f"{marker} {text}" if marker else text
+
+
+@dataclass
+class Bastion:
+    alias: str
+    port: int
+    host_key: asyncssh.SSHKey
+    target: SshHost
+    target_name: str  # the target's HostName in ~/.ssh/config (resolvable by the bastion only)
+    forwarded: list[tuple[str, int]] = field(default_factory=list)  # direct-tcpip requests
+    connections: list[asyncssh.SSHServerConnection] = field(default_factory=list)
+
+    def write_known_hosts(self, *lines: str) -> None:
+        (self.target.home / ".ssh" / "known_hosts").write_text("".join(lines))
+
+    def bastion_line(self, key: asyncssh.SSHKey | None = None, marker: str = "") -> str:
+        return known_hosts_line("127.0.0.1", self.port, key or self.host_key, marker)
+
+    def target_line(self, key: asyncssh.SSHKey | None = None, marker: str = "") -> str:
+        return known_hosts_line(self.target_name, self.target.port, key or self.target.host_key,
+                                marker)
+
+    def known_hosts(self) -> str:
+        path = self.target.home / ".ssh" / "known_hosts"
+        return path.read_text() if path.exists() else ""
+
+
+@pytest.fixture
+async def ssh_bastion() -> AsyncIterator[Callable[..., Awaitable[Bastion]]]:
+    servers: list[tuple[asyncssh.SSHAcceptor, Bastion]] = []
+
+    async def make(target: SshHost, *, alias: str = "bastion",
+                   target_name: str = "gpu-node.internal") -> Bastion:
+        ssh_dir = target.home / ".ssh"
+        client_pub = (ssh_dir / "id_ed25519.pub").read_text()
+        host_key = asyncssh.generate_private_key("ssh-ed25519")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        bastion = Bastion(alias, port, host_key, target, target_name)
+        private = {target_name: "127.0.0.1"}
+
+        class Server(asyncssh.SSHServer):
+            def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+                self.conn = conn
+                bastion.connections.append(conn)
+
+            def connection_requested(self, dest_host: str, dest_port: int, orig_host: str,
+                                     orig_port: int) -> object:
+                bastion.forwarded.append((dest_host, dest_port))
+                if dest_host in private:
+                    return self.conn.forward_connection(private[dest_host], dest_port)
+                return dest_host == "127.0.0.1"
+
+        acceptor = await asyncssh.listen(
+            "127.0.0.1", port, server_factory=Server, server_host_keys=[host_key],
+            authorized_client_keys=asyncssh.import_authorized_keys(client_pub))
+        servers.append((acceptor, bastion))
+        (ssh_dir / "config").write_text(
+            f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User jumper\n"
+            f"  IdentityFile ~/.ssh/id_ed25519\n\n"
+            f"Host {target.alias}\n  HostName {target_name}\n  Port {target.port}\n"
+            f"  User {target.user}\n  IdentityFile ~/.ssh/id_ed25519\n  ProxyJump {alias}\n")
+        return bastion
+
+    yield make
+    for acceptor, bastion in servers:
+        acceptor.close()
+        for conn in bastion.connections:
+            conn.abort()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(acceptor.wait_closed(), 5)

@@ -85,16 +85,27 @@ def _fields(body: bytes) -> dict | None:
 
 @functools.lru_cache(maxsize=256)
 def _response_bytes(kind: str, model: str, max_tokens: int, ignore_eos: bool, answer: str | None,
-                    reasoning: int, no_usage: bool, no_done: bool
+                    reasoning: int, no_usage: bool, no_done: bool, truncate: int | None = None
                     ) -> tuple[tuple[bytes, ...], bytes, bytes]:
     """(token chunks, head + role chunk, finish + usage + [DONE] + last chunk), cached per
-    request shape so that a request costs the server next to nothing."""
+    request shape so that a request costs the server next to nothing. ``truncate``: only that
+    many tokens, then the body ends cleanly (last chunk) with no finish, usage or [DONE]."""
     if ignore_eos or not answer:
         texts = [" tok"] * max_tokens
     else:
         texts = [w + " " for w in answer.split()][:max_tokens]
+    if truncate is not None:
+        texts = texts[:truncate]
     n = len(texts)
     chunks = tuple(_token_chunk(kind, model, text, i < reasoning) for i, text in enumerate(texts))
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache"
+            b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+    if kind == "chat":
+        head += _sse({"id": "k", "object": "chat.completion.chunk", "created": 0, "model": model,
+                      "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                   "finish_reason": None}], "usage": None})
+    if truncate is not None:
+        return chunks, head, b"0\r\n\r\n"
     tail = [_sse({"id": "k", "object": "chat.completion.chunk", "created": 0, "model": model,
                   "choices": [{"index": 0, "delta": {},
                                "finish_reason": "length" if ignore_eos else "stop"}],
@@ -106,12 +117,6 @@ def _response_bytes(kind: str, model: str, max_tokens: int, ignore_eos: bool, an
     if not no_done:
         tail.append(_chunk(b"data: [DONE]\n\n"))
     tail.append(b"0\r\n\r\n")
-    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache"
-            b"\r\nTransfer-Encoding: chunked\r\n\r\n")
-    if kind == "chat":
-        head += _sse({"id": "k", "object": "chat.completion.chunk", "created": 0, "model": model,
-                      "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                   "finish_reason": None}], "usage": None})
     return chunks, head, b"".join(tail)
 
 
@@ -197,7 +202,7 @@ class Handler(asyncio.Protocol):
         chunks, head, end = _response_bytes(kind, str(req.get("model") or args.model),
                                             int(req.get("max_tokens") or args.tokens), ignore_eos,
                                             args.answer, args.reasoning, args.no_usage,
-                                            args.no_done)
+                                            args.no_done, args.truncate_after)
         n = len(chunks)
         tr.write(head)
         self.busy = True
@@ -247,6 +252,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--models-status", type=int, default=200, help="HTTP status of /v1/models")
     p.add_argument("--no-done", action="store_true", help="end streams without data: [DONE]")
     p.add_argument("--no-usage", action="store_true", help="send no usage chunk")
+    p.add_argument("--truncate-after", type=int, metavar="N",
+                   help="end every stream cleanly after N tokens, with no finish_reason, usage "
+                   "or [DONE] (a stream cut short by a proxy or a dying server)")
     return p.parse_args(argv)
 
 

@@ -177,7 +177,7 @@ def test_cancel_mid_level_keeps_finished_requests(known_server: Callable[..., Kn
 def test_agent_bench_modules_parse_as_python_3_9() -> None:
     import ast
 
-    for name in ("bench.py", "openai_stream.py", "stats.py"):
+    for name in ("bench.py", "openai_stream.py", "stats.py", "idle.py", "server_metrics.py"):
         source = (REPO / "dsv4tui" / "agent" / name).read_text()
         ast.parse(source, name, feature_version=(3, 9))
         assert "from __future__ import annotations" in source

@@ -4,7 +4,8 @@ Every streamed request: the role-only chunk at once, the first token TTFT after 
 arrived, then one token every ITL (absolute schedule, so lag never accumulates), then a
 finish chunk, a usage-only chunk (``choices: []``) and ``data: [DONE]``, like SGLang. It is
 a raw asyncio Protocol with pre-encoded chunks, so its own CPU cost stays small and its clock
-is the truth: ``GET /stats`` returns what it measured itself (``POST /stats/reset`` clears).
+is the truth: ``GET /stats`` returns what it measured itself (``?min_tokens=N``: only requests
+of at least N tokens; ``POST /stats/reset`` clears).
 
     python benchmarks/known_timing_server.py --port 0 --ttft-ms 100 --itl-ms 10 --tokens 64
 
@@ -42,8 +43,8 @@ class Server:
         self.active = 0
         self.clock = perf  # the request's arrival: the poll's wake time when serve() sets it
 
-    def stats(self) -> dict:
-        recs = self.records
+    def stats(self, min_tokens: int = 0) -> dict:
+        recs = [r for r in self.records if r[3] >= min_tokens]
         if not recs:
             return {"requests": 0}
         tokens = sum(r[3] for r in recs)
@@ -178,8 +179,14 @@ class Handler(asyncio.Protocol):
                 self.reply(200, {"object": "list", "data": [{"id": srv.args.model}]})
         elif path in ("/health", "/health_generate"):
             self.reply(200, {})
-        elif path == "/stats":
-            self.reply(200, srv.stats())
+        elif path.split("?")[0] == "/stats":
+            # ?min_tokens=N: only requests of N tokens or more (a sweep's 1-token idle probe
+            # is not one of the level's requests)
+            query = dict(p.partition("=")[::2] for p in path.partition("?")[2].split("&") if p)
+            try:
+                self.reply(200, srv.stats(int(query.get("min_tokens") or 0)))
+            except ValueError:
+                self.reply(400, {"error": {"message": "min_tokens must be an integer"}})
         elif path == "/stats/records":
             self.reply(200, srv.records)
         elif path == "/stats/reset":

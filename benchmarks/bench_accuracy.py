@@ -118,7 +118,8 @@ def err(measured: float | None, truth: float | None) -> str:
 def measure(url: str, client: str, c: int, n: int) -> dict:
     server_call(url, "/stats/reset")
     got = plain_level(url, c, n) if client == "plain" else agent_level(url, client, c, n)
-    truth = server_call(url, "/stats")
+    # the sweep's 1-token idle probe before the level is not one of its requests
+    truth = server_call(url, f"/stats?min_tokens={OUTPUT_LEN}")
     return {"client": client, "c": c, "n": n, "got": got, "truth": truth}
 
 

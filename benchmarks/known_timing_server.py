@@ -4,7 +4,8 @@ Every streamed request: the role-only chunk at once, the first token TTFT after 
 arrived, then one token every ITL (absolute schedule, so lag never accumulates), then a
 finish chunk, a usage-only chunk (``choices: []``) and ``data: [DONE]``, like SGLang. It is
 a raw asyncio Protocol with pre-encoded chunks, so its own CPU cost stays small and its clock
-is the truth: ``GET /stats`` returns what it measured itself (``POST /stats/reset`` clears).
+is the truth: ``GET /stats`` returns what it measured itself (``?min_tokens=N``: only requests
+of at least N tokens; ``POST /stats/reset`` clears).
 
     python benchmarks/known_timing_server.py --port 0 --ttft-ms 100 --itl-ms 10 --tokens 64
 
@@ -42,8 +43,8 @@ class Server:
         self.active = 0
         self.clock = perf  # the request's arrival: the poll's wake time when serve() sets it
 
-    def stats(self) -> dict:
-        recs = self.records
+    def stats(self, min_tokens: int = 0) -> dict:
+        recs = [r for r in self.records if r[3] >= min_tokens]
         if not recs:
             return {"requests": 0}
         tokens = sum(r[3] for r in recs)
@@ -85,16 +86,27 @@ def _fields(body: bytes) -> dict | None:
 
 @functools.lru_cache(maxsize=256)
 def _response_bytes(kind: str, model: str, max_tokens: int, ignore_eos: bool, answer: str | None,
-                    reasoning: int, no_usage: bool, no_done: bool
+                    reasoning: int, no_usage: bool, no_done: bool, truncate: int | None = None
                     ) -> tuple[tuple[bytes, ...], bytes, bytes]:
     """(token chunks, head + role chunk, finish + usage + [DONE] + last chunk), cached per
-    request shape so that a request costs the server next to nothing."""
+    request shape so that a request costs the server next to nothing. ``truncate``: only that
+    many tokens, then the body ends cleanly (last chunk) with no finish, usage or [DONE]."""
     if ignore_eos or not answer:
         texts = [" tok"] * max_tokens
     else:
         texts = [w + " " for w in answer.split()][:max_tokens]
+    if truncate is not None:
+        texts = texts[:truncate]
     n = len(texts)
     chunks = tuple(_token_chunk(kind, model, text, i < reasoning) for i, text in enumerate(texts))
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache"
+            b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+    if kind == "chat":
+        head += _sse({"id": "k", "object": "chat.completion.chunk", "created": 0, "model": model,
+                      "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                   "finish_reason": None}], "usage": None})
+    if truncate is not None:
+        return chunks, head, b"0\r\n\r\n"
     tail = [_sse({"id": "k", "object": "chat.completion.chunk", "created": 0, "model": model,
                   "choices": [{"index": 0, "delta": {},
                                "finish_reason": "length" if ignore_eos else "stop"}],
@@ -106,12 +118,6 @@ def _response_bytes(kind: str, model: str, max_tokens: int, ignore_eos: bool, an
     if not no_done:
         tail.append(_chunk(b"data: [DONE]\n\n"))
     tail.append(b"0\r\n\r\n")
-    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache"
-            b"\r\nTransfer-Encoding: chunked\r\n\r\n")
-    if kind == "chat":
-        head += _sse({"id": "k", "object": "chat.completion.chunk", "created": 0, "model": model,
-                      "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                   "finish_reason": None}], "usage": None})
     return chunks, head, b"".join(tail)
 
 
@@ -173,8 +179,14 @@ class Handler(asyncio.Protocol):
                 self.reply(200, {"object": "list", "data": [{"id": srv.args.model}]})
         elif path in ("/health", "/health_generate"):
             self.reply(200, {})
-        elif path == "/stats":
-            self.reply(200, srv.stats())
+        elif path.split("?")[0] == "/stats":
+            # ?min_tokens=N: only requests of N tokens or more (a sweep's 1-token idle probe
+            # is not one of the level's requests)
+            query = dict(p.partition("=")[::2] for p in path.partition("?")[2].split("&") if p)
+            try:
+                self.reply(200, srv.stats(int(query.get("min_tokens") or 0)))
+            except ValueError:
+                self.reply(400, {"error": {"message": "min_tokens must be an integer"}})
         elif path == "/stats/records":
             self.reply(200, srv.records)
         elif path == "/stats/reset":
@@ -197,7 +209,7 @@ class Handler(asyncio.Protocol):
         chunks, head, end = _response_bytes(kind, str(req.get("model") or args.model),
                                             int(req.get("max_tokens") or args.tokens), ignore_eos,
                                             args.answer, args.reasoning, args.no_usage,
-                                            args.no_done)
+                                            args.no_done, args.truncate_after)
         n = len(chunks)
         tr.write(head)
         self.busy = True
@@ -247,6 +259,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--models-status", type=int, default=200, help="HTTP status of /v1/models")
     p.add_argument("--no-done", action="store_true", help="end streams without data: [DONE]")
     p.add_argument("--no-usage", action="store_true", help="send no usage chunk")
+    p.add_argument("--truncate-after", type=int, metavar="N",
+                   help="end every stream cleanly after N tokens, with no finish_reason, usage "
+                   "or [DONE] (a stream cut short by a proxy or a dying server)")
     return p.parse_args(argv)
 
 

@@ -163,6 +163,8 @@ class SweepPlan(_Model):
     ignore_eos: bool = Field(True, description="Send ignore_eos for fixed output lengths "
                              "(SGLang, vLLM); false for servers that reject it.")
     seed: int | None = Field(None, description="Prompt seed (default: random per run).")
+    allow_busy: bool = Field(False, description="Measure a level even when the server is busy "
+                             "before it (the level is marked busy instead of refused).")
 
     @field_validator("levels")
     @classmethod

@@ -114,19 +114,26 @@ def test_sweep_http_500_stops_on_error_rate(script_server: ScriptServer) -> None
 
 
 def test_sweep_connection_refused_is_classified() -> None:
+    """Nothing listens: the idle check's probe cannot connect, so the level fails at once,
+    sending nothing (even with max error rate 1), and says why."""
     url = f"http://127.0.0.1:{free_port()}"
     code, events, _ = agent_run("bench", "sweep", "--url", url, "--model", "m", "--levels", "1:2",
                                 "--warmup", "0", "--max-error-rate", "1")
-    assert code == 0  # max error rate 1: the level is kept, every request failed
-    level = of_type(events, "level")[0]
-    assert level["errors_by_kind"] == {"connect": 2}
+    assert code == 1
+    [level] = of_type(events, "level")
+    assert (level["status"], level["failure"], level["not_run"]) == ("failed", "unreachable", 2)
+    assert level["idle"]["verdict"] == "unreachable" and not of_type(events, "request")
+    sweep = of_type(events, "sweep")[0]
+    assert sweep["status"] == "failed" and "cannot connect" in sweep["reason"]
+    assert of_type(events, "error")[0]["kind"] == "sweep_failed"
     code, events, _ = agent_run("bench", "sanity", "--url", url)
     assert code == 1 and of_type(events, "error")[0]["kind"] == "connect"
 
 
 @pytest.mark.parametrize("args", [
     ["--levels", "1x8"], ["--plan-json", "{bad"], ["--plan-json", '{"levels": []}'],
-    ["--plan-json", '{"nope": 1}'], ["--input-len", "0"], ["--max-error-rate", "2"]])
+    ["--plan-json", '{"nope": 1}'], ["--input-len", "0"], ["--max-error-rate", "2"],
+    ["--plan-json", '{"allow_busy": "yes"}'], ["--plan-json", '{"seed": 1.5}']])
 def test_sweep_bad_input_is_a_usage_error(args: list[str]) -> None:
     code, events, err = agent_run("bench", "sweep", "--url", "http://127.0.0.1:9", *args)
     assert code == 2 and "Traceback" not in err
@@ -170,7 +177,7 @@ def test_cancel_mid_level_keeps_finished_requests(known_server: Callable[..., Kn
 def test_agent_bench_modules_parse_as_python_3_9() -> None:
     import ast
 
-    for name in ("bench.py", "openai_stream.py", "stats.py"):
+    for name in ("bench.py", "openai_stream.py", "stats.py", "idle.py", "server_metrics.py"):
         source = (REPO / "dsv4tui" / "agent" / name).read_text()
         ast.parse(source, name, feature_version=(3, 9))
         assert "from __future__ import annotations" in source

@@ -86,6 +86,44 @@ async def test_stream_without_done_and_without_usage(script_server: ScriptServer
     assert res.output_tokens == 2 and res.token_source == "chunks"
 
 
+@pytest.mark.parametrize("framing", ["chunked", "length", "close"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_clean_end_before_the_answer_finished_is_truncated(
+        script_server: ScriptServer, transport: str, framing: str) -> None:
+    """The body ends as framed (last chunk, full length, or a close-delimited EOF) but the
+    server never said it was done: no finish_reason, no usage, no [DONE]. Counted a success
+    before (the sweep reported 16/16 done from 4 of 16 tokens)."""
+    script_server.responses = [sse(delta(role="assistant", content=""),
+                                   *[delta(f"t{i} ") for i in range(4)], done=False,
+                                   framing=framing)]
+    [res] = await ask(script_server, transport)
+    assert res.error_kind == "truncated", res.error
+    assert "after 4 token chunks" in (res.error or "") and res.answer == "t0 t1 t2 t3 "
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_usage_chunk_without_done_is_a_clean_finish(script_server: ScriptServer,
+                                                          transport: str) -> None:
+    """transformers serve (the GPU test server) ends after the usage chunk, with no [DONE]."""
+    script_server.responses = [sse(delta(role="assistant", content=""), delta("a"), delta("b"),
+                                   usage(2), done=False)]
+    [res] = await ask(script_server, transport)
+    assert res.ok, res.error
+    assert res.output_tokens == 2 and res.token_source == "usage" and not res.done_marker
+
+
+async def test_continuous_usage_is_not_an_end(script_server: ScriptServer) -> None:
+    """Usage on every chunk (vLLM's continuous_usage_stats) says nothing about the end."""
+    chunks = []
+    for i in range(3):
+        ev = delta(f"t{i}")
+        ev["usage"] = {"prompt_tokens": 5, "completion_tokens": i + 1, "total_tokens": 6 + i}
+        chunks.append(ev)
+    script_server.responses = [sse(*chunks, done=False)]
+    [res] = await ask(script_server, "raw")
+    assert res.error_kind == "truncated"
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_keepalive_comments_and_other_fields_are_ignored(script_server: ScriptServer,
                                                                transport: str) -> None:

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "dsv4tui"
-AGENT_BUNDLED = {"httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi", "pynvml"}
+AGENT_BUNDLED = {"httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi", "pynvml",
+                 "prometheus_client"}
 STDLIB = set(sys.stdlib_module_names)
 
 
@@ -107,7 +108,8 @@ def test_agent_bundle_runs_hello(tmp_path: Path) -> None:
     # the bundle carries its own httpx and pynvml: importable with site-packages off
     probe = subprocess.run([sys.executable, "-I", "-S", "-c",
                             "import sys; sys.path.insert(0, sys.argv[1]); import httpx, pynvml; "
-                            "print(httpx.__file__)", str(bundle.path)],
+                            "import prometheus_client.parser as p; print(httpx.__file__); "
+                            "print(p.__file__)", str(bundle.path)],
                            capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
-    assert str(bundle.path) in probe.stdout
+    assert all(line.startswith(str(bundle.path)) for line in probe.stdout.splitlines())

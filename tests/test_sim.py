@@ -331,3 +331,58 @@ def test_port_in_use_fails_at_bind(tmp_path: Path) -> None:
         finally:
             proc.stop()
     assert "address already in use" in proc.log_text()
+
+
+def _stream_in_thread(url: str, body: dict, first: threading.Event, done: threading.Event
+                      ) -> threading.Thread:
+    def go() -> None:
+        try:
+            with httpx.stream("POST", url + "/v1/completions", timeout=60,
+                              json={**body, "stream": True}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: {") and '"text":""' not in line:
+                        first.set()
+        finally:
+            first.set()
+            done.set()
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+def test_metrics_count_what_it_serves_from_any_client(tmp_path: Path) -> None:
+    """/metrics running + queued = the requests in flight, whoever sent them: a request being
+    prefilled is running (it showed as neither before), the rest of the batch limit queues."""
+    from dsv4tui.agent.server_metrics import scrape
+
+    proc = start_sim(tmp_path, "--max-running-requests", "2")
+    try:
+        proc.wait_ready()
+        first, done = threading.Event(), threading.Event()
+        long_prompt = " ".join(["word"] * 8000)  # ~0.8 s of prefill at the test speed
+        t = _stream_in_thread(proc.url, {"prompt": long_prompt, "max_tokens": 4}, first, done)
+        seen = []
+        while not first.wait(0.05):
+            m = scrape(proc.url)
+            seen.append((m["running"], m["queued"]))
+        t.join(30)
+        assert len(seen) >= 3 and all(run + queue == 1 for run, queue in seen), seen
+        assert (0.0, 0.0) not in seen
+
+        firsts = [threading.Event() for _ in range(3)]
+        dones = [threading.Event() for _ in range(3)]
+        threads = [_stream_in_thread(proc.url, {"prompt": "x", "max_tokens": 300,
+                                                "ignore_eos": True}, f, d)
+                   for f, d in zip(firsts, dones, strict=True)]
+        deadline = time.monotonic() + 20
+        while sum(f.is_set() for f in firsts) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        m = scrape(proc.url)
+        assert (m["running"], m["queued"]) == (2.0, 1.0), m
+        for th in threads:
+            th.join(60)
+        m = scrape(proc.url)
+        assert (m["running"], m["queued"]) == (0.0, 0.0)
+    finally:
+        proc.stop()

@@ -91,3 +91,18 @@ def test_level_json_has_exactly_the_public_keys() -> None:
     lv = stats.level_metrics([_req(0.0, 0.1, 1.0, 4, [1.0] * 3)], 1)
     assert list(stats.level_json(lv)) == list(stats.LEVEL_JSON_KEYS)
     assert set(stats.level_json(lv)["ttft_ms"]) == {"mean", "p50", "p90", "p99"}
+
+
+def test_level_short_outputs_and_requests_that_never_ran() -> None:
+    def req(ok: bool, tokens: int, short: bool = False) -> dict:
+        return {"ok": ok, "start_s": 0.0, "e2e_s": 1.0, "ttft_s": 0.1, "output_tokens": tokens,
+                "token_source": "usage", "short_output": short,
+                "error_kind": None if ok else "stall"}
+
+    level = stats.level_metrics([req(True, 16), req(True, 4, True), req(True, 9, True),
+                                 req(False, 0)], 2, 6)
+    assert (level["completed"], level["errors"], level["not_run"]) == (3, 1, 2)
+    assert (level["short_outputs"], level["short_min_tokens"]) == (2, 4)
+    assert level["output_tokens"] == 29  # what came, short ones included
+    empty = stats.level_metrics([], 8, 32)
+    assert (empty["not_run"], empty["short_outputs"], empty["short_min_tokens"]) == (32, 0, None)

@@ -8,6 +8,7 @@ next to the server (its loopback). Events are documented in docs/metrics.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import os
@@ -19,7 +20,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import protocol, stats
+from dsv4tui.agent import idle, protocol, stats
 from dsv4tui.agent.openai_stream import (
     TRANSPORTS,
     Endpoint,
@@ -41,7 +42,7 @@ DEFAULT_CASES = [{"name": "arith-17x23", "prompt": "What is 17*23? Number only."
 DEFAULT_PLAN: Dict[str, Any] = {
     "levels": [[1, 8], [8, 32], [16, 48]], "input_len": 128, "output_len": 256, "warmup": 1,
     "temperature": 0.0, "endpoint": "chat", "request_timeout_s": 600.0, "stall_timeout_s": 60.0,
-    "max_error_rate": 0.5, "ignore_eos": True, "seed": None}
+    "max_error_rate": 0.5, "ignore_eos": True, "seed": None, "allow_busy": False}
 
 _WORDS = ["the", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "as", "with", "his", "they", "at", "be", "this", "from", "have", "or", "by", "one", "had", "not", "but", "what", "all", "were", "when", "we", "there", "can", "an", "your", "which", "their", "said", "if", "do", "will", "each", "about", "how", "up", "out", "them", "then", "she", "many", "some", "so", "these", "would", "other", "into", "has", "more", "her", "two", "like", "him", "see", "time", "could", "no", "make", "than", "first", "been", "its", "who", "now", "people", "my", "made", "over", "did", "down", "only", "way", "find", "use", "may", "water", "long", "little", "very", "after", "words", "called", "just", "where", "most", "know", "get", "through", "back", "much", "before", "go", "good", "new", "write", "our", "used", "me", "man", "day", "too", "any", "same", "right", "look", "think", "also", "around", "another", "came", "come", "work", "three", "must", "because", "does", "part", "even", "place", "well", "such", "here", "take", "why", "help", "put", "different", "away", "again", "off", "went", "old", "number", "great", "tell", "men", "say", "small", "every", "found", "still", "between", "name", "should", "home", "big", "give", "air", "line", "set", "own", "under", "read", "last", "never", "us", "left", "end", "along", "while", "might", "next", "sound", "below", "saw", "something", "thought", "both", "few", "those", "always", "show", "large", "often", "together", "asked", "house", "world", "going", "want", "school", "important", "until", "form", "food", "keep", "children", "feet", "land", "side", "without", "boy", "once", "animal", "life", "enough", "took", "four", "head", "above", "kind", "began", "almost", "live", "page", "got", "earth", "need", "far", "hand", "high", "year", "mother", "light", "country", "father", "let", "night", "picture", "being", "study", "second", "soon", "story", "since", "white", "ever", "paper", "hard", "near", "sentence", "better", "best", "across", "during", "today", "however", "sure", "knew", "try", "told", "young", "sun", "thing", "whole", "hear", "example", "heard", "several", "change", "answer", "room", "sea", "against", "top", "turned", "learn", "point", "city", "play", "toward", "five", "himself", "usually", "money", "seen", "car", "morning", "river"]
 
@@ -70,6 +71,9 @@ def add_parser(sub: Any) -> None:
     swp.add_argument("--seed", type=int, help="prompt seed (default: random per run)")
     swp.add_argument("--no-ignore-eos", action="store_true",
                      help="do not send ignore_eos (servers that reject it)")
+    swp.add_argument("--allow-busy", action="store_true", default=False,
+                     help="measure a level even when the server is busy before it (another "
+                     "client's requests); the level is marked busy instead of refused")
     swp.set_defaults(func=run_sweep)
 
 
@@ -131,8 +135,10 @@ def build_plan(args: Any) -> Dict[str, Any]:
             plan[key] = value
     if args.levels:
         plan["levels"] = parse_levels(args.levels)
-    if args.no_ignore_eos:
+    if getattr(args, "no_ignore_eos", False):
         plan["ignore_eos"] = False
+    if getattr(args, "allow_busy", False):
+        plan["allow_busy"] = True
     _check_plan(plan)
     return plan
 
@@ -155,6 +161,12 @@ def _check_plan(plan: Dict[str, Any]) -> None:
         raise _usage("max_error_rate must be between 0 and 1")
     if plan["endpoint"] not in ("chat", "completions"):
         raise _usage("endpoint must be chat or completions")
+    for key in ("ignore_eos", "allow_busy"):
+        if not isinstance(plan[key], bool):
+            raise _usage("%s must be true or false" % key)
+    if plan["seed"] is not None and (not isinstance(plan["seed"], int)
+                                     or isinstance(plan["seed"], bool)):
+        raise _usage("seed must be an integer or null")
 
 
 def load_cases(text: Optional[str]) -> List[Dict[str, Any]]:
@@ -336,17 +348,27 @@ class _Sink:
 
 
 class Sweep:
-    """State of one sweep; survives a KeyboardInterrupt so the final events still go out."""
+    """State of one sweep; survives a KeyboardInterrupt so the final events still go out.
 
-    def __init__(self, args: Any, plan: Dict[str, Any], sink: _Sink) -> None:
+    Level status (docs/metrics.md): ``done`` = all n requests ran and succeeded; ``partial``
+    = some failed or did not run, under the error limit, or the sweep was cancelled during
+    it; ``failed`` = over ``max_error_rate``, the server went away, stalled, was busy (without
+    ``allow_busy``) or could not be reached. The sweep is ``done`` only when every level is.
+    """
+
+    def __init__(self, args: Any, plan: Dict[str, Any], sink: Any) -> None:
+        for key, value in DEFAULT_PLAN.items():  # a plan from an older caller: the defaults
+            plan.setdefault(key, value)
         self.args = args
         self.plan = plan
         self.sink = sink
-        self.status = "done"
+        self.status = "running"  # done | partial | failed | cancelled once finished
         self.reason: Optional[str] = None
         self.levels_done = 0
+        self.levels: List[Dict[str, Any]] = []  # the level events sent
         self.current: Optional[Dict[str, Any]] = None  # the level in progress
         self.cancel: Optional[asyncio.Event] = None
+        self.cancelled = False
         self.seed = plan["seed"] if plan["seed"] is not None else random.randrange(1 << 30)
 
     async def run(self) -> None:
@@ -367,12 +389,12 @@ class Sweep:
                 if self.cancel.is_set():
                     break
                 await self._level(client, target, li, c, n)
-                if self.status != "done":
+                if self.levels and self.levels[-1]["status"] == "failed":
                     break
         finally:
             await client.aclose()
-        if self.cancel.is_set() and self.status == "done":
-            self.status = "cancelled"
+        if self.cancel.is_set():
+            self.cancelled = True
 
     async def _probe_ignore_eos(self, client: Any, target: Target) -> None:
         """Servers outside SGLang/vLLM may reject the non-standard ``ignore_eos`` (transformers
@@ -392,9 +414,43 @@ class Sweep:
                            message="the server rejects ignore_eos (HTTP %s); sweeping without "
                            "it, so a request may end at EOS before output_len" % res.status)
 
+    async def _idle_check(self, client: Any, target: Target, c: int
+                          ) -> Optional[Dict[str, Any]]:
+        plan = self.plan
+        endpoint = plan["endpoint"]
+        body = build_body(endpoint, target.model, "Say OK.", 1, 0.0)
+        fut = asyncio.ensure_future(idle.check(
+            client, target.endpoint, target.endpoint.path(chat_path(endpoint)), body,
+            target.api_key, target.model, plan["request_timeout_s"], plan["stall_timeout_s"],
+            self.cancel))
+        if not await self._unless_cancelled(fut):
+            return None
+        return fut.result()
+
     async def _level(self, client: Any, target: Target, li: int, c: int, n: int) -> None:
         plan = self.plan
         assert self.cancel is not None
+        check = await self._idle_check(client, target, c)
+        if check is None:
+            return  # cancelled
+        busy = check["verdict"] == "busy"
+        refusal = None
+        if check["verdict"] == "unreachable":
+            refusal = ("unreachable", "cannot connect to the server before level C=%d: %s"
+                       % (c, check["detail"]))
+        elif check["verdict"] == "unresponsive":
+            refusal = ("unresponsive", "the server is not answering before level C=%d: %s"
+                       % (c, check["detail"]))
+        elif busy and not plan["allow_busy"]:
+            refusal = ("busy", "server busy before level C=%d: %s" % (c, idle.describe(check)))
+        if refusal is not None:
+            self._open(li, c, n, check, busy, 0)
+            self.finish_level(*refusal)
+            return
+        if busy:
+            self.sink.emit("notice", kind="busy", level=li, concurrency=c, idle=check,
+                           message="measuring level C=%d although the server is busy (%s): "
+                           "allow_busy is set" % (c, idle.describe(check)))
         rng = random.Random(self.seed * 1000 + li)
         endpoint = plan["endpoint"]
         path = target.endpoint.path(chat_path(endpoint))
@@ -415,22 +471,64 @@ class Sweep:
             for i in range(plan["warmup"]))))
         if not await self._unless_cancelled(warm):
             return
-        warm_errors = sum(1 for r in warm.result() if not parse_stream(r).ok)
+        warm_raws: List[RawResponse] = warm.result()
+        warm_errors = sum(1 for r in warm_raws if not parse_stream(r).ok)
+        problem = await self._warmup_problem(client, target, warm_raws, c, stall)
+        if problem is not None:
+            self._open(li, c, n, check, busy, warm_errors)
+            self.finish_level(*problem)
+            return
         self.sink.emit("level_start", level=li, concurrency=c, requests=n,
-                       warmup=plan["warmup"], warmup_errors=warm_errors, time=time.time())
-        results: List[Dict[str, Any]] = []
-        self.current = {"level": li, "concurrency": c, "requests": n, "results": results,
-                        "started_at": time.time(), "cpu0": time.process_time()}
-        indexes = iter(range(n))
+                       warmup=plan["warmup"], warmup_errors=warm_errors, time=time.time(),
+                       idle=check, busy=busy)
+        results = self._open(li, c, n, check, busy, warm_errors)
         limit = plan["max_error_rate"] * n
         failed_level = asyncio.Event()
+        halt: Dict[str, str] = {}  # why no more requests are sent: "stalled" | "connect"
+        # A worker whose request stalled sends nothing more until another request of the level
+        # finishes (the server is not stuck after all); when no request is left in flight but
+        # stalled ones, every request in flight has stalled: the level fails at once.
+        flow = {"next": 0, "active": min(c, n), "paused": 0, "answered": 0}
+        resume = asyncio.Condition()
         done: "asyncio.Queue[Optional[Tuple[int, RawResponse]]]" = asyncio.Queue()
+        planned_tokens = plan["output_len"] if plan["ignore_eos"] else None
         t0 = perf()
 
+        def judge() -> None:
+            """No worker is sending or receiving, some are paused on a stall, requests are
+            left: every request in flight stalled."""
+            if flow["active"] == 0 and flow["paused"] and flow["next"] < n and not halt:
+                halt["stalled"] = "every request in flight stalled"
+
+        def may_go_on(seen: int) -> bool:
+            return bool(halt) or flow["answered"] > seen or flow["next"] >= n
+
         async def worker() -> None:
-            for i in indexes:
-                done.put_nowait((i, await client.request(path, bodies[i], timeout, stall,
-                                                         datas[i])))
+            while not halt and flow["next"] < n:
+                i = flow["next"]
+                flow["next"] += 1
+                raw = await client.request(path, bodies[i], timeout, stall, datas[i])
+                done.put_nowait((i, raw))
+                if raw.error_kind is None:
+                    flow["answered"] += 1
+                elif raw.error_kind == "connect" and not halt:
+                    halt["connect"] = raw.error or "cannot connect"
+                async with resume:
+                    if raw.error_kind == "stall":
+                        seen = flow["answered"]
+                        flow["active"] -= 1
+                        flow["paused"] += 1
+                        judge()
+                        resume.notify_all()
+                        await resume.wait_for(functools.partial(may_go_on, seen))
+                        flow["paused"] -= 1
+                        flow["active"] += 1
+                    else:
+                        resume.notify_all()
+            async with resume:
+                flow["active"] -= 1
+                judge()
+                resume.notify_all()
 
         async def post() -> None:
             """Parse finished responses one at a time, yielding between slices, and emit."""
@@ -440,7 +538,7 @@ class Sweep:
                 if item is None:
                     return
                 res = await parse_stream_async(item[1])
-                event = request_event(res, li, c, item[0], t0)
+                event = request_event(res, li, c, item[0], t0, planned_tokens)
                 results.append(event)
                 self.sink.emit("request", **event)
                 if not event["ok"]:
@@ -466,14 +564,38 @@ class Sweep:
         finally:
             poster.cancel()
             gc.enable()
-        if failed_level.is_set():
-            self.status = "failed"
-            errs = sum(1 for r in results if not r["ok"])
-            self.reason = ("level C=%d: %d of %d requests failed (max error rate %g)"
-                           % (c, errs, n, plan["max_error_rate"]))
-        self.finish_level(partial=len(results) < n)
-        self.levels_done += 1
+        failure: Optional[Tuple[str, str]] = None
+        errs = sum(1 for r in results if not r["ok"])
+        if "stalled" in halt:
+            failure = ("stalled", "level C=%d: the server stalled: every request in flight got "
+                       "no bytes for %.1f s; stopped after %d of %d requests (the rest were not "
+                       "sent)" % (c, stall, len(results), n))
+        elif failed_level.is_set():
+            failure = ("error_rate", "level C=%d: %d of %d requests failed (max error rate %g)"
+                       % (c, errs, n, plan["max_error_rate"]))
+        if (failure is None or failure[0] == "error_rate") and errs and not self.cancel.is_set():
+            why = await _unreachable(target.endpoint)
+            if why is not None:
+                failure = ("server_gone", "level C=%d: the server went away (%s) after %d of %d "
+                           "requests; %d failed" % (c, why, len(results), n, errs))
+        if failure is not None:
+            self.finish_level(*failure)
+        else:
+            self.finish_level(interrupted=self.cancel.is_set() and len(results) < n)
         gc.collect()
+
+    async def _warmup_problem(self, client: Any, target: Target, raws: List[RawResponse],
+                              c: int, stall: float) -> Optional[Tuple[str, str]]:
+        """A warm-up that shows the server stuck or gone fails the level before it starts."""
+        if raws and all(r.error_kind == "stall" for r in raws):
+            return ("stalled", "level C=%d: the server stalled during the warm-up (no bytes for "
+                    "%.1f s); no request of the level was sent" % (c, stall))
+        if any(r.error_kind == "connect" for r in raws):
+            why = await _unreachable(target.endpoint)
+            if why is not None:
+                return ("server_gone", "level C=%d: the server went away during the warm-up "
+                        "(%s); no request of the level was sent" % (c, why))
+        return None
 
     async def _unless_cancelled(self, fut: "asyncio.Future[Any]") -> bool:
         """Wait for ``fut``; False (and ``fut`` cancelled) if the sweep is cancelled first."""
@@ -487,23 +609,112 @@ class Sweep:
         await asyncio.gather(fut, return_exceptions=True)
         return False
 
-    def finish_level(self, partial: bool) -> None:
+    def _open(self, li: int, c: int, n: int, check: Dict[str, Any], busy: bool,
+              warm_errors: int) -> List[Dict[str, Any]]:
+        """The level is in progress from here (its request events go to the list returned)."""
+        results: List[Dict[str, Any]] = []
+        self.current = {"level": li, "concurrency": c, "requests": n, "results": results,
+                        "started_at": time.time(), "cpu0": time.process_time(), "idle": check,
+                        "busy": busy, "warmup_errors": warm_errors}
+        return results
+
+    def finish_level(self, failure: Optional[str] = None, reason: Optional[str] = None,
+                     interrupted: bool = False) -> None:
+        """Send the ``level`` event of the level in progress (none: nothing to do).
+        ``failure``: why it failed (a code, and ``reason`` in words); ``interrupted``: the
+        sweep was cancelled during it."""
         cur = self.current
         if cur is None:
             return
         self.current = None
         results = cur["results"]
-        level = stats.level_metrics(results, cur["concurrency"], cur["requests"])
+        c, n = cur["concurrency"], cur["requests"]
+        level = stats.level_metrics(results, c, n)
+        status = "done"
+        if failure is not None:
+            status = "failed"
+        elif interrupted:
+            status = "partial"
+            reason = "level C=%d: cancelled after %d of %d requests" % (c, len(results), n)
+        elif level["errors"] or level["not_run"]:
+            status = "partial"
+            kinds = ", ".join("%s %d" % kv for kv in sorted(level["errors_by_kind"].items()))
+            reason = "level C=%d: %d of %d requests failed (%s)" % (c, level["errors"], n, kinds)
+            if level["not_run"]:
+                reason += "; %d did not run" % level["not_run"]
         cpu = time.process_time() - cur["cpu0"]
-        level.update(level=cur["level"], partial=partial, started_at=cur["started_at"],
-                     finished_at=time.time(), time=time.time(), client_cpu_s=round(cpu, 4),
+        now = time.time()
+        level.update(level=cur["level"], status=status, reason=reason, failure=failure,
+                     partial=len(results) < n, idle=cur["idle"], busy=cur["busy"],
+                     warmup_errors=cur["warmup_errors"], ignore_eos=bool(self.plan["ignore_eos"]),
+                     planned_output_len=self.plan["output_len"], started_at=cur["started_at"],
+                     finished_at=now, time=now, client_cpu_s=round(cpu, 4),
                      client_cpu_us_per_token=(round(cpu * 1e6 / level["output_tokens"], 2)
                                               if level["output_tokens"] else None))
         self.sink.emit("level", **level)
+        self.levels.append(level)
+        self.levels_done += 1
+
+    def conclude(self) -> None:
+        """Set ``status`` and ``reason`` from the levels (done only when every planned level
+        ran and is done)."""
+        planned = len(self.plan["levels"])
+        failed = [lv for lv in self.levels if lv["status"] == "failed"]
+        partial = [lv for lv in self.levels if lv["status"] == "partial"]
+        if self.cancelled:
+            self.status = "cancelled"
+            self.reason = "cancelled after %d of %d levels" % (
+                sum(1 for lv in self.levels if lv["status"] == "done"), planned)
+        elif failed:
+            self.status, self.reason = "failed", failed[0]["reason"]
+        elif partial:
+            self.status = "partial"
+            self.reason = "%d of %d levels partial: %s" % (len(partial), planned,
+                                                           partial[0]["reason"])
+        elif self.levels_done < planned:
+            self.status = "partial"
+            self.reason = "only %d of %d levels ran" % (self.levels_done, planned)
+        else:
+            self.status, self.reason = "done", None
+
+    def summary(self) -> Dict[str, Any]:
+        """The ``sweep`` event's fields."""
+        kinds: Dict[str, int] = {}
+        for lv in self.levels:
+            for kind, count in lv["errors_by_kind"].items():
+                kinds[kind] = kinds.get(kind, 0) + count
+        levels = self.levels
+        return {"status": self.status, "reason": self.reason, "levels": self.levels_done,
+                "levels_planned": len(self.plan["levels"]),
+                "level_status": [lv["status"] for lv in levels],
+                "requests": sum(n for _, n in self.plan["levels"]),
+                "completed": sum(lv["completed"] for lv in levels),
+                "errors": sum(lv["errors"] for lv in levels), "errors_by_kind": kinds,
+                "not_run": sum(n for _, n in self.plan["levels"])
+                - sum(lv["completed"] + lv["errors"] for lv in levels),
+                "short_outputs": sum(lv["short_outputs"] for lv in levels),
+                "busy_levels": sum(1 for lv in levels if lv["busy"])}
 
 
-def request_event(res: StreamResult, level: int, c: int, index: int, t0: float) -> Dict[str, Any]:
-    """The ``request`` event for one finished request (times in seconds)."""
+async def _unreachable(endpoint: Endpoint, timeout: float = 2.0) -> Optional[str]:
+    """None when a TCP connection to the server opens, else why not."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(endpoint.host, endpoint.port),
+                                           timeout)
+    except asyncio.TimeoutError:
+        return "cannot connect to %s: timed out" % endpoint.base
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else _short(exc)
+        return "cannot connect to %s: %s" % (endpoint.base, why)
+    writer.close()
+    return None
+
+
+def request_event(res: StreamResult, level: int, c: int, index: int, t0: float,
+                  planned_tokens: Optional[int] = None) -> Dict[str, Any]:
+    """The ``request`` event for one finished request (times in seconds). ``planned_tokens``:
+    the fixed output length asked for (ignore_eos in force); an ok request with fewer output
+    tokens is marked ``short_output``."""
     out_tokens = res.output_tokens
     event: Dict[str, Any] = {"level": level, "concurrency": c, "index": index, "ok": res.ok,
                              "start_s": round(res.t_send - t0, 6)}
@@ -512,7 +723,9 @@ def request_event(res: StreamResult, level: int, c: int, index: int, t0: float) 
     event.update(output_tokens=out_tokens, token_source=res.token_source,
                  prompt_tokens=res.prompt_tokens, finish_reason=res.finish_reason,
                  done_marker=res.done_marker, status=res.status, error_kind=res.error_kind,
-                 error=res.error)
+                 error=res.error,
+                 short_output=bool(planned_tokens is not None and res.ok
+                                   and out_tokens < planned_tokens))
     return event
 
 
@@ -526,15 +739,15 @@ def execute_sweep(args: Any, plan: Dict[str, Any], sink: Any) -> Sweep:
     try:
         run_loop(sweep.run())
     except KeyboardInterrupt:
-        sweep.status = "cancelled"
+        sweep.cancelled = True
     finally:  # the loop's own handlers are gone with it: Ctrl-C/SIGTERM end us cleanly again
         for sig, handler in handlers.items():
             if handler is not None:
                 signal.signal(sig, handler)
     if sweep.current is not None:  # interrupted mid-level: keep what finished
-        sweep.finish_level(partial=True)
-        sweep.levels_done += 1
-    sink.emit("sweep", status=sweep.status, levels=sweep.levels_done, reason=sweep.reason)
+        sweep.finish_level(interrupted=True)
+    sweep.conclude()
+    sink.emit("sweep", **sweep.summary())
     return sweep
 
 
@@ -549,6 +762,6 @@ def run_sweep(args: Any) -> int:
         sink.close()
     if sweep.status == "cancelled":
         return 130
-    if sweep.status == "failed":
-        raise protocol.AgentError("sweep_failed", sweep.reason or "sweep failed")
+    if sweep.status != "done":
+        raise protocol.AgentError("sweep_" + sweep.status, sweep.reason or "sweep " + sweep.status)
     return 0

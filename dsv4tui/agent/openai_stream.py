@@ -101,6 +101,7 @@ class StreamResult:
         self.prompt_tokens: Optional[int] = None
         self.finish_reason: Optional[str] = None
         self.done_marker = False
+        self.usage_chunk = False  # the usage-only chunk (``choices: []``) that ends a stream
         self.bad_lines = 0
 
     @property
@@ -193,8 +194,13 @@ def _parse_steps(res: StreamResult, raw: RawResponse, every: int) -> Iterator[No
     if res.ok and raw.status:
         if not res.token_times and res.completion_tokens is None:
             res.fail("empty", "the stream ended without any token")
-        elif not (res.done_marker or res.finish_reason or raw.complete):
-            res.fail("truncated", "the stream was cut off before it finished")
+        elif not (res.done_marker or res.finish_reason or res.usage_chunk):
+            # A body that ended as framed is not a finished answer: a proxy or a dying server
+            # can close a stream cleanly mid-answer. The server says it is done with [DONE]
+            # (SGLang, vLLM), a finish_reason, or the final usage chunk (transformers serve
+            # ends there, without [DONE]).
+            res.fail("truncated", "the stream ended after %d token chunks without a "
+                     "finish_reason, usage or [DONE]" % len(res.token_times))
 
 
 def _parse_json_reply(res: StreamResult, body: bytes) -> None:
@@ -260,13 +266,15 @@ def _on_event(res: StreamResult, payload: bytes, t: float) -> None:
         res.fail("stream_error", _error_message(obj))
         return
     usage = obj.get("usage")
+    choices = obj.get("choices")
     if isinstance(usage, dict):
         ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
         if isinstance(ct, int):
             res.completion_tokens = ct
         if isinstance(pt, int):
             res.prompt_tokens = pt
-    choices = obj.get("choices")
+        if not choices:  # include_usage's last chunk (continuous usage rides on choices)
+            res.usage_chunk = True
     if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
         return
     choice = choices[0]

@@ -100,7 +100,8 @@ def level_metrics(requests: Sequence[Mapping[str, Any]], concurrency: int,
     """Aggregate one level (C, n) from its request dicts (warm-ups excluded by the caller).
 
     Each dict needs: ok, start_s, e2e_s, ttft_s, output_tokens, token_source; optional
-    ttfat_s, chunks, chunk_gaps_ms, error_kind.
+    ttfat_s, chunks, chunk_gaps_ms, error_kind, short_output (an ok request that produced
+    fewer tokens than planned while ignore_eos was in force).
     """
     done = [r for r in requests if r.get("ok")]
     failed = [r for r in requests if not r.get("ok")]
@@ -120,12 +121,17 @@ def level_metrics(requests: Sequence[Mapping[str, Any]], concurrency: int,
         kind = str(r.get("error_kind") or "unknown")
         kinds[kind] = kinds.get(kind, 0) + 1
     decode = [1.0 / t for t in tpots if t]
+    short = [int(r.get("output_tokens") or 0) for r in done if r.get("short_output")]
+    n = planned if planned is not None else len(requests)
     return {
         "concurrency": concurrency,
-        "requests": planned if planned is not None else len(requests),
+        "requests": n,
         "completed": len(done),
         "errors": len(failed),
         "errors_by_kind": kinds,
+        "not_run": max(n - len(requests), 0),
+        "short_outputs": len(short),
+        "short_min_tokens": min(short) if short else None,
         "duration_s": round(duration, 4),
         "output_tokens": tokens,
         "output_tok_s": round(tokens / duration, 3) if duration > 0 else None,

@@ -17,9 +17,10 @@ from dsv4tui import paths
 from dsv4tui.errors import RemoteError
 from dsv4tui.hosts.session import HostSession
 
-# Pure-Python packages the agent needs (httpx for bench/health, pynvml for telemetry).
+# Pure-Python packages the agent needs (httpx for bench/health, pynvml for telemetry,
+# prometheus_client's text parser for a server's /metrics).
 BUNDLED = ("httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi", "pynvml",
-           "exceptiongroup", "typing_extensions")
+           "exceptiongroup", "typing_extensions", "prometheus_client")
 OPTIONAL = {"exceptiongroup", "sniffio"}  # only needed by older Pythons / older anyio
 REMOTE_DIR = ".cache/dsv4tui"  # relative to the remote home (ssh and sftp start there)
 MIN_PYTHON = (3, 9)

@@ -155,7 +155,7 @@ class Api:
             "max_total_num_tokens": sim.max_total_tokens,
             "internal_states": [{
                 "last_gen_throughput": eng.last_gen_throughput if eng else 0.0,
-                "#running-req": len(eng.running) if eng else 0,
+                "#running-req": eng.num_running if eng else 0,
                 "#queue-req": len(eng.waiting) if eng else 0,
                 "memory_usage": {"weight": round(sim.weights_gb, 2), "kvcache": round(sim.kv_gb, 2),
                                  "graph": 0.66, "token_capacity": sim.max_total_tokens},
@@ -192,7 +192,7 @@ class Api:
                   f'pp_rank="0"')
         _, usage, _, swa_usage = eng.token_usage() if eng else (0, 0.0, 0, 0.0)
         gauges = {
-            "num_running_reqs": len(eng.running) if eng else 0,
+            "num_running_reqs": eng.num_running if eng else 0,
             "num_queue_reqs": len(eng.waiting) if eng else 0,
             "gen_throughput": eng.last_gen_throughput if eng else 0.0,
             "token_usage": max(usage, swa_usage), "swa_token_usage": swa_usage,

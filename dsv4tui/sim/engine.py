@@ -111,6 +111,7 @@ class Engine:
         self.decode_log_interval = max(decode_log_interval, 1)
         self.on_admit = on_admit
         self.running: list[Request] = []
+        self.prefilling: list[Request] = []  # taken from the queue, in the prefill step now
         self.waiting: deque[Request] = deque()
         self.counters = Counters()
         self.closed = False
@@ -146,8 +147,14 @@ class Engine:
             req.finish_reason = "abort"
 
     @property
+    def num_running(self) -> int:
+        """Requests being served now: decoding, or in the prefill step under way (what a
+        client sees as running; /metrics and /server_info report this)."""
+        return len(self.running) + sum(1 for r in self.prefilling if not r.done)
+
+    @property
     def num_requests(self) -> int:
-        return len(self.running) + len(self.waiting)
+        return self.num_running + len(self.waiting)
 
     def gen_tok_s(self) -> float:
         """Output tokens per second over the last two seconds."""
@@ -200,7 +207,11 @@ class Engine:
             batch.append(self.waiting.popleft())
             tokens += req.prompt_tokens
         running_before = len(self.running)
-        await asyncio.sleep(self.speed.prefill_s(tokens))
+        self.prefilling = batch
+        try:
+            await asyncio.sleep(self.speed.prefill_s(tokens))
+        finally:
+            self.prefilling = []
         batch = [r for r in batch if not r.done]  # aborted while prefilling
         self._log_prefill(len(batch), tokens, running_before)
         now = time.monotonic()

@@ -74,7 +74,7 @@ class SimServer:
 
     def snapshot(self) -> dict[str, Any]:
         eng = self.engine
-        running = len(eng.running) if eng else 0
+        running = eng.num_running if eng else 0
         used = self.used_gb + (_DRIVER_RESERVED_GB if self.used_gb else 0.0)
         return {
             "phase": self.phase, "tp_size": self.args.tp_size,

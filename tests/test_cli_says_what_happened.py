@@ -100,8 +100,11 @@ def test_server_stop_and_status_dry_run_do_not_connect(
     data = json.loads(out)
     assert code == 0 and data["dry_run"] and data["agent_args"][:2] == ["server", "status"]
     assert "30000" in data["agent_args"]
-    code, _, err = run(capsys, "server", "stop", "nosuchhost", "--dry-run")
-    assert code != 0 and "unknown host" in err
+    # a bare host name is an ssh target (as for ssh itself): a dry run names it, connects nothing
+    code, out, _ = run(capsys, "server", "stop", "nosuchhost", "--dry-run")
+    assert code == 0 and "nosuchhost" in out and "nothing was connected" in out
+    code, _, err = run(capsys, "server", "stop", "bad host!", "--dry-run")
+    assert code == 2 and len(err.strip().splitlines()) == 1
 
 
 def test_config_path_json(nvfp4_config: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -180,5 +180,5 @@ def test_killing_the_console_mid_sweep_loses_no_finished_request(
         assert store.run(run.id).status == "done"  # type: ignore[union-attr]
         reqs = store.requests(run.id)
         assert len(reqs) == 60 and len({r["index"] for r in reqs}) == 60
-    # + the warm-up and the ignore_eos probe: none lost, none sent twice
-    assert srv.served() == 60 + 1 + 1
+    # the server streamed the 60 and the warm-up (the probes are shorter): none lost or twice
+    assert srv.served(min_tokens=20) == 60 + 1

@@ -752,14 +752,20 @@ def execute_sweep(args: Any, plan: Dict[str, Any], sink: Any) -> Sweep:
 
 
 def run_sweep(args: Any) -> int:
+    from dsv4tui.agent import bench_lock
+
     plan = build_plan(args)
     if args.endpoint:
         plan["endpoint"] = args.endpoint
+    # the host's one load generator: never beside a campaign's (or another sweep's)
+    if not bench_lock.acquire({"id": None, "name": "bench sweep", "kind": "sweep"}):
+        raise bench_lock.busy_error(bench_lock.holder(), "another sweep")
     sink = _Sink()
     try:
         sweep = execute_sweep(args, plan, sink)
     finally:
         sink.close()
+        bench_lock.release()
     if sweep.status == "cancelled":
         return 130
     if sweep.status != "done":

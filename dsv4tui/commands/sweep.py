@@ -127,12 +127,16 @@ def level_table(levels: list[dict[str, Any]]) -> str:
     rows = []
     for lv in levels:
         j = level_json(lv)
+        status = lv.get("status") or ("partial" if lv.get("partial") else "done")
+        if lv.get("busy"):
+            status += " (busy)"
+        if lv.get("short_outputs"):
+            status += f" ({lv['short_outputs']} short)"
         rows.append([str(j["concurrency"]), str(j["requests"]), _cell(j["completed"], "{}"),
                      _cell(j["errors"], "{}"), *(c.text(c.value(j)) for c in LEVEL_COLUMNS),
-                     _cell(j["duration_s"]),
-                     (j["token_count_source"] or "-") + ("*" if lv.get("partial") else "")])
+                     _cell(j["duration_s"]), j["token_count_source"] or "-", status])
     return table(rows, ["C", "n", "ok", "err", *(c.header for c in LEVEL_COLUMNS), "dur s",
-                        "tokens"])
+                        "tokens", "status"])
 
 
 async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,

@@ -17,7 +17,7 @@ from typing import Any
 from dsv4tui.agent import stats as _stats
 from dsv4tui.store.owner import owner_state, parse_owner
 
-RUN_STATUSES = ("running", "done", "cancelled", "failed", "interrupted")
+RUN_STATUSES = ("running", "done", "partial", "cancelled", "failed", "interrupted")
 
 
 def _loads(text: Any) -> Any:

@@ -191,11 +191,13 @@ class KnownServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def served(self) -> int:
-        """Streams the server finished sending (its own count, from ``/stats``)."""
+    def served(self, min_tokens: int = 0) -> int:
+        """Streams the server finished sending (its own count, from ``/stats``), those of at
+        least ``min_tokens`` tokens only when given (not the 1-token idle/ignore_eos probes)."""
         import httpx
 
-        return int(httpx.get(self.url + "/stats", timeout=5).json()["requests"])
+        query = f"?min_tokens={min_tokens}" if min_tokens else ""
+        return int(httpx.get(self.url + "/stats" + query, timeout=5).json()["requests"])
 
 
 @pytest.fixture

@@ -283,3 +283,70 @@ def test_the_store_knows_the_campaign_and_runs_point_back(
         rows = store.query("SELECT campaign_id, variant, repeat_idx FROM runs ORDER BY id")
         assert [tuple(r) for r in rows] == [(out["id"], "a", 0), (out["id"], "a", 1)]
     assert not any(runner_alive(d) for d in campaign_dirs(paths.data_dir()))
+
+
+def test_restart_with_a_backend_then_sweep_records_the_backend_that_ran(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's daily sequence: ``server restart HOST --backend X`` then ``sweep HOST``
+    stores X (and the launch it ran on), not the profile's configured backend."""
+    port = free_port()
+    write_config(port, "")
+    Path(os.environ["DSV4TUI_CONFIG"]).write_text(
+        Path(os.environ["DSV4TUI_CONFIG"]).read_text().replace(
+            'default_profile = "mxfp4"', 'default_profile = "nvfp4"'))
+    assert main(["server", "restart", "local", "--backend", "flashinfer_cutlass", "--json"]) == 0
+    started = _json(capsys)
+    assert started["backend"] == "flashinfer_cutlass" and started["launch_id"]
+    assert main(["sweep", "local", "--label", "after-restart", "--levels", "1:2",
+                 "--output-len", "8", "--json"]) == 0
+    out = _json(capsys)
+    assert out["ran"]["backend"] == "flashinfer_cutlass" and out["ran"]["source"] == "launch"
+    with RunStore() as store:
+        run = store.run(out["run_id"])
+        assert run is not None
+        assert (run.backend, run.checkpoint, run.profile_name) == (
+            "flashinfer_cutlass", "NVFP4", "nvfp4")
+        assert run.launch_id == started["launch_id"]
+    # a misfit is refused before anything restarts, with the same reason as the dashboard's
+    assert main(["server", "restart", "local", "--backend", "flashinfer_mxfp4"]) == 2
+    assert "not NVFP4" in capsys.readouterr().err
+
+
+def test_a_store_locked_by_another_process_loses_nothing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Another process holds the store's write lock for seconds in the middle of a sweep:
+    the sweep goes on on the host, the console waits, and every request lands once."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    port = free_port()
+    write_config(port, campaign_table('name = "locked"').replace(
+        f"sweep = {SWEEP}", 'sweep = { levels = [[2, 24]], output_len = 32, warmup = 0 }'))
+    console = subprocess.Popen(
+        [sys.executable, "-m", "dsv4tui", "campaign", "start", "story", "--json"], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db = paths.store_file()
+    deadline = time.monotonic() + 60
+    while True:  # the first requests are stored: then lock the store for 6 s
+        assert time.monotonic() < deadline and console.poll() is None
+        time.sleep(0.05)
+        if db.exists():
+            with sqlite3.connect(db, timeout=10) as probe:
+                try:
+                    if probe.execute("SELECT count(*) FROM requests").fetchone()[0] >= 2:
+                        break
+                except sqlite3.OperationalError:
+                    pass
+    holder = sqlite3.connect(db, timeout=10, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    time.sleep(6)
+    holder.execute("ROLLBACK")
+    holder.close()
+    out, err = console.communicate(timeout=120)
+    assert console.returncode == 0, err
+    with RunStore() as store:
+        [run] = store.runs()
+        assert run.status == "done"
+        reqs = store.requests(run.id)
+        assert len(reqs) == 24 and len({r["index"] for r in reqs}) == 24

@@ -45,6 +45,7 @@ class SshHost:
     host_key: asyncssh.SSHKey
     connections: list[asyncssh.SSHServerConnection] = field(default_factory=list)
     processes: list[asyncio.subprocess.Process] = field(default_factory=list)
+    agent_home: Path | None = None  # the agent's cache dir on the "remote" side, when set
 
     def write_known_hosts(self, key: asyncssh.SSHKey | None = None) -> None:
         key = key or self.host_key
@@ -199,13 +200,20 @@ def sshd_server(isolated_env: Path, tmp_path: Path) -> Iterator[SshHost]:
         port = s.getsockname()[1]
     user = getpass.getuser()
     client_key = _client_setup(home, "sshdbox", port, user)
-    (work / "authorized_keys").write_text(client_key.export_public_key().decode())
+    # the agent's state (server.json, campaigns, journals) in this test's directory, not in
+    # the real home of the user sshd runs commands as
+    agent_home = tmp_path / "sshd-agent-home"
+    agent_home.mkdir()
+    (work / "authorized_keys").write_text(
+        f'environment="DSV4TUI_AGENT_HOME={agent_home}" '
+        + client_key.export_public_key().decode())
     (work / "authorized_keys").chmod(0o600)
     (work / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {work / 'host_ed25519'}\n"
         f"PidFile {work / 'sshd.pid'}\nAuthorizedKeysFile {work / 'authorized_keys'}\n"
         "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"
+        "PermitUserEnvironment DSV4TUI_AGENT_HOME\n"
         "Subsystem sftp internal-sftp\nLogLevel ERROR\n")
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", exist_ok=True)
@@ -221,7 +229,7 @@ def sshd_server(isolated_env: Path, tmp_path: Path) -> Iterator[SshHost]:
                 break
         time.sleep(0.05)
     remote_home = Path(os.path.expanduser(f"~{user}"))
-    host = SshHost("sshdbox", port, user, home, remote_home, host_key)
+    host = SshHost("sshdbox", port, user, home, remote_home, host_key, agent_home=agent_home)
     host.write_known_hosts()
     try:
         yield host

@@ -343,7 +343,7 @@ def test_a_store_locked_by_another_process_loses_nothing(
     time.sleep(6)
     holder.execute("ROLLBACK")
     holder.close()
-    out, err = console.communicate(timeout=120)
+    _out, err = console.communicate(timeout=120)
     assert console.returncode == 0, err
     with RunStore() as store:
         [run] = store.runs()

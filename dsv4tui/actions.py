@@ -44,6 +44,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("screen.profile", "6", "app.show('profile')", "Profile",
            "Profile: the roofline and kernel profile of the server (when installed)",
            show=False),
+    Action("screen.campaign", "7", "app.show('campaign')", "Campaign",
+           "Campaign: variants x levels of a campaign the host runs by itself", show=False),
     Action("backend", "b", "app.pick_backend", "Backend",
            "Pick the MoE runner backend (then restart)"),
     Action("profile", "p", "app.pick_profile", "Profile",
@@ -51,9 +53,12 @@ ACTIONS: tuple[Action, ...] = (
     Action("restart", "r", "app.restart", "Restart", "Restart the server with the active profile"),
     Action("sanity", "s", "app.sanity", "Sanity", "Run the sanity prompts against the server"),
     Action("sweep", "w", "app.sweep", "Sweep", "Plan and start a concurrency sweep"),
-    Action("cancel", "x", "app.cancel", "Cancel", "Cancel the running sweep or sanity check",
+    Action("cancel", "x", "app.cancel", "Cancel",
+           "Cancel the running sweep, campaign or sanity check (finished requests are kept)",
            show=False),
-    Action("compare", "c", "app.compare", "Compare", "Compare the marked runs", show=False),
+    Action("compare", "c", "app.compare", "Compare",
+           "Compare the marked runs (on the Campaign screen: the campaign's variants)",
+           show=False),
     Action("focus.logs", "l", "app.focus_logs", "Logs", "Focus the log view", show=False),
     Action("focus.gpus", "g", "app.focus_gpus", "GPUs", "Focus the GPU panel", show=False),
     Action("help", "question_mark", "app.help", "Help", "Every key and what it does",
@@ -101,6 +106,12 @@ ACTIONS: tuple[Action, ...] = (
            "Mark / unmark a profile (two marked: side by side)", scope="profile"),
     Action("profile.reload", "ctrl+r", "reload", "Reload", "Reload the stored profiles",
            scope="profile", show=False),
+    # The Campaign screen (7).
+    Action("campaign.start", "n", "start_campaign", "Start",
+           "Start a campaign on this host (the config's [campaigns]; the demo has its own)",
+           scope="campaign"),
+    Action("campaign.baseline", "B", "next_baseline", "Baseline",
+           "Next variant as the baseline of the % change column", scope="campaign"),
     # Modals
     Action("modal.close", "escape", "close", "Close", "Close the dialog", scope="modal",
            palette=False),
@@ -112,9 +123,10 @@ BY_ID: dict[str, Action] = {a.id: a for a in ACTIONS}
 
 # Where each scope's keys work: app-wide keys work on every screen (a screen's own binding
 # for the same key would win there), the others only on their screens (modal: dialogs).
-_SHARES = {"app": {"app", "logs", "runs", "compare", "profile"}, "logs": {"app", "logs"},
-           "runs": {"app", "runs"}, "compare": {"app", "compare"},
-           "profile": {"app", "profile"}, "modal": {"modal"}}
+_SHARES = {"app": {"app", "logs", "runs", "compare", "profile", "campaign"},
+           "logs": {"app", "logs"}, "runs": {"app", "runs"}, "compare": {"app", "compare"},
+           "profile": {"app", "profile"}, "campaign": {"app", "campaign"},
+           "modal": {"modal"}}
 _KEY_NAMES = {"?": "question_mark", "/": "slash", " ": "space", ",": "comma"}
 _DISPLAY = {"question_mark": "?", "slash": "/", "space": "space"}
 

@@ -29,12 +29,14 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from dsv4tui import keymap, paths, themes
+from dsv4tui.app_campaign import CampaignWatcher
 from dsv4tui.config import HostConfig, ServerProfile, Settings
 from dsv4tui.errors import ConnectError, UserError
 from dsv4tui.responsive import ResponsiveApp
 from dsv4tui.screens import model as m
 from dsv4tui.screens.base import DsvScreen
 from dsv4tui.screens.bench import BenchScreen
+from dsv4tui.screens.campaign import CampaignScreen
 from dsv4tui.screens.dashboard import DashboardScreen
 from dsv4tui.screens.help import HelpScreen
 from dsv4tui.screens.launch import LaunchScreen
@@ -123,7 +125,7 @@ def model_for(name: str, config: HostConfig, *, simulated: bool) -> m.UiModel:
     return model
 
 
-class Dsv4App(ResponsiveApp):
+class Dsv4App(CampaignWatcher, ResponsiveApp):
     """``Dsv4App(spec=host_spec(...), settings=...)`` runs live; ``Dsv4App(model=frozen)``
     shows a frozen model (snapshot tests) without any host."""
 
@@ -191,6 +193,8 @@ class Dsv4App(ResponsiveApp):
         for mode, cls in SCREENS.items():
             self.add_mode(mode, self._factory(cls))
         self._add_profile_mode()
+        self.add_mode("campaign", self._factory(CampaignScreen))
+        self.extra_tabs["7"] = ("campaign", "Campaign")
         self.switch_mode(self.start_mode if self.start_mode in self._mode_names() else
                          "dashboard")
         self._shown_modes.add(self.current_mode)
@@ -343,10 +347,14 @@ class Dsv4App(ResponsiveApp):
         self.model.gpu_interval = interval
         sup.add_stream("telemetry", ["telemetry", "--interval", f"{interval:g}"],
                        self._on_telemetry_event)
-        await sup.wait_connected()
+        host = await sup.wait_connected()
         status = await self._refresh_status()
         self._status_timer = self.set_timer(STATUS_POLL_S, self._poll_status)
-        if self.autostart and status.get("state") in ("stopped", "crashed", "unknown"):
+        from dsv4tui.campaign import session
+
+        if await session.listing(host, running=True):
+            self.attach_running()  # someone's sweep or campaign is running there: watch it
+        elif self.autostart and status.get("state") in ("stopped", "crashed", "unknown"):
             if self.current_mode == "dashboard":
                 self.switch_mode("launch")  # a first look: the startup phases, then sanity
             self.restart_server(self.model.active_profile, None)
@@ -364,6 +372,8 @@ class Dsv4App(ResponsiveApp):
             self.mark(LOGS)
             self.run_worker(self._refresh_status(), group="status", exclusive=True,
                             exit_on_error=False)
+            if self._sweep_cid is None and not self._stopping:
+                self.attach_running()  # started while we were away (another console)
         self.mark(CONN)
 
     def _on_stream_error(self, name: str, error: UserError) -> None:
@@ -587,91 +597,6 @@ class Dsv4App(ResponsiveApp):
     async def run_sanity(self) -> None:
         await self._sanity()
 
-    async def _wait_host(self) -> Any:
-        if self._supervisor is None:
-            raise ConnectError(f"{self.model.conn.host}: not connected")
-        return await self._supervisor.wait_connected()
-
-    @work(group="sweep", exclusive=True, exit_on_error=False)
-    async def run_sweep(self, plan_input: PlanInput) -> None:
-        """The sweep runs on the host as a one-variant campaign: the console watches and
-        collects, so a dropped link (or quitting) never stops it; ``x`` cancels it there."""
-        from dsv4tui.campaign import session
-        from dsv4tui.campaign.plan import sweep_spec
-        from dsv4tui.campaign.sweep import SweepWatch
-        from dsv4tui.config import SweepPlan
-
-        host = self.host()
-        plan = SweepPlan.model_validate({**self.settings.sweep.model_dump(),
-                                         "levels": plan_input.levels,
-                                         "input_len": plan_input.input_len,
-                                         "output_len": plan_input.output_len})
-        self.model.sweep = sw = m.SweepView(
-            status="starting", label=plan_input.label, host=host.name,
-            input_len=plan.input_len, output_len=plan.output_len,
-            levels=[m.LevelRow(c, n) for c, n in plan.levels], started=self.model.mono())
-        self._live_levels = {}
-        self.mark(SWEEP)
-        try:
-            _, meta = await self._find_target()  # a clear error before anything starts
-        except BaseException as exc:
-            sw.status, sw.detail = "failed", getattr(exc, "message", None) or str(exc)
-            sw.ended = self.model.mono()
-            self.mark(SWEEP)
-            raise
-        sw.backend, sw.checkpoint = meta.backend, meta.checkpoint  # what runs, from the host
-        self.model.sanity = m.SanityView(status="running", backend=meta.backend,
-                                         checkpoint=meta.checkpoint)
-        self.mark(SWEEP, SANITY)
-        cases = self.settings.sanity.suite() or None
-        spec = sweep_spec(label=plan_input.label, plan=plan, cases=cases,
-                          target=self._target_spec(), host=host.name)
-        watch = SweepWatch(plan_input.label, sanity=cases is not None, then=self._on_bench_event)
-        gpus = [g.sample.name for g in self.model.telemetry.gpus()] if self.model.telemetry else []
-        try:
-            started = await session.start(host, spec, self._store)
-            self._sweep_cid = watch.campaign_id = str(started["id"])
-
-            def link_lost(why: str) -> None:
-                sw.detail = f"link lost: the sweep goes on on {host.name}; reconnecting"
-                self.mark(SWEEP)
-
-            await session.follow_to_end(self._wait_host, self._store, self._sweep_cid,
-                                        on_event=watch, on_link=link_lost,
-                                        gpu_names=[g for g in gpus if g])
-            outcome = watch.outcome()
-            if outcome.sanity is not None and outcome.sanity.error:
-                self.model.sanity.status = "error"
-                self.model.sanity.detail = outcome.sanity.error
-            sw.status = outcome.status
-            sw.detail = outcome.error
-        except asyncio.CancelledError:
-            sw.status = "detached"
-            sw.detail = f"the console stopped watching; the sweep goes on on {host.name}"
-            raise
-        finally:
-            self._sweep_cid = None
-            sw.ended = self.model.mono()
-            for lv in sw.levels:
-                if lv.status in ("running", "warm-up"):
-                    lv.status = "stopped"
-            self.mark(SWEEP, SANITY)
-            self.load_runs()
-        if sw.status in ("failed", "partial") and sw.detail:
-            self.notify(sw.detail, title=f"sweep {sw.status}", severity="error", timeout=10,
-                        markup=False)
-        elif sw.status == "done":
-            self.notify(f"{sw.label}: best {m.fmt_num(sw.best_tok_s, 1)} tok/s",
-                        title="sweep done", timeout=6, markup=False)
-
-    @work(group="cancel", exclusive=True, exit_on_error=False)
-    async def cancel_sweep(self, cid: str) -> None:
-        from dsv4tui.campaign import session
-
-        out = await session.cancel(self.host(), None, cid)
-        self.notify(f"sweep cancelled on {self.model.conn.host}; finished requests are "
-                    f"stored. {(out.get('server') or {}).get('text') or ''}", timeout=6)
-
     # -- kernel profiles (the Profile screen posts these) ------------------------------------
     def on_profile_screen_reload(self, _message: Any) -> None:
         self.load_profiles()
@@ -886,8 +811,9 @@ class Dsv4App(ResponsiveApp):
     def _confirm_restart(self, profile: str | None, backend: str | None) -> None:
         if not self._need_live():
             return
-        if self.model.sweep.running:
-            self.notify("a sweep is running: cancel it first (x)", severity="warning")
+        if self.model.busy in ("sweep", "campaign"):
+            self.notify(f"a {self.model.busy} is running: cancel it first (x)",
+                        severity="warning")
             return
         if self.model.startup.active:
             self.notify("a restart is already running", severity="warning")
@@ -957,6 +883,14 @@ class Dsv4App(ResponsiveApp):
             self.notify("nothing to cancel", timeout=2)
 
     def action_compare(self) -> None:
+        if isinstance(self.screen, CampaignScreen):
+            ids = [v.run_ids[-1] for v in self.model.campaign.variants if v.run_ids]
+            if len(ids) < 2:
+                self.notify("two variants with runs are needed to compare", timeout=4)
+                return
+            self.load_runs()
+            self.load_compare(ids)
+            return
         marked = list(self.model.runs.marked)
         if len(marked) < 2:
             if self.current_mode != "runs":
@@ -996,11 +930,16 @@ class Dsv4App(ResponsiveApp):
         if busy is None:
             self.run_worker(self._quit_cleanly(), group="quit", exit_on_error=False)
             return
+        sim = self.model.simulated
         sweep_text = ("a sweep is running: quitting cancels it (finished requests stay stored)"
-                      if self.model.simulated else
+                      if sim else
                       "a sweep is running on the host: it goes on without the console; "
                       "reconnect (or dsv4tui campaign attach HOST) to collect it")
-        what = {"sweep": sweep_text,
+        campaign_text = ("a campaign is running: quitting cancels it with the simulated "
+                         "server (finished requests stay stored)" if sim else
+                         "a campaign is running on the host: it goes on without the console; "
+                         "reconnect (or dsv4tui campaign attach HOST) to collect it")
+        what = {"sweep": sweep_text, "campaign": campaign_text,
                 "restart": "a restart is running: the server keeps starting on the host"}[busy]
 
         def answer(yes: bool | None) -> None:

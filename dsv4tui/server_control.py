@@ -86,7 +86,8 @@ def plan(config: HostConfig, profile_name: str | None = None,
     return name, build_launch(profile, backend, name)
 
 
-def _step(ev: dict[str, Any]) -> StartupStep | None:
+def startup_step(ev: dict[str, Any]) -> StartupStep | None:
+    """The startup step an agent event of a start (or a campaign's launch) is, if any."""
     kind = ev.get("type")
     if kind == "stopping":
         return StartupStep("stopping", text=f"stopping pid {ev.get('pid')}", event=ev)
@@ -180,7 +181,7 @@ def _apply(result: StartResult, ev: dict[str, Any],
         if ev.get("state") == "ready":
             result.ready = True
             result.startup_s = ev.get("startup_s")
-    step = _step(ev)
+    step = startup_step(ev)
     if step is not None and step.kind == "phase":
         result.phases.append({"name": step.name, "duration_s": step.duration_s,
                               "elapsed_s": step.elapsed_s,

@@ -16,7 +16,7 @@ from textual.pilot import Pilot
 
 from dsv4tui.widgets.charts import Chart
 
-SCREENS = ("dashboard", "logs", "launch", "bench", "runs", "compare", "help")
+SCREENS = ("dashboard", "logs", "launch", "bench", "runs", "compare", "help", "campaign")
 THEMES = ("dark", "light", "high-contrast")
 SIZES = ((120, 40), (80, 24))
 

@@ -89,6 +89,15 @@ class CampaignPlan:
                 "cases": [c.model_dump() for c in self.cases] or None, "variants": variants}
 
 
+def available(settings: Settings, host: str | None = None) -> dict[str, CampaignConfig]:
+    """The campaigns one can start: the config's, and the demo's built-in ones (a config
+    campaign of the same name wins); only those on ``host`` when given."""
+    from dsv4tui.sim.demo import demo_campaigns
+
+    out = {**demo_campaigns(), **settings.campaigns}
+    return {k: v for k, v in out.items() if host is None or v.host == host}
+
+
 def _where(source: str | None) -> str:
     return f" in {source}" if source else ""
 
@@ -126,8 +135,10 @@ def load_file(path: Path, name: str | None = None) -> tuple[str, CampaignConfig]
 
 
 def resolve(settings: Settings, name: str | None = None, *, file: Path | None = None,
-            config_path: Path | None = None) -> CampaignPlan:
-    """Validate a campaign into its plan (no connection). ConfigError names the key path."""
+            config_path: Path | None = None,
+            host_config: HostConfig | None = None) -> CampaignPlan:
+    """Validate a campaign into its plan (no connection). ConfigError names the key path.
+    ``host_config``: the host's config as the caller already holds it (the dashboard's)."""
     from dsv4tui.hosts.resolve import host_spec
 
     if file is not None:
@@ -137,14 +148,18 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
     else:
         if not name:
             raise ConfigError("name a campaign ([campaigns.NAME] in the config) or give --file")
-        if name not in settings.campaigns:
-            known = ", ".join(settings.campaigns) or "(none)"
+        campaigns = available(settings)
+        if name not in campaigns:
+            known = ", ".join(campaigns) or "(none)"
             raise ConfigError(f"no campaign {name!r} in the config{_where(str(config_path))}; "
                               f"defined: {known}")
-        camp = settings.campaigns[name]
-        source, prefix = str(config_path) if config_path else None, f"campaigns.{name}."
+        camp = campaigns[name]
+        builtin = name not in settings.campaigns
+        source = "the demo's built-in campaigns" if builtin else (
+            str(config_path) if config_path else None)
+        prefix = f"campaigns.{name}."
     assert name is not None
-    spec = host_spec(camp.host, settings)
+    config = host_config if host_config is not None else host_spec(camp.host, settings).config
     try:
         plan = camp.plan(settings.sweep)
     except ValidationError as exc:
@@ -152,7 +167,7 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
         raise ConfigError(f"campaign {name}{_where(source)}: {prefix}sweep."
                           f"{'.'.join(str(p) for p in err['loc'])}: "
                           f"{err['msg'].removeprefix('Value error, ')}") from None
-    variants = [_variant(spec.config, camp, i, source, prefix) for i in range(len(camp.variants))]
+    variants = [_variant(config, camp, i, source, prefix) for i in range(len(camp.variants))]
     cases = list(camp.sanity) if camp.sanity is not None else settings.sanity.suite()
     return CampaignPlan(name=name, host=camp.host, variants=variants, sweep=plan, cases=cases,
                         repeats=camp.repeats, on_failure=camp.on_failure,

@@ -13,7 +13,8 @@ from dsv4tui import keymap
 from dsv4tui.widgets.text import plain
 
 SCOPE_TITLES = {"app": "everywhere", "logs": "log view", "runs": "Runs",
-                "compare": "compare", "profile": "Profile", "modal": "dialogs"}
+                "compare": "compare", "profile": "Profile", "campaign": "Campaign",
+                "modal": "dialogs"}
 
 
 def help_rows(km: Mapping[str, str]) -> list[tuple[str, str, str, str]]:

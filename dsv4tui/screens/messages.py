@@ -6,10 +6,10 @@ from textual.message import Message
 
 # Parts of the model a screen may redraw.
 CONN, SERVER, DECODE, LOGS, GPU = "conn", "server", "decode", "logs", "gpu"
-STARTUP, SANITY, SWEEP, RUNS, COMPARE, PROFILES = (
-    "startup", "sanity", "sweep", "runs", "compare", "profiles")
+STARTUP, SANITY, SWEEP, RUNS, COMPARE, PROFILES, CAMPAIGN = (
+    "startup", "sanity", "sweep", "runs", "compare", "profiles", "campaign")
 ALL = frozenset({CONN, SERVER, DECODE, LOGS, GPU, STARTUP, SANITY, SWEEP, RUNS, COMPARE,
-                 PROFILES})
+                 CAMPAIGN, PROFILES})
 
 
 class ModelUpdated(Message):

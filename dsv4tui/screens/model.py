@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsv4tui.campaign.compare import Comparison, Point
+from dsv4tui.campaign.view import CampaignView
 from dsv4tui.widgets.log_lines import LogLines
 
 PHASES = ("load_weights", "kv_cache", "cuda_graph", "http_up", "ready")
@@ -345,6 +346,7 @@ class UiModel:
     startup: StartupView = field(default_factory=StartupView)
     sanity: SanityView = field(default_factory=SanityView)
     sweep: SweepView = field(default_factory=SweepView)
+    campaign: CampaignView = field(default_factory=CampaignView)
     runs: RunsView = field(default_factory=RunsView)
     profiles: list[ProfileChoice] = field(default_factory=list)
     active_profile: str | None = None
@@ -372,7 +374,9 @@ class UiModel:
 
     @property
     def busy(self) -> str | None:
-        """What a quit would interrupt: 'sweep', 'restart', or None."""
+        """What a quit would interrupt: 'campaign', 'sweep', 'restart', or None."""
+        if self.campaign.running:
+            return "campaign"
         if self.sweep.running:
             return "sweep"
         if self.startup.active:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import dsv4tui
-from dsv4tui.config import HostConfig, ServerProfile
+from dsv4tui.config import CampaignConfig, CampaignVariant, HostConfig, ServerProfile
 
 DEMO_SPEED = 8.0
 DEMO_PORT = 30000
@@ -37,6 +37,26 @@ def demo_profile(checkpoint: str, *, port: int | None = None, speed: float = DEM
         moe_runner_backend="marlin" if nvfp4 else "triton", trust_remote_code=True,
         enable_metrics=True, env={"PYTHONPATH": root}, active_params_b=13.0, bytes_per_param=0.5,
         extra_args=["--sim-speed", f"{speed:g}", "--sim-nice", "10", *(extra_args or [])])
+
+
+def demo_campaigns() -> dict[str, CampaignConfig]:
+    """The campaign of our story, against the simulator, sized down to take ~3 minutes (the
+    simulator decodes at the story's real speed, ~23 tok/s at C=16; the story's own sweep is
+    C=1, 8, 16 with 8, 32, 48 requests of 256 tokens): MXFP4 on
+    triton, NVFP4 on marlin, NVFP4 on triton (native FP4 cutlass), and NVFP4 on
+    flashinfer_trtllm_routed, which fails on the simulated sm_120 GPUs the way it does on a
+    real RTX PRO 6000 (no kernel image), recorded as failed while the campaign goes on."""
+    story = CampaignConfig(
+        host="demo", profile="mxfp4",
+        sweep={"levels": [(1, 2), (8, 8), (16, 16)], "output_len": 16, "input_len": 64},
+        variants=[CampaignVariant(name="MXFP4_triton"),
+                  CampaignVariant(name="NVFP4_marlin", profile="nvfp4"),
+                  CampaignVariant.model_validate({"name": "NVFP4_triton", "profile": "nvfp4",
+                                                  "moe_runner_backend": "triton"}),
+                  CampaignVariant.model_validate({
+                      "name": "NVFP4_trtllm_routed", "profile": "nvfp4",
+                      "moe_runner_backend": "flashinfer_trtllm_routed"})])
+    return {"story": story}
 
 
 def demo_host_config(port: int | None = None) -> HostConfig:

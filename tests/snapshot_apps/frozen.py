@@ -136,7 +136,37 @@ def frozen_model() -> m.UiModel:
             m.LevelStats(16, 28.5, 548, 1650, 557.0, 58.0, 3540.0)],
     }, baseline=1)
     runs.compare = cmp
+    model.campaign = _campaign()
     return model
+
+
+def _campaign() -> object:
+    """The story's campaign, two variants in, the third measuring C=8."""
+    from dsv4tui.campaign.view import CampaignView, Cell, VariantView
+
+    def cells(*vals: tuple[str, float | None, int, int]) -> list[Cell]:
+        return [Cell(n, done, 0, state, tok) for state, tok, done, n in vals]
+
+    done = "done"
+    return CampaignView(
+        state="running", id="20261201-083015-ab12", name="story", host="demo",
+        levels=[(1, 8), (8, 32), (16, 48)], started=T0 - 1265, current=2,
+        variants=[
+            VariantView("MXFP4_triton", "MXFP4_triton", done, "ready", 98.2, True,
+                        cells=cells((done, 12.1, 8, 8), (done, 19.8, 32, 32),
+                                    (done, 23.2, 48, 48)), run_ids=[11], started=T0 - 1265,
+                        ended=T0 - 860, backend="triton", checkpoint="MXFP4"),
+            VariantView("NVFP4_marlin", "NVFP4_marlin", done, "ready", 121.4, True,
+                        cells=cells((done, 14.0, 8, 8), (done, 24.9, 32, 32),
+                                    (done, 28.7, 48, 48)), run_ids=[12], started=T0 - 860,
+                        ended=T0 - 420, backend="marlin", checkpoint="NVFP4"),
+            VariantView("NVFP4_triton", "NVFP4_triton", "running", "ready", 101.7, True,
+                        cells=cells((done, 14.2, 8, 8), ("running", None, 19, 32),
+                                    ("pending", None, 0, 48)), run_ids=[13],
+                        started=T0 - 420, backend="triton", checkpoint="NVFP4"),
+            VariantView("NVFP4_trtllm_routed", "NVFP4_trtllm_routed",
+                        cells=cells(("pending", None, 0, 8), ("pending", None, 0, 32),
+                                    ("pending", None, 0, 48)))])
 
 
 class FrozenApp(Dsv4App):

@@ -1,0 +1,322 @@
+"""The dashboard's campaigns: sweeps and campaigns run on the host by themselves; the App
+starts them, watches their journal (through the core: dsv4tui.campaign.session) and draws
+what arrives — the Bench screen's live sweep, the Launch screen's restart phases, the
+Campaign screen's matrix. Mixed into :class:`dsv4tui.app.Dsv4App`.
+
+One watcher at a time (the host runs one load generator at a time): a sweep started with
+``w``, a campaign started with ``n`` on the Campaign screen, or whatever is running on the
+host when the console connects (started by another console, or before a reconnect). A dropped
+link never stops the work: the watcher reconnects and collects what it missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from textual import work
+
+from dsv4tui.campaign.view import CampaignView, apply_campaign_event
+from dsv4tui.errors import ConnectError, UserError
+from dsv4tui.screens import model as m
+from dsv4tui.screens.messages import CAMPAIGN, SANITY, SERVER, STARTUP, SWEEP
+from dsv4tui.screens.modals import Choice, ConfirmScreen, PickerScreen, PlanInput
+
+if TYPE_CHECKING:
+    from dsv4tui.app import Dsv4App
+
+
+def _app(obj: object) -> Dsv4App:
+    """This mixin's methods run on the App (typed as what they are)."""
+    return cast("Dsv4App", obj)
+
+_LAUNCH_EVENTS = ("stopping", "stopped", "started", "status", "log_event")
+
+
+class CampaignWatcher:
+    """The App's half that starts and watches host-side sweeps and campaigns."""
+
+    _sweep_cid: str | None = None  # the campaign (a sweep is one too) being watched
+
+    # -- routing the journal's events to the views -------------------------------------------
+    def _on_campaign_event(self, ev: dict[str, Any]) -> None:
+        app = _app(self)
+        kind = ev.get("type")
+        model, now = app.model, app.model.mono()
+        if kind == "launch_start":  # a campaign restarts the server: the Launch screen shows it
+            model.startup.reset(ev.get("profile_name"), ev.get("backend"),
+                                ev.get("checkpoint"), now)
+            model.server.state, model.server.phase = "stopping", None
+            model.decode.clear()
+            app.mark(STARTUP, SERVER)
+        elif "launch" in ev and kind in _LAUNCH_EVENTS:
+            from dsv4tui import server_control
+
+            step = server_control.startup_step(ev)
+            if step is not None:
+                m.apply_step(model.startup, step, now)
+                srv = model.server
+                if step.kind == "started":
+                    srv.state, srv.phase, srv.started_at = "starting", "load_weights", time.time()
+                    if (step.event or {}).get("log"):
+                        app._follow_log(str(step.event["log"]))
+                elif step.kind in ("phase", "progress"):
+                    srv.phase = model.startup.current
+                app.mark(STARTUP, SERVER)
+        elif kind == "launch_end":
+            su = model.startup
+            if ev.get("ok"):
+                su.status, su.ended = "ready", now
+                model.server.state, model.server.phase = "ready", "ready"
+            else:
+                su.finish("failed", now)
+                su.message = str(ev.get("error") or "the server did not start")
+                su.error_lines = [str(x) for x in ev.get("last_errors") or []]
+                model.server.state = "crashed"
+            app.mark(STARTUP, SERVER)
+            app.run_worker(app._refresh_status(), group="status", exclusive=True,
+                            exit_on_error=False)
+        elif kind == "run_start":
+            app._new_sweep_view(ev)
+        app._on_bench_event(ev)
+        cv = model.campaign
+        if cv.id is not None and cv.id == app._sweep_cid and apply_campaign_event(cv, ev, now):
+            app.mark(CAMPAIGN)
+
+    def _new_sweep_view(self, ev: dict[str, Any]) -> None:
+        """A run of the watched campaign begins: the Bench screen shows it."""
+        app = _app(self)
+        plan = ev.get("plan") or {}
+        meta = ev.get("meta") or {}
+        old = app.model.sweep
+        levels = [(int(c), int(n)) for c, n in plan.get("levels") or []]
+        started = old.started if old.status == "starting" and old.label == ev.get("label") \
+            else app.model.mono()
+        app.model.sweep = m.SweepView(
+            status="starting", label=ev.get("label"), host=app.model.conn.host,
+            backend=meta.get("backend"), checkpoint=meta.get("checkpoint"),
+            input_len=plan.get("input_len"), output_len=plan.get("output_len"),
+            levels=[m.LevelRow(c, n) for c, n in levels], started=started)
+        app._live_levels = {}
+        app.model.sanity = m.SanityView(status="running", backend=meta.get("backend"),
+                                         checkpoint=meta.get("checkpoint"))
+        app.mark(SWEEP, SANITY)
+
+    async def _wait_host(self) -> Any:
+        app = _app(self)
+        if app._supervisor is None:
+            raise ConnectError(f"{app.model.conn.host}: not connected")
+        return await app._supervisor.wait_connected()
+
+    def _gpu_names(self) -> list[str]:
+        app = _app(self)
+        tel = app.model.telemetry
+        return [g.sample.name for g in tel.gpus() if g.sample.name] if tel else []
+
+    async def _watch(self, cid: str, *, on_event: Any = None) -> Any:
+        """Collect campaign ``cid`` until it ends (across reconnects); its events go to the
+        views (and to ``on_event``)."""
+        app = _app(self)
+        from dsv4tui.campaign import session
+
+        app._sweep_cid = cid
+
+        def tell(ev: dict[str, Any]) -> None:
+            app._on_campaign_event(ev)
+            if on_event is not None:
+                on_event(ev)
+
+        def link_lost(why: str) -> None:
+            text = f"link lost: it goes on on {app.model.conn.host}; reconnecting"
+            app.model.sweep.detail = app.model.campaign.detail = text
+            app.mark(SWEEP, CAMPAIGN)
+
+        try:
+            return await session.follow_to_end(app._wait_host, app._store, cid,
+                                               on_event=tell, on_link=link_lost,
+                                               gpu_names=app._gpu_names())
+        except asyncio.CancelledError:  # the console stops watching; the host goes on
+            gone = f"the console stopped watching; it goes on on {app.model.conn.host}"
+            if app.model.sweep.running:
+                app.model.sweep.status, app.model.sweep.detail = "detached", gone
+            if app.model.campaign.running:
+                app.model.campaign.state, app.model.campaign.detail = "detached", gone
+            raise
+        finally:
+            app._sweep_cid = None
+            sw = app.model.sweep
+            sw.ended = sw.ended or app.model.mono()
+            for lv in sw.levels:
+                if lv.status in ("running", "warm-up"):
+                    lv.status = "stopped"
+            app.mark(SWEEP, SANITY, CAMPAIGN)
+            app.load_runs()
+
+    # -- a single sweep (w) ---------------------------------------------------------------
+    @work(group="sweep", exclusive=True, exit_on_error=False)
+    async def run_sweep(self, plan_input: PlanInput) -> None:
+        """The sweep runs on the host as a one-variant campaign: the console watches and
+        collects, so a dropped link (or quitting) never stops it; ``x`` cancels it there."""
+        app = _app(self)
+        from dsv4tui.campaign import session
+        from dsv4tui.campaign.plan import sweep_spec
+        from dsv4tui.campaign.sweep import SweepWatch
+        from dsv4tui.config import SweepPlan
+
+        host = app.host()
+        plan = SweepPlan.model_validate({**app.settings.sweep.model_dump(),
+                                         "levels": plan_input.levels,
+                                         "input_len": plan_input.input_len,
+                                         "output_len": plan_input.output_len})
+        app.model.sweep = sw = m.SweepView(
+            status="starting", label=plan_input.label, host=host.name,
+            input_len=plan.input_len, output_len=plan.output_len,
+            levels=[m.LevelRow(c, n) for c, n in plan.levels], started=app.model.mono())
+        app._live_levels = {}
+        app.mark(SWEEP)
+        try:
+            _, meta = await app._find_target()  # a clear error before anything starts
+        except BaseException as exc:
+            sw.status, sw.detail = "failed", getattr(exc, "message", None) or str(exc)
+            sw.ended = app.model.mono()
+            app.mark(SWEEP)
+            raise
+        sw.backend, sw.checkpoint = meta.backend, meta.checkpoint  # what runs, from the host
+        cases = app.settings.sanity.suite() or None
+        spec = sweep_spec(label=plan_input.label, plan=plan, cases=cases,
+                          target=app._target_spec(), host=host.name)
+        watch = SweepWatch(plan_input.label, sanity=cases is not None)
+        started = await session.start(host, spec, app._store)
+        watch.campaign_id = str(started["id"])
+        await app._watch(watch.campaign_id, on_event=watch)
+        app._sweep_ended(watch.outcome())
+
+    def _sweep_ended(self, outcome: Any) -> None:
+        app = _app(self)
+        sw = app.model.sweep
+        if outcome.sanity is not None and outcome.sanity.error:
+            app.model.sanity.status = "error"
+            app.model.sanity.detail = outcome.sanity.error
+        sw.status, sw.detail = outcome.status, outcome.error
+        app.mark(SWEEP, SANITY)
+        if sw.status in ("failed", "partial") and sw.detail:
+            app.notify(sw.detail, title=f"sweep {sw.status}", severity="error", timeout=10,
+                        markup=False)
+        elif sw.status == "done":
+            app.notify(f"{sw.label}: best {m.fmt_num(sw.best_tok_s, 1)} tok/s",
+                        title="sweep done", timeout=6, markup=False)
+
+    # -- campaigns (n on the Campaign screen) -----------------------------------------------
+    def action_pick_campaign(self) -> None:
+        app = _app(self)
+        from dsv4tui.campaign.plan import available
+
+        if not app._need_live():
+            return
+        if app.model.busy is not None:
+            app.notify(f"a {app.model.busy} is running: cancel it first (x)",
+                        severity="warning")
+            return
+        host = app.model.conn.host
+        found = available(app.settings, host)
+        if not found:
+            app.notify(f"no campaign for {host}: add [campaigns.NAME] with host = \"{host}\" "
+                        "to the config (README: Campaigns)", severity="warning", timeout=8)
+            return
+        choices = [Choice(name, name, f"{len(c.variants)} variants: "
+                          + ", ".join(v.name for v in c.variants)) for name, c in found.items()]
+
+        def chosen(value: str | None) -> None:
+            if value:
+                app._confirm_campaign(value)
+        app.push_screen(PickerScreen("start a campaign", f"campaigns for {host} — each "
+                                      "variant: restart → sanity → sweep, on the host",
+                                      choices), chosen)
+
+    def _confirm_campaign(self, name: str) -> None:
+        app = _app(self)
+        from dsv4tui.campaign.plan import resolve
+
+        try:
+            plan = resolve(app.settings, name, host_config=app.spec.config)
+        except UserError as err:
+            app.show_error("campaign", err.message)
+            return
+        levels = ", ".join(f"C={c}:{n}" for c, n in plan.sweep.levels)
+        names = ", ".join(v.name for v in plan.variants)
+        msg = (f"[b]{len(plan.variants)}[/b] variants ({names}) · sweep {levels} · "
+               f"on failure {plan.on_failure}\nthe running server is stopped first; the "
+               "campaign goes on by itself if this console goes away.")
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                app.switch_mode("campaign")
+                app.start_campaign(name)
+        app.push_screen(ConfirmScreen(f"start campaign {name}?", msg, yes="Start"), answer)
+
+    @work(group="sweep", exclusive=True, exit_on_error=False)
+    async def start_campaign(self, name: str) -> None:
+        app = _app(self)
+        from dsv4tui.campaign import session
+        from dsv4tui.campaign.plan import resolve
+
+        plan = resolve(app.settings, name, host_config=app.spec.config)
+        app.model.campaign = CampaignView(state="starting", name=name, host=plan.host,
+                                           levels=list(plan.sweep.levels),
+                                           repeats=plan.repeats, started=app.model.mono())
+        app.mark(CAMPAIGN)
+        try:
+            started = await session.start(app.host(), plan.agent_spec(), app._store)
+        except BaseException as exc:
+            app.model.campaign.state = "failed"
+            app.model.campaign.detail = getattr(exc, "message", None) or str(exc)
+            app.mark(CAMPAIGN)
+            raise
+        app.model.campaign.id = str(started["id"])
+        await app._watch(app.model.campaign.id)
+        app._campaign_ended()
+
+    def _campaign_ended(self) -> None:
+        app = _app(self)
+        cv = app.model.campaign
+        counts = cv.counts()
+        text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        app.notify(f"campaign {cv.name}: {cv.state} ({text})", title="campaign",
+                    severity="error" if counts.get("failed") else "information", timeout=10,
+                    markup=False)
+
+    # -- what runs on the host when we connect ----------------------------------------------
+    @work(group="sweep", exclusive=True, exit_on_error=False)
+    async def attach_running(self) -> None:
+        """A sweep or campaign already running on the host (another console's, or ours
+        before the console went away): watch it too, and collect it."""
+        app = _app(self)
+        from dsv4tui.campaign import session
+        from dsv4tui.campaign.view import from_status
+
+        running = await session.listing(app.host(), running=True)
+        if not running:
+            return
+        info = running[-1]
+        cid = str(info["id"])
+        if info.get("kind") == "campaign":
+            cv = await asyncio.to_thread(from_status, info, app._store)
+            cv.started = app.model.mono()
+            app.model.campaign = cv
+            app.mark(CAMPAIGN)
+        app.notify(f"{info.get('kind')} {info.get('name')!r} is running on "
+                    f"{app.model.conn.host}: watching it", timeout=6, markup=False)
+        await app._watch(cid)
+        if info.get("kind") == "campaign":
+            app._campaign_ended()
+
+    # -- cancel (x) ------------------------------------------------------------------------
+    @work(group="cancel", exclusive=True, exit_on_error=False)
+    async def cancel_sweep(self, cid: str) -> None:
+        app = _app(self)
+        from dsv4tui.campaign import session
+
+        out = await session.cancel(app.host(), None, cid)
+        app.notify(f"cancelled on {app.model.conn.host}; finished requests are stored. "
+                    f"{(out.get('server') or {}).get('text') or ''}", timeout=6, markup=False)

@@ -43,11 +43,15 @@ async def test_number_keys_switch_screens_and_help_lists_every_binding() -> None
         for name in ("dark", "light", "high-contrast"):
             assert f"Theme: {name}" in titles
 
-        # q asks while busy (the frozen sweep is running), not otherwise
+        # q asks while busy (the frozen campaign and sweep are running), not otherwise
         await pilot.press("q")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")
         assert app.is_running
+        app.model.campaign.state = "done"
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)  # the sweep
+        await pilot.press("n")
         app.model.sweep.status = "done"
         await pilot.press("q")
         await pilot.pause(0.3)

@@ -113,6 +113,14 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         assert [lv.status for lv in m.sweep.levels] == ["done", "done"]
         assert all(lv.out_tok_s for lv in m.sweep.levels)
         assert m.sweep.label == "MXFP4_marlin"
+        # the dashboard's restart is a recorded launch, and the sweep's run points at it
+        from dsv4tui.store import RunStore
+
+        with RunStore() as store:
+            [launch] = store.launches()
+            [run] = store.runs()
+            assert (launch.backend, launch.ok, run.backend, run.launch_id) == (
+                "marlin", True, "marlin", launch.id)
 
         # p: the NVFP4 profile, same restart flow, then a second sweep
         await pilot.press("p")

@@ -350,3 +350,22 @@ def test_a_store_locked_by_another_process_loses_nothing(
         assert run.status == "done"
         reqs = store.requests(run.id)
         assert len(reqs) == 24 and len({r["index"] for r in reqs}) == 24
+
+
+def test_a_url_sweep_of_the_simulator_records_what_it_reports_and_says_simulated(
+        sims: list, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from plugins.sim import start_sim
+
+    sim = start_sim(tmp_path, backend="flashinfer_cutlass",
+                    model="/models/DeepSeek-V4-Flash-NVFP4")
+    sims.append(sim)
+    sim.wait_ready()
+    assert main(["sweep", "--url", sim.url, "--label", "by-url", "--levels", "1:2",
+                 "--output-len", "8", "--no-sanity", "--json"]) == 0
+    out = _json(capsys)
+    assert out["ran"]["source"] == "server_info" and out["ran"]["simulated"] is True
+    with RunStore() as store:
+        run = store.run(out["run_id"])
+        assert run is not None and run.simulated and run.backend == "flashinfer_cutlass"
+    assert main(["runs", "list"]) == 0
+    assert "done SIM" in capsys.readouterr().out

@@ -13,7 +13,7 @@ from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import print_json, table
 from dsv4tui.commands.sweep import level_table
 from dsv4tui.errors import EXIT_CONFIG, UserError
-from dsv4tui.store import Level, RunStore
+from dsv4tui.store import Level, Run, RunStore
 
 REQUEST_CSV = export.REQUEST_CSV
 run_detail = export.run_detail
@@ -65,6 +65,18 @@ def _num(v: Any, fmt: str = "{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def _list_status(run: Run) -> str:
+    """A running run's status says whose it is, briefly (``runs show`` says it in full)."""
+    state = run.owner_state
+    if state == "campaign":
+        return "running (on the host)"
+    if state == "elsewhere":
+        return f"running? ({run.owner_host})"
+    if state == "gone":
+        return "interrupted?"
+    return run.status
+
+
 def run_list(args: Any) -> int:
     with RunStore() as store:
         runs = store.runs(host=args.host, limit=args.limit)
@@ -75,7 +87,8 @@ def run_list(args: Any) -> int:
         print("no runs yet (dsv4tui sweep HOST --label L)")
         return 0
     rows = [[str(r.id), r.label, r.target, r.backend or "-", r.checkpoint or "-",
-             _when(r.started_at), r.status + (" SIM" if r.simulated else ""), _num(r.best_tok_s),
+             _when(r.started_at), _list_status(r) + (" SIM" if r.simulated else ""),
+             _num(r.best_tok_s),
              {True: "pass", False: "FAIL", None: "-"}[r.sanity_passed]] for r in runs]
     print(table(rows, ["ID", "label", "target", "backend", "checkpoint", "started", "status",
                        "best tok/s", "sanity"]))
@@ -110,7 +123,8 @@ def run_show(args: Any) -> int:
         print_json(detail)
         return 0
     s = safe_text
-    print(f"run {run.id}: {s(run.label)}  [{run.status}{' SIMULATED' if run.simulated else ''}]")
+    print(f"run {run.id}: {s(run.label)}  [{run.status_text}"
+          f"{' SIMULATED' if run.simulated else ''}]")
     print(f"  target   {s(run.target)}  model {s(run.model or '-')}  server "
           f"{s(run.server_version or '-')}")
     print(f"  profile  {s(run.profile_name or '-')}  backend {s(run.backend or '-')}  "

@@ -6,15 +6,15 @@ variants (c)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from plugins.campaigns import campaign_dirs
+from plugins.pilot import until
 from plugins.sim import REPO, free_port, sim_profile
 
 from dsv4tui import paths
@@ -28,15 +28,6 @@ from dsv4tui.store import RunStore
 
 pytestmark = pytest.mark.timeout(240)
 
-
-async def until(pilot: object, cond: Callable[[], bool], timeout: float = 30.0,
-                what: str = "") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await pilot.pause(0.05)  # type: ignore[attr-defined]
 
 
 @pytest.fixture

@@ -10,15 +10,15 @@ gives one error dialog, never a crash.
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from plugins.pilot import until
 from plugins.sim import free_port, sim_profile
 from textual.widgets import Input
 
@@ -30,15 +30,6 @@ from dsv4tui.screens.runs import CompareScreen, RunsScreen
 
 pytestmark = pytest.mark.timeout(180)
 
-
-async def until(pilot: object, cond: Callable[[], bool], timeout: float = 30.0,
-                what: str = "") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await pilot.pause(0.05)  # type: ignore[attr-defined]
 
 
 @pytest.fixture

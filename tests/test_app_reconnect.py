@@ -4,11 +4,10 @@ countdown, the panels go stale, and after the reconnect the telemetry stream run
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from plugins.pilot import until
 from plugins.ssh_server import SshHost
 
 from dsv4tui.app import Dsv4App
@@ -18,15 +17,6 @@ from dsv4tui.widgets.host_bar import ConnectionBanner
 
 pytestmark = pytest.mark.timeout(120)
 
-
-async def until(pilot: object, cond: Callable[[], bool], timeout: float = 30.0,
-                what: str = "") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await pilot.pause(0.05)  # type: ignore[attr-defined]
 
 
 async def test_connection_lost_and_regained(ssh_server: SshHost, tmp_path: Path) -> None:

@@ -155,21 +155,7 @@ def _fork_runner(cdir: str, resume: bool) -> Dict[str, Any]:
             os._exit(code)
     os.close(w)
     os.close(log)
-    data = b""
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except OSError:
-        pass
-    try:
-        reply = json.loads(data.decode() or "{}")
-    except ValueError:
-        reply = {}
+    reply = server.read_handshake(r, pid)
     if reply.get("error"):
         err = reply["error"]
         raise protocol.AgentError(str(err.get("kind") or "runner"), str(err.get("message")),

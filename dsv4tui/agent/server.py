@@ -360,13 +360,23 @@ def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
             os._exit(code)
     os.close(w)
     os.close(log_fd)
+    reply = read_handshake(r, pid)
+    if "pid" not in reply:
+        raise protocol.AgentError("launch", "cannot launch %s: %s" % (
+            argv[0], reply.get("error", "the watcher process failed")))
+    return int(reply["pid"])
+
+
+def read_handshake(fd: int, pid: int) -> Dict[str, Any]:
+    """What a forked child wrote on ``fd`` before closing it (a JSON object; {} if nothing
+    readable), the fd closed; the child is reaped if it already ended."""
     data = b""
     while True:
-        chunk = os.read(r, 4096)
+        chunk = os.read(fd, 65536)
         if not chunk:
             break
         data += chunk
-    os.close(r)
+    os.close(fd)
     try:
         os.waitpid(pid, os.WNOHANG)
     except OSError:
@@ -374,11 +384,8 @@ def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
     try:
         reply = json.loads(data.decode() or "{}")
     except ValueError:
-        reply = {}
-    if "pid" not in reply:
-        raise protocol.AgentError("launch", "cannot launch %s: %s" % (
-            argv[0], reply.get("error", "the watcher process failed")))
-    return int(reply["pid"])
+        return {}
+    return reply if isinstance(reply, dict) else {}
 
 
 def _ours_alive(state: Optional[Dict[str, Any]]) -> bool:

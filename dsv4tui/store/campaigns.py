@@ -113,15 +113,18 @@ def listing(store: RunStore, host: str | None = None) -> list[CampaignRow]:
                                          (host,) if host else ())]
 
 
+def _keys(store: RunStore, table: str, cid: str) -> dict[str, int]:
+    return {r["campaign_key"]: int(r["id"]) for r in store.query(
+        f"SELECT id, campaign_key FROM {table} WHERE campaign_id = ?", (cid,))}
+
+
 def run_ids(store: RunStore, cid: str) -> dict[str, int]:
     """campaign_key -> run id for the campaign's runs already stored."""
-    return {r["campaign_key"]: int(r["id"]) for r in store.query(
-        "SELECT id, campaign_key FROM runs WHERE campaign_id = ?", (cid,))}
+    return _keys(store, "runs", cid)
 
 
 def launch_ids(store: RunStore, cid: str) -> dict[str, int]:
-    return {r["campaign_key"]: int(r["id"]) for r in store.query(
-        "SELECT id, campaign_key FROM launches WHERE campaign_id = ?", (cid,))}
+    return _keys(store, "launches", cid)
 
 
 def add_run(store: RunStore, cid: str, key: str, *, label: str, host: str,

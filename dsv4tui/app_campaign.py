@@ -222,7 +222,8 @@ class CampaignWatcher:
         found = available(app.settings, host)
         if not found:
             app.notify(f"no campaign for {host}: add [campaigns.NAME] with host = \"{host}\" "
-                        "to the config (README: Campaigns)", severity="warning", timeout=8)
+                        "to the config (README: Campaigns)", severity="warning", timeout=8,
+                       markup=False)
             return
         choices = [Choice(name, name, f"{len(c.variants)} variants: "
                           + ", ".join(v.name for v in c.variants)) for name, c in found.items()]
@@ -306,7 +307,7 @@ class CampaignWatcher:
             app.model.campaign = cv
             app.mark(CAMPAIGN)
         app.notify(f"{info.get('kind')} {info.get('name')!r} is running on "
-                    f"{app.model.conn.host}: watching it", timeout=6, markup=False)
+                   f"{app.model.conn.host}: watching it", timeout=6, markup=False)
         await app._watch(cid)
         if info.get("kind") == "campaign":
             app._campaign_ended()

@@ -12,6 +12,7 @@ dropped link never stops one; :class:`BenchRunner` runs the sanity prompts direc
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -178,7 +179,8 @@ async def find_target(agent: Any, spec: Mapping[str, Any], *, host: str,
                          bool(t.get("ours")))
     meta = RunMeta.from_host(host, m, simulated=simulated)
     if store is not None:
-        meta.launch_id = cstore.launch_for_pid(store, host, meta.pid)
+        meta.launch_id = await asyncio.to_thread(cstore.launch_for_pid, store, host, meta.pid,
+                                                 m.get("launch_started_at"))
     return target, meta, t.get("notice")
 
 

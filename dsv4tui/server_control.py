@@ -54,6 +54,7 @@ class StartResult:
     previous_stop: dict[str, Any] | None = None
     status: dict[str, Any] | None = None
     launch_id: int | None = None  # the run store's record of this launch
+    started_at: float | None = None  # when the server process started (the host's clock)
     store_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -163,7 +164,8 @@ def _record(store: RunStore | None, result: StartResult, ok: bool, error: str | 
     launch = result.launch
     try:
         result.launch_id = store.record_launch(
-            result.host, result.profile, {**launch.profile, "argv": launch.argv, "pid": result.pid},
+            result.host, result.profile, {**launch.profile, "argv": launch.argv, "pid": result.pid,
+                                          "started_at": result.started_at},
             launch.backend, launch.checkpoint, launch.changes, result.startup_s, ok, error)
     except StoreError as exc:
         result.store_error = str(exc)
@@ -176,6 +178,7 @@ def _apply(result: StartResult, ev: dict[str, Any],
         result.previous_stop = {k: v for k, v in ev.items() if k not in ("type", "v")}
     elif kind == "started":
         result.pid = ev.get("pid")
+        result.started_at = ev.get("started_at")
     elif kind == "status":
         result.status = ev
         if ev.get("state") == "ready":

@@ -276,6 +276,9 @@ def _emit_target(target: Target, args: Any, **extra: Any) -> None:
 
 
 def run_sanity(args: Any) -> int:
+    from dsv4tui.agent import bench_lock
+
+    bench_lock.check_free("a sanity check")  # its requests would land in someone's sweep
     cases = load_cases(args.cases_json)
     failed = run_loop(_sanity(args, cases))
     if failed:

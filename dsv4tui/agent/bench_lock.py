@@ -37,32 +37,40 @@ def holder() -> Dict[str, Any]:
 
 def holder_text(info: Dict[str, Any]) -> str:
     if not info:
-        return "another dsv4tui campaign runner"
+        return "another dsv4tui load generator"
     since = time.strftime("%H:%M:%S", time.localtime(info.get("since") or time.time()))
     what = "%s %r" % (info.get("kind") or "campaign", info.get("name") or "?")
-    return "%s (id %s, runner pid %s, user %s, from %s) since %s" % (
-        what, info.get("id"), info.get("pid"), info.get("user") or "?",
-        info.get("client") or "?", since)
+    who = ("id %s, runner pid %s" % (info["id"], info.get("pid")) if info.get("id")
+           else "agent pid %s" % info.get("pid"))
+    return "%s (%s, user %s, from %s) since %s" % (
+        what, who, info.get("user") or "?", info.get("client") or "?", since)
 
 
 def busy_error(info: Dict[str, Any], doing: str) -> protocol.AgentError:
+    hint = ("wait for it, attach to it, or cancel it (dsv4tui campaign cancel HOST %s)"
+            % info["id"] if info.get("id") else "wait for it to end")
     return protocol.AgentError(
-        "busy", "busy: %s is running on this host, so %s would disturb it; wait for it, "
-        "attach to it, or cancel it (dsv4tui campaign cancel HOST %s)" % (
-            holder_text(info), doing, info.get("id") or "ID"), protocol.EXIT_BUSY, holder=info)
+        "busy", "busy: %s is running on this host, so %s would disturb it; %s" % (
+            holder_text(info), doing, hint), protocol.EXIT_BUSY, holder=info)
 
 
-def acquire(info: Dict[str, Any]) -> bool:
-    """Take the lock for this process (False when someone else holds it)."""
+def acquire(info: Dict[str, Any], wait_s: float = 2.0) -> bool:
+    """Take the lock for this process (False when someone else holds it ``wait_s`` long:
+    a probe of :func:`held_by_other` holds it for an instant, never that long)."""
     global _held
     if _held is not None:
         return True
     fd = os.open(_path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return False
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return False
+            time.sleep(0.05)
     _held = fd
     ssh = os.environ.get("SSH_CLIENT", "").split()
     record = dict(info, pid=os.getpid(), since=time.time(),

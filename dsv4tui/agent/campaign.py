@@ -96,6 +96,8 @@ def summary(cdir: str) -> Dict[str, Any]:
     runner = read_json(os.path.join(cdir, "runner.json")) or {}
     alive = runner_alive(cdir)
     state = status.get("state") or runner.get("state") or "starting"
+    if runner.get("state") in ENDED:  # the runner's own last word wins over its summary
+        state = runner["state"]
     if state == "running" and not alive:
         state = "interrupted"
     try:
@@ -163,25 +165,40 @@ def _fork_runner(cdir: str, resume: bool) -> Dict[str, Any]:
                                   else protocol.EXIT_FAILED,
                                   **({"holder": err["holder"]} if err.get("holder") else {}))
     if not reply.get("ok"):
-        raise protocol.AgentError("runner", "the campaign runner did not start; see %s" %
-                                  os.path.join(cdir, "runner.log"))
+        log_path = os.path.join(cdir, "runner.log")
+        raise protocol.AgentError("runner", "the campaign runner did not start: %s (see %s)"
+                                  % (_last_line(log_path) or "no output", log_path))
     return reply
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            lines = [ln.strip() for ln in fh.read()[-4096:].decode("utf-8", "replace")
+                     .splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
 
 
 def start(args: Any) -> int:
     text = args.spec_json
+    source = text[1:] if text.startswith("@") else None
     try:
-        if text.startswith("@"):
-            with open(text[1:], encoding="utf-8") as fh:
+        if source is not None:
+            with open(os.path.expanduser(source), encoding="utf-8") as fh:
                 text = fh.read()
+            if args.remove_spec:
+                os.unlink(os.path.expanduser(source))
         spec = check_spec(json.loads(text))
     except OSError as exc:
-        raise _usage("cannot read %s: %s" % (text[1:], exc.strerror)) from None
+        raise _usage("cannot read %s: %s" % (source, exc.strerror)) from None
     except ValueError as exc:
         raise _usage("the campaign spec is not valid JSON: %s" % exc) from None
     holder = bench_lock.held_by_other()
     if holder is not None:
         raise bench_lock.busy_error(holder, "another campaign")
+    _check_server_lock()
     for _ in range(5):
         cid = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
         cdir = os.path.join(campaigns_dir(), cid)
@@ -196,12 +213,24 @@ def start(args: Any) -> int:
     write_json(os.path.join(cdir, "spec.json"), spec)
     try:
         reply = _fork_runner(cdir, resume=False)
-    except protocol.AgentError:
-        _discard(cdir)
+    except protocol.AgentError as err:
+        if err.kind == "busy":  # it never ran: nothing to keep
+            _discard(cdir)
         raise
     protocol.emit("campaign_started", id=cid, pid=reply.get("pid"), dir=cdir,
                   name=spec.get("name"), kind=spec.get("kind", "campaign"))
     return 0
+
+
+def _check_server_lock() -> None:
+    """A restart or stop in progress (another console's): a campaign starting now would
+    measure, or restart, a server halfway through it."""
+    owner = server.server_lock_busy()
+    if owner is not None:
+        raise protocol.AgentError(
+            "busy", "busy: %s in progress by %s; start the campaign when it is done" % (
+                owner.get("action", "a server command"), server._owner_text(owner)),
+            protocol.EXIT_BUSY, owner=owner)
 
 
 def _discard(cdir: str) -> None:
@@ -287,7 +316,10 @@ def cancel(args: Any) -> int:
                       % info["state"])
         return 0
     pid = int(rec["pid"])
-    os.kill(pid, signal.SIGTERM)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # it ended just now: the summary below says how
     deadline = time.monotonic() + float(args.wait)
     while time.monotonic() < deadline and runner_alive(cdir):
         time.sleep(0.1)
@@ -313,6 +345,7 @@ def resume(args: Any) -> int:
     holder = bench_lock.held_by_other()
     if holder is not None:
         raise bench_lock.busy_error(holder, "resuming another campaign")
+    _check_server_lock()
     reply = _fork_runner(cdir, resume=True)
     protocol.emit("campaign_started", id=args.id, pid=reply.get("pid"), dir=cdir,
                   name=info.get("name"), kind=info.get("kind"), resumed=True)
@@ -324,6 +357,8 @@ def add_parser(sub: Any) -> None:
     cmds = p.add_subparsers(dest="campaign_command", required=True)
     s = cmds.add_parser("start", help="start a campaign runner (detached)")
     s.add_argument("--spec-json", required=True, help="the campaign spec, JSON or @FILE")
+    s.add_argument("--remove-spec", action="store_true",
+                   help="delete the @FILE once read (the console uploaded it)")
     s.set_defaults(func=start)
     f = cmds.add_parser("follow", help="stream the journal from a byte offset")
     f.add_argument("id")

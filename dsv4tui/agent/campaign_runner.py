@@ -39,7 +39,6 @@ from dsv4tui.agent.gpu_window import GpuWindow
 from dsv4tui.agent.journal import Journal, events
 
 ENDED = ("done", "failed", "cancelled")
-RUN_OK = ("done",)
 
 
 class Cancelled(Exception):
@@ -134,12 +133,19 @@ class RunSink(bench._Sink):
         self.levels: List[Dict[str, Any]] = []
 
     def emit(self, type_: str, **fields: Any) -> None:
-        super().emit(type_, **fields)
+        # the run/variant an event belongs to is the one now, not when the thread writes it
+        ctx = protocol.context
+        super().emit(type_, **{**ctx, **fields})
         if type_ == "level":
             self.levels.append(fields)
             gpus = self.sampler.summary(fields.get("started_at"), fields.get("finished_at"))
             if gpus:
-                super().emit("level_gpus", level=fields.get("level"), gpus=gpus)
+                super().emit("level_gpus", **ctx, level=fields.get("level"), gpus=gpus)
+
+    def close(self) -> None:
+        """Every event written before the run ends (however slow the disk)."""
+        self._q.put(None)
+        self._thread.join()
 
 
 # -- the campaign -----------------------------------------------------------------------------
@@ -149,17 +155,22 @@ class Status:
     whole journal."""
 
     def __init__(self, path: str, spec: Dict[str, Any], attempt: int,
-                 prior: Optional[Dict[str, Any]]) -> None:
+                 prior: Optional[Dict[str, Any]], journal: Optional[Dict[str, Any]] = None
+                 ) -> None:
         self.path = path
-        old = {v.get("name"): v for v in (prior or {}).get("variants") or []}
+        old = {v.get("name"): dict(v) for v in (prior or {}).get("variants") or []}
+        for vi, v in enumerate(spec["variants"]):  # the journal is the truth, not the summary
+            seen = old.setdefault(v["name"], {"name": v["name"], "label": v.get("label"),
+                                              "runs": [], "reason": None})
+            if journal is not None:
+                seen["state"] = journal["ended"].get(vi, "pending")
+                seen["runs"] = journal["runs"].get(vi, [])
         self.data: Dict[str, Any] = {
             "id": spec["id"], "name": spec.get("name"), "kind": spec.get("kind", "campaign"),
             "host": spec.get("host"), "state": "running", "attempt": attempt,
             "created_at": spec.get("created_at"), "started_at": time.time(), "ended_at": None,
             "current": None, "reason": None, "server": None,
-            "variants": [old.get(v["name"]) or {"name": v["name"], "label": v.get("label"),
-                                                  "state": "pending", "runs": [], "reason": None}
-                         for v in spec["variants"]]}
+            "variants": [{"state": "pending", **old[v["name"]]} for v in spec["variants"]]}
 
     def variant(self, vi: int, **fields: Any) -> None:
         self.data["variants"][vi].update(fields)
@@ -194,18 +205,35 @@ def prior_state(journal_path: str) -> Dict[str, Any]:
     attempt = 0
     ended_variants: Dict[int, str] = {}
     open_runs: Dict[str, Dict[str, Any]] = {}
+    runs: Dict[int, List[str]] = {}
     for ev in events(journal_path):
         kind = ev.get("type")
         if kind in ("campaign_start", "campaign_resume"):
             attempt = int(ev.get("attempt") or 0)
         elif kind == "run_start":
             open_runs[str(ev.get("run"))] = ev
+            runs.setdefault(int(ev.get("variant") or 0), []).append(str(ev.get("run")))
         elif kind == "run_end":
             open_runs.pop(str(ev.get("run")), None)
         elif kind == "variant_end" and ev.get("state") in ("done", "partial", "failed",
                                                             "skipped"):
             ended_variants[int(ev.get("variant") or 0)] = str(ev.get("state"))
-    return {"attempt": attempt, "ended": ended_variants, "open_runs": open_runs}
+    return {"attempt": attempt, "ended": ended_variants, "open_runs": open_runs, "runs": runs}
+
+
+def _start_waiting_for_the_server_lock(args: argparse.Namespace, wait_s: float = 30.0
+                                       ) -> None:
+    """``server start``; while another command holds the server lock (a stop or status of
+    another console's that got there first), wait for it rather than fail the variant."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            server.start(args)
+            return
+        except protocol.AgentError as err:
+            if err.kind != "busy" or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
 
 
 class Campaign:
@@ -217,16 +245,17 @@ class Campaign:
         self.resume = resume
         self.journal_path = os.path.join(cdir, "journal.jsonl")
         self.prior: Dict[str, Any] = prior_state(self.journal_path) if resume else {
-            "attempt": 0, "ended": {}, "open_runs": {}}
+            "attempt": 0, "ended": {}, "open_runs": {}, "runs": {}}
         self.attempt = self.prior["attempt"] + (1 if resume else 0)
         self.status = Status(os.path.join(cdir, "status.json"), spec, self.attempt,
-                             read_json(os.path.join(cdir, "status.json")) if resume else None)
+                             read_json(os.path.join(cdir, "status.json")) if resume else None,
+                             self.prior if resume else None)
         self.started_server: Optional[int] = None
+        self.open_run: Optional[str] = None  # the run whose run_end is still to come
 
     # the journal's context: which variant / launch / run the events that follow belong to
     def _ctx(self, **fields: Any) -> None:
-        protocol.context.clear()
-        protocol.context.update({k: v for k, v in fields.items() if v is not None})
+        protocol.context = {k: v for k, v in fields.items() if v is not None}
 
     def run(self) -> str:
         spec = self.spec
@@ -248,6 +277,14 @@ class Campaign:
         try:
             for vi, variant in enumerate(spec["variants"]):
                 if vi in self.prior["ended"]:
+                    if self.prior["ended"][vi] == "failed" and spec.get("on_failure") == "stop":
+                        state, reason = "failed", "variant %s had failed (on_failure = stop)" \
+                            % variant["name"]
+                        for later in range(vi + 1, len(spec["variants"])):
+                            if later not in self.prior["ended"]:
+                                self._variant_end(later, "skipped", "the campaign stopped "
+                                                  "(on_failure = stop)", [])
+                        break
                     continue
                 vstate, vreason = self.variant(vi, variant)
                 if vstate == "failed" and spec.get("on_failure") == "stop":
@@ -260,6 +297,8 @@ class Campaign:
         except Cancelled:
             state, reason = "cancelled", "cancelled"
         self._ctx()
+        if spec.get("stop_server"):
+            self._stop_server()
         server_note = self._server_note()
         states = [v.get("state") for v in self.status.data["variants"]]
         protocol.emit("campaign_end", state=state, reason=reason, server=server_note,
@@ -270,6 +309,26 @@ class Campaign:
         self.status.set(state=state, reason=reason, ended_at=time.time(), current=None,
                         server=server_note)
         return state
+
+    def end_open_run(self, status: str, reason: str) -> None:
+        """The run in progress when the runner stops early: its run_end, so no run is left
+        ``running`` in the journal."""
+        if self.open_run is not None:
+            self._end_run(self.open_run, status, reason)
+
+    def _stop_server(self) -> None:
+        """``stop_server = true``: the server we started goes when the campaign ends."""
+        st = server.read_state()
+        if not server._ours_alive(st):
+            return
+        assert st is not None
+        try:
+            with server.signals_deferred(), server.ServerLock("stop"):
+                protocol.emit("stopped", **server.stop_server(
+                    st, float(self.spec.get("grace_s") or 60.0), server.DEFAULT_GPU_WAIT_S))
+        except protocol.AgentError as err:
+            protocol.emit("notice", kind="stop_failed", message="could not stop the server "
+                          "at the end: %s" % err.message)
 
     def _server_note(self) -> Dict[str, Any]:
         st = server.read_state()
@@ -296,6 +355,7 @@ class Campaign:
         try:
             state, reason, lines = self._variant(vi, variant)
         except (KeyboardInterrupt, Cancelled):
+            self.end_open_run("cancelled", "cancelled")
             self._variant_end(vi, "cancelled", "cancelled", [])
             raise Cancelled() from None
         self._variant_end(vi, state, reason, lines)
@@ -315,7 +375,7 @@ class Campaign:
         args = _agent_args(*launch["agent_args"])
         t0 = time.time()
         try:
-            server.start(args)
+            _start_waiting_for_the_server_lock(args)
         except protocol.AgentError as err:
             lines = [str(x) for x in err.details.get("last_errors") or []]
             tail = [str(x) for x in err.details.get("tail") or []]
@@ -334,6 +394,7 @@ class Campaign:
         st = server.read_state() or {}
         self.started_server = st.get("pid")
         protocol.emit("launch_end", launch=key, ok=True, pid=st.get("pid"),
+                      started_at=st.get("started_at"),
                       argv=st.get("argv"), startup_s=round(time.time() - float(
                           st.get("started_at") or t0), 3), elapsed_s=round(time.time() - t0, 3))
         return None, [], key
@@ -376,6 +437,7 @@ class Campaign:
         runs.append(key)
         self.status.variant(vi, state="sanity" if spec.get("cases") else "running")
         self.status.set(current={"variant": vi, "run": key, "phase": "sanity"})
+        self.open_run = key
         protocol.emit("run_start", run=key, variant=vi, repeat=repeat,
                       label=variant.get("label") or variant["name"], plan=spec.get("plan"),
                       meta=meta, launch=launch_key, url=tgt["url"], model=tgt.get("model"),
@@ -428,6 +490,8 @@ class Campaign:
 
     def _end_run(self, key: str, status: str, reason: Optional[str],
                  lines: Optional[List[str]] = None) -> Tuple[str, Optional[str], List[str]]:
+        self.open_run = None
+        self._ctx(variant=(self.status.data.get("current") or {}).get("variant"), run=key)
         protocol.emit("run_end", run=key, status=status, reason=reason,
                       error_lines=(lines or [])[-20:])
         return status, reason, lines or []
@@ -470,17 +534,24 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
     sampler = GpuSampler(float(spec.get("telemetry_interval_s") or 1.0))
     sampler.start()
     state = "failed"
+    camp: Optional[Campaign] = None
     try:
-        state = Campaign(cdir, spec, sampler, resume).run()
-    except KeyboardInterrupt:
-        state = "cancelled"
-        protocol.context.clear()
-        protocol.emit("campaign_end", state="cancelled", reason="cancelled")
-    except BaseException as exc:  # the journal says why, then the runner is gone
-        protocol.context.clear()
-        protocol.emit("campaign_end", state="failed", reason="the runner failed: %s: %s" % (
-            type(exc).__name__, exc))
-        raise
+        camp = Campaign(cdir, spec, sampler, resume)
+        state = camp.run()
+    except BaseException as exc:  # the journal says how it ended, then the runner is gone
+        cancelled = isinstance(exc, KeyboardInterrupt)
+        state = "cancelled" if cancelled else "failed"
+        reason = "cancelled" if cancelled else "the runner failed: %s: %s" % (
+            type(exc).__name__, exc)
+        with server.signals_deferred():
+            if camp is not None:
+                camp.end_open_run(state, reason)
+            protocol.context = {}
+            protocol.emit("campaign_end", state=state, reason=reason)
+            if camp is not None:
+                camp.status.set(state=state, reason=reason, ended_at=time.time(), current=None)
+        if not cancelled:
+            raise
     finally:
         sampler.stop()
         protocol.set_writer(None)

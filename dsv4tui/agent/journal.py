@@ -39,15 +39,15 @@ class Journal:
     def write(self, event: Dict[str, Any]) -> None:
         with self._lock:
             event["seq"] = self.seq
+            self.seq += 1  # first: an interrupt below can leave a gap, never a repeat
             event.setdefault("t", round(time.time(), 6))
             data = (json.dumps(event, separators=(",", ":"), allow_nan=False, default=str)
                     + "\n").encode("ascii")
             self._fh.write(data)
             self._fh.flush()
+            self.bytes_written += len(data)
             if event.get("type") in _SYNC_EVENTS:
                 os.fsync(self._fh.fileno())
-            self.seq += 1
-            self.bytes_written += len(data)
 
     def close(self) -> None:
         with self._lock:

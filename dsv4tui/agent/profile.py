@@ -396,12 +396,19 @@ def _check_run_args(args: Any) -> None:
 
 
 def run_profile(args: Any) -> int:
+    from dsv4tui.agent import bench_lock
+
     _check_run_args(args)
+    # its steady load would skew a campaign's sweep (and a campaign would skew the profile)
+    if not bench_lock.acquire({"id": None, "name": "kernel profile", "kind": "profile"}):
+        raise bench_lock.busy_error(bench_lock.holder(), "a kernel profile under load")
     job = ProfileRun(args)
     try:
         asyncio.run(job.run())
     except KeyboardInterrupt:
         job.cancelled = True
+    finally:
+        bench_lock.release()
     if job.cancelled:
         raise KeyboardInterrupt
     return 0

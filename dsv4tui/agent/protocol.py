@@ -26,7 +26,8 @@ EXIT_BUSY = 4
 _lock = threading.Lock()
 # Where events go: stdout, unless a host-side campaign runner points them at its journal.
 _writer: Optional[Callable[[Dict[str, Any]], None]] = None
-# Fields stamped on every event (the runner sets the run/variant an event belongs to).
+# Fields stamped on every event (the runner sets the run/variant an event belongs to, by
+# rebinding the name to a new dict: threads that emit meanwhile see the old one or the new).
 context: Dict[str, Any] = {}
 
 
@@ -45,7 +46,8 @@ def make_event(type_: str, **fields: Any) -> Dict[str, Any]:
 def emit(type_: str, **fields: Any) -> None:
     """Write one event line to stdout and flush it (thread-safe); with a writer set
     (:func:`set_writer`), hand the event to it instead."""
-    event = make_event(type_, **context) if context else make_event(type_)
+    ctx = context  # the runner rebinds it (never mutates it): this is one consistent dict
+    event = make_event(type_, **ctx) if ctx else make_event(type_)
     event.update(fields)
     with _lock:
         if _writer is not None:

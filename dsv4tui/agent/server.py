@@ -330,6 +330,10 @@ def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
         try:
             os.close(r)
             os.setsid()
+            # fork again: the watcher is then nobody's child here (a long-lived campaign runner
+            # that starts one server per variant is never left with exited watchers, zombies)
+            if os.fork() != 0:
+                os._exit(0)
             _name_process(libc, b"dsv4tui-watch")
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(sig, lambda *_: None)  # handlers reset to default at exec
@@ -360,11 +364,48 @@ def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
             os._exit(code)
     os.close(w)
     os.close(log_fd)
+    try:
+        os.waitpid(pid, 0)  # the first child exits at once (its child is the watcher)
+    except OSError:
+        pass
     reply = read_handshake(r, pid)
     if "pid" not in reply:
         raise protocol.AgentError("launch", "cannot launch %s: %s" % (
             argv[0], reply.get("error", "the watcher process failed")))
     return int(reply["pid"])
+
+
+class signals_deferred:
+    """SIGTERM/SIGINT wait until the block ends (then they take effect, as usual)."""
+
+    _SIGS = (signal.SIGTERM, signal.SIGINT)
+
+    def __enter__(self) -> "signals_deferred":
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, self._SIGS)
+        except (AttributeError, OSError, ValueError):
+            pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, self._SIGS)
+        except (AttributeError, OSError, ValueError):
+            pass
+
+
+def server_lock_busy() -> Optional[Dict[str, Any]]:
+    """Who holds the server lock (a start/stop/restart in progress), else None."""
+    fd = os.open(_path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return _read_json(LOCK_FILE + ".json") or {}
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_handshake(fd: int, pid: int) -> Dict[str, Any]:
@@ -414,6 +455,7 @@ def start(args: Any) -> int:
             raise protocol.AgentError("api_key", "the API key variable %s is not set on this "
                                       "host" % args.api_key_env)
         launch_argv += ["--api-key", key]
+    bench_lock.check_free("a restart")  # before the server lock: a refusal holds nothing
     with ServerLock("restart" if args.replace else "start"):
         bench_lock.check_free("a restart")
         state = read_state()
@@ -423,7 +465,8 @@ def start(args: Any) -> int:
                 raise protocol.AgentError(
                     "already_running", "a server started by dsv4tui is already running: pid %s "
                     "on port %s (stop it first, or restart)" % (state["pid"], state.get("port")))
-            _stop_and_report(state, args.grace, args.gpu_wait)
+            with signals_deferred():  # a stop half done leaves a half-dead server group
+                _stop_and_report(state, args.grace, args.gpu_wait)
         owner = health.port_owner(args.port, health.probe_host(args.host))
         if owner is not None:
             raise protocol.AgentError(
@@ -652,6 +695,7 @@ def _stop_and_report(state: Dict[str, Any], grace: float, gpu_wait: float) -> Di
 
 
 def stop(args: Any) -> int:
+    bench_lock.check_free("stopping the server")
     with ServerLock("stop"):
         bench_lock.check_free("stopping the server")
         state = read_state()

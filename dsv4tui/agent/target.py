@@ -103,7 +103,7 @@ def describe(target: Dict[str, Any]) -> Dict[str, Any]:
         info = None
     if info:
         summary = health.summarize_server_info(info) or {}
-        meta.update(source="server_info", backend=info.get("moe_runner_backend") or "auto",
+        meta.update(source="server_info", backend=info.get("moe_runner_backend") or "unknown",
                     quantization=info.get("quantization"),
                     checkpoint=checkpoint_of(info.get("quantization")) or "unknown",
                     attention_backend=info.get("attention_backend"), server_args=summary,
@@ -117,7 +117,8 @@ def describe(target: Dict[str, Any]) -> Dict[str, Any]:
         prof = state.get("profile") or {}
         meta.update(source="launch", argv=state.get("argv"), pid=state.get("pid"),
                     launch_started_at=state.get("started_at"), profile_name=prof.get("name"),
-                    backend=prof.get("moe_runner_backend") or "auto",
+                    backend=prof.get("moe_runner_backend") or (
+                        meta["backend"] if meta["backend"] != "unknown" else "auto"),
                     quantization=prof.get("quantization"),
                     checkpoint=prof.get("checkpoint") or checkpoint_of(prof.get("quantization"))
                     or "default",

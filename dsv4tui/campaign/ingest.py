@@ -8,7 +8,7 @@ missing. :func:`collect` is the loop: the agent's ``campaign follow`` stream -> 
 dropped: the journal on the host stays the backstop) -> the store.
 
 Listeners (the CLI's progress line, the dashboard) get each event as it arrives, before it is
-stored, plus ``run_started`` / ``run_finished`` / ``run_stored`` (the store's run id for a run
+stored, plus ``run_finished`` / ``run_stored`` (the store's run id for a run
 key) and ``store_waiting`` / ``store_ok`` when the store is busy and recovers.
 """
 
@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dsv4tui.store import RunStore, StoreError
+from dsv4tui.errors import UserError
+from dsv4tui.store import RunStore, StoreBusy, StoreError, StoreReadOnly
 from dsv4tui.store import campaigns as cstore
 
 EventCallback = Callable[[dict[str, Any]], None]
@@ -34,11 +35,23 @@ class AgentLike(Protocol):
     def events(self, *args: str) -> Any: ...
 
 
+class IngestFailed(UserError):
+    """The journal's events could not be stored (they stay on the host; attach again)."""
+
+
+class _Stopped(Exception):
+    """The collector was asked to stop between two events."""
+
+
 class Collector:
     """Applies one campaign's journal events to the store (call from one thread at a time)."""
 
+    PATIENCE_S = 2.0  # one store write waits this long for another process's lock, then the
+    #                   writer says so (store_waiting) and tries again: nothing is dropped
+
     def __init__(self, store: RunStore, host: str, cid: str, *, gpu_names: Iterable[str] = (),
                  simulated: bool = False) -> None:
+        self.stopping = False
         self.store = store
         self.host = host
         self.cid = cid
@@ -55,6 +68,7 @@ class Collector:
         self.detail: dict[str, Any] = dict(row.detail) if row else {}
         self.detail.setdefault("variants", [])
         self.detail.setdefault("torn", [])
+        self.detail.setdefault("bad_events", [])
         self.runs = cstore.run_ids(self.store, self.cid)
         self.launches = cstore.launch_ids(self.store, self.cid)
         self.run_target: dict[str, tuple[str | None, str | None]] = {}
@@ -70,15 +84,34 @@ class Collector:
         return variants[idx]  # type: ignore[no-any-return]
 
     def apply_batch(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Store ``events`` in one transaction; returns the events to tell listeners."""
+        """Store ``events`` in one transaction; returns the events to tell listeners. An
+        event that is not what it should be (a field missing or of the wrong type) is kept out
+        and recorded (``detail.bad_events``, an ``ingest_error`` to tell), never fatal."""
         told: list[dict[str, Any]] = []
-        with self.store.transaction():
+        with self.store.transaction(patience_s=self.PATIENCE_S):
             for ev in events:
-                self._apply(ev, told)
+                if self.stopping:
+                    raise _Stopped()
+                try:
+                    self._apply(ev, told)
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    self.bad(ev, exc, told)
             if self._dirty:
                 cstore.update(self.store, self.cid, detail=self.detail)
                 self._dirty = False
         return told
+
+    def bad(self, ev: Mapping[str, Any], exc: BaseException,
+            told: list[dict[str, Any]] | None = None) -> None:
+        entry = {"seq": ev.get("seq"), "type": ev.get("type"),
+                 "error": f"{type(exc).__name__}: {exc}"[:300]}
+        bad = self.detail["bad_events"]
+        bad.append(entry)
+        del bad[:-20]
+        self.detail["bad_count"] = int(self.detail.get("bad_count") or 0) + 1
+        self._dirty = True
+        if told is not None:
+            told.append({"type": "ingest_error", **entry})
 
     def _run_id(self, ev: Mapping[str, Any]) -> int | None:
         key = ev.get("run")
@@ -101,9 +134,11 @@ class Collector:
                                on_failure=ev.get("on_failure"))
             self._dirty = True
             cstore.update(store, cid, name=str(ev.get("name") or cid),
-                          kind=str(ev.get("kind") or "campaign"), state="running",
-                          spec={"plan": ev.get("plan"), "variants": ev.get("variants"),
-                                "repeats": ev.get("repeats")})
+                          kind=str(ev.get("kind") or "campaign"), state="running")
+            cstore.ensure(store, cid, host=self.host, name=str(ev.get("name") or cid),
+                          kind=str(ev.get("kind") or "campaign"), spec={
+                              "plan": ev.get("plan"), "variants": ev.get("variants"),
+                              "repeats": ev.get("repeats")})  # kept when the console had one
             self.state = "running"
         elif kind == "campaign_resume":
             self.detail["attempt"] = ev.get("attempt")
@@ -127,7 +162,8 @@ class Collector:
             lid = self.launches.get(str(ev.get("launch")))
             if lid is not None:
                 cstore.end_launch(store, lid, ok=bool(ev.get("ok")), startup_s=ev.get(
-                    "startup_s"), error=ev.get("error"), pid=ev.get("pid"))
+                    "startup_s"), error=ev.get("error"), pid=ev.get("pid"),
+                    started_at=ev.get("started_at"))
         elif kind == "run_start":
             self._run_start(ev, told)
         elif kind == "sanity_case":
@@ -174,6 +210,8 @@ class Collector:
             self.detail["server"] = ev.get("server")
             self.detail["current"] = None
             self._dirty = True
+            self._close_open_runs(f"the campaign ended ({self.state}) before this run "
+                                  "reported its end", ev.get("t"))
             cstore.update(store, cid, state=self.state, ended_at=ev.get("t") or time.time(),
                           error=ev.get("reason"))
         elif kind == "journal_torn":
@@ -183,22 +221,24 @@ class Collector:
                 self._dirty = True
         elif kind == "journal_end":
             state = str(ev.get("state") or "")
-            if state == "interrupted" and self.state == "running":
+            if state in FINAL_STATES and self.state == "running":
                 self.state = state
-                for rid in cstore.open_runs(store, cid):
-                    cstore.finish_run(store, rid, "interrupted", ev.get("reason") or "the "
-                                      "campaign runner stopped before the run finished", None)
+                self._close_open_runs(ev.get("reason") or "the campaign runner stopped before "
+                                      "the run finished", None)
                 cstore.update(store, cid, state=state, error=ev.get("reason"))
-            elif state in FINAL_STATES and self.state != state:
-                self.state = state
-                cstore.update(store, cid, state=state)
+
+    def _close_open_runs(self, reason: str, at: float | None) -> None:
+        """Runs of this campaign still ``running`` when it ended: they did not finish."""
+        for rid in cstore.open_runs(self.store, self.cid):
+            cstore.finish_run(self.store, rid, "interrupted", reason, at)
 
     def _run_start(self, ev: dict[str, Any], told: list[dict[str, Any]]) -> None:
         key = str(ev.get("run"))
         meta = ev.get("meta") or {}
         launch_id = self.launches.get(str(ev.get("launch"))) if ev.get("launch") else None
         if launch_id is None:
-            launch_id = cstore.launch_for_pid(self.store, self.host, meta.get("pid"))
+            launch_id = cstore.launch_for_pid(self.store, self.host, meta.get("pid"),
+                                              meta.get("launch_started_at"))
         variant = self._variant(ev.get("variant"))
         rid = cstore.add_run(
             self.store, self.cid, key, label=str(ev.get("label") or key), host=self.host,
@@ -229,13 +269,6 @@ class Collected:
     unstored: int = 0  # events not yet in the store when the attach gave up waiting for it
 
 
-def _ui_event(ev: dict[str, Any]) -> dict[str, Any] | None:
-    if ev.get("type") == "run_start":
-        return {"type": "run_started", "run": ev.get("run"), "run_id": None,
-                "label": ev.get("label"), "variant": ev.get("variant"), "meta": ev.get("meta")}
-    return None
-
-
 async def collect(agent: AgentLike, collector: Collector, *, follow: bool = True,
                   on_event: EventCallback | None = None, flush_timeout: float = 120.0,
                   queue_max: int = QUEUE_MAX) -> Collected:
@@ -256,11 +289,10 @@ async def collect(agent: AgentLike, collector: Collector, *, follow: bool = True
     unstored = 0
     try:
         async for ev in agent.events(*args):
+            if writer.done():  # the store cannot take the events: stop reading, keep the offset
+                writer.result()
             count += 1
-            extra = _ui_event(ev)
             tell(ev)
-            if extra is not None:
-                tell(extra)
             await queue.put(ev)
             if ev.get("type") == "journal_end":
                 end = ev
@@ -270,9 +302,14 @@ async def collect(agent: AgentLike, collector: Collector, *, follow: bool = True
             await asyncio.wait_for(asyncio.shield(writer), flush_timeout)
         except TimeoutError:
             unstored = queue.qsize()
-            writer.cancel()
+            collector.stopping = True  # the writer's thread ends at the next event
             with contextlib.suppress(BaseException):
-                await writer
+                await asyncio.wait_for(writer, Collector.PATIENCE_S + 30.0)
+        except IngestFailed:
+            unstored = queue.qsize()
+    failed = writer.exception() if writer.done() and not writer.cancelled() else None
+    if failed is not None and not isinstance(failed, _Stopped):
+        raise failed
     return Collected(collector.cid, str(end.get("state") or collector.state),
                      end.get("reason"), collector.offset, dict(collector.runs),
                      list(collector.detail.get("torn") or []), count, unstored)
@@ -295,20 +332,61 @@ async def _write_loop(queue: asyncio.Queue[dict[str, Any] | None], collector: Co
                 done = True
                 break
             batch.append(nxt)
-        delay, waited_since = 0.2, None
-        while True:
-            try:
-                told = await asyncio.to_thread(collector.apply_batch, batch)
-                break
-            except StoreError as exc:
-                await asyncio.to_thread(collector.reload)
-                if waited_since is None:
-                    waited_since = time.monotonic()
-                tell({"type": "store_waiting", "error": exc.message, "pending": queue.qsize()
-                      + len(batch), "waited_s": round(time.monotonic() - waited_since, 1)})
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-        if waited_since is not None:
-            tell({"type": "store_ok", "waited_s": round(time.monotonic() - waited_since, 1)})
+        told = await _store_batch(collector, batch, lambda: queue.qsize(), tell)
         for ev in told:
             tell(ev)
+
+
+async def _store_batch(collector: Collector, batch: list[dict[str, Any]],
+                       pending: Callable[[], int], tell: EventCallback) -> list[dict[str, Any]]:
+    """One batch into the store: while another process holds the store's lock, wait and try
+    again (saying so); a batch SQLite refuses is stored event by event, the events it refuses
+    kept out and recorded; when it refuses every one (a full disk, a read-only store) the
+    attach fails, the offset not moved past them (the host's journal keeps them)."""
+    delay, waited_since = 0.2, None
+    while True:
+        try:
+            told = await asyncio.to_thread(collector.apply_batch, batch)
+            break
+        except StoreBusy as exc:
+            if waited_since is None:
+                waited_since = time.monotonic()
+            tell({"type": "store_waiting", "error": exc.message, "pending": pending()
+                  + len(batch), "waited_s": round(time.monotonic() - waited_since, 1)})
+            await asyncio.to_thread(_reload_quietly, collector)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        except StoreReadOnly as exc:
+            raise IngestFailed(f"cannot store the campaign's events: {exc.message}") from None
+        except StoreError as exc:
+            await asyncio.to_thread(_reload_quietly, collector)
+            told = await _one_by_one(collector, batch, exc)
+            break
+    if waited_since is not None:
+        tell({"type": "store_ok", "waited_s": round(time.monotonic() - waited_since, 1)})
+    return told
+
+
+async def _one_by_one(collector: Collector, batch: list[dict[str, Any]],
+                      first: StoreError) -> list[dict[str, Any]]:
+    told: list[dict[str, Any]] = []
+    refused: list[tuple[dict[str, Any], StoreError]] = []
+    for ev in batch:
+        try:
+            told += await asyncio.to_thread(collector.apply_batch, [ev])
+        except StoreBusy:
+            told += await asyncio.to_thread(collector.apply_batch, [ev])  # once more
+        except StoreError as exc:
+            await asyncio.to_thread(_reload_quietly, collector)
+            refused.append((ev, exc))
+    if refused and len(refused) == len(batch):
+        raise IngestFailed(f"the run store refuses the campaign's events: {first.message} "
+                           "(they are kept on the host; attach again once it is fixed)")
+    for ev, why in refused:
+        collector.bad(ev, why, told)
+    return told
+
+
+def _reload_quietly(collector: Collector) -> None:
+    with contextlib.suppress(StoreError):
+        collector.reload()

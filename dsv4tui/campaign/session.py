@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from dsv4tui.campaign.ingest import Collected, Collector, EventCallback, collect
 from dsv4tui.errors import AgentFailed, ConnectError
+from dsv4tui.hosts.deploy import REMOTE_DIR
 from dsv4tui.store import RunStore
 from dsv4tui.store import campaigns as cstore
 
@@ -29,9 +33,20 @@ def _event(events: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 async def start(host: Any, spec: Mapping[str, Any], store: RunStore | None = None
                 ) -> dict[str, Any]:
-    """Start the runner on ``host``; the ``campaign_started`` fields (``id``, ``pid``)."""
-    events = await host.agent.call("campaign", "start", "--spec-json",
-                                   json.dumps(dict(spec), separators=(",", ":")), timeout=120.0)
+    """Start the runner on ``host``; the ``campaign_started`` fields (``id``, ``pid``).
+
+    The spec travels as a file (uploaded over SFTP to the agent's directory on an SSH host),
+    never on a command line: no length limit, and nothing of it in ``ps`` on the host."""
+    with tempfile.TemporaryDirectory(prefix="dsv4tui-spec-") as tmp:
+        local = Path(tmp) / f"spec-{secrets.token_hex(6)}.json"
+        local.write_text(json.dumps(dict(spec), separators=(",", ":")), encoding="utf-8")
+        if host.session.is_local:
+            remote = str(local)
+        else:
+            remote = f"{REMOTE_DIR}/{local.name}"
+            await host.session.upload(local, remote)
+        events = await host.agent.call("campaign", "start", "--spec-json", "@" + remote,
+                                       "--remove-spec", timeout=120.0)
     started = _event(events, "campaign_started")
     if store is not None:
         await asyncio.to_thread(cstore.ensure, store, str(started["id"]), host=host.name,
@@ -54,11 +69,25 @@ async def follow_to_end(connect: Callable[[], Awaitable[Any]], store: RunStore, 
                         on_event: EventCallback | None = None,
                         on_link: Callable[[str], None] | None = None,
                         gpu_names: list[str] | None = None) -> Collected:
-    """:func:`attach` until the campaign ends, reconnecting after every link drop."""
+    """:func:`attach` until the campaign ends, reconnecting after every link drop. Listeners
+    get each journal event once: after a reconnect the journal is read again from the offset
+    the store holds, and what they were told already is not told again."""
+    told = -1
+
+    def once(ev: dict[str, Any]) -> None:
+        nonlocal told
+        seq = ev.get("seq")
+        if isinstance(seq, int):
+            if seq <= told:
+                return
+            told = seq
+        if on_event is not None:
+            on_event(ev)
+
     while True:
         host = await connect()
         try:
-            return await attach(host, store, cid, on_event=on_event, gpu_names=gpu_names)
+            return await attach(host, store, cid, on_event=once, gpu_names=gpu_names)
         except ConnectError as exc:
             if on_link is not None:
                 on_link(exc.message)

@@ -75,6 +75,7 @@ class Printer:
     def __init__(self, names: list[str] | None = None) -> None:
         self.names = names or []
         self.shown: list[str] = []  # error lines printed already (not repeated)
+        self.store_busy = False
 
     def _name(self, vi: Any) -> str:
         i = int(vi or 0)
@@ -125,9 +126,17 @@ class Printer:
         elif kind == "journal_torn":
             _say(f"warning: a torn journal line at byte {ev.get('offset')} was skipped: "
                  f"{ev.get('text')!r}")
-        elif kind == "store_waiting" and ev.get("waited_s", 0) >= 2:
+        elif kind == "store_waiting" and ev.get("waited_s", 0) >= 2 and not self.store_busy:
+            self.store_busy = True
             _say(f"note: the run store is busy; {ev.get('pending')} events wait (the host's "
                  "journal keeps them)")
+        elif kind == "store_ok" and self.store_busy:
+            self.store_busy = False
+            _say(f"note: the run store is writable again after {ev.get('waited_s')} s; "
+                 "nothing was lost")
+        elif kind == "ingest_error":
+            _say(f"warning: journal event {ev.get('seq')} ({ev.get('type')}) could not be "
+                 f"stored: {ev.get('error')}")
 
 
 def matrix_rows(info: dict[str, Any], store: RunStore) -> tuple[list[str], list[list[str]]]:

@@ -70,6 +70,7 @@ class Progress:
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.level: dict[str, Any] | None = None
         self.done = self.errors = 0
+        self.store_busy = False
 
     def note(self, text: str) -> None:
         if self.level is not None and self.tty:
@@ -78,11 +79,17 @@ class Progress:
 
     def __call__(self, ev: dict[str, Any]) -> None:
         kind = ev.get("type")
-        if kind == "store_waiting" and ev.get("waited_s", 0) >= 2:
+        if kind == "store_waiting" and ev.get("waited_s", 0) >= 2 and not self.store_busy:
+            self.store_busy = True
             self.note(f"note: the run store is busy ({ev.get('error')}); waiting, "
                       f"{ev.get('pending')} events queued (the host's journal keeps them)")
-        elif kind == "store_ok" and ev.get("waited_s", 0) >= 2:
-            self.note(f"note: the run store is writable again after {ev.get('waited_s')} s")
+        elif kind == "store_ok" and self.store_busy:
+            self.store_busy = False
+            self.note(f"note: the run store is writable again after {ev.get('waited_s')} s; "
+                      "nothing was lost")
+        elif kind == "ingest_error":
+            self.note(f"warning: journal event {ev.get('seq')} ({ev.get('type')}) could not "
+                      f"be stored: {ev.get('error')}")
         elif kind == "notice":
             print(f"note: {ev.get('message')}", file=self.stream, flush=True)
         elif kind == "level_start":

@@ -6,6 +6,7 @@ campaign's journal events; a second console sees the same, and a reconnect fills
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
@@ -18,7 +19,7 @@ from dsv4tui.screens.model import UiModel, fmt_duration
 from dsv4tui.widgets.charts import Chart, Series
 from dsv4tui.widgets.startup import SanityResult, StartupView
 from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
-from dsv4tui.widgets.text import update_static
+from dsv4tui.widgets.text import plain, update_static
 
 _STATE_STYLE = {"done": "$success", "running": "$warning", "restarting": "$warning",
                 "sanity": "$warning", "starting": "$warning", "failed": "$error",
@@ -88,7 +89,7 @@ def matrix_columns(cv: CampaignView) -> list[tuple[str, str, int]]:
 def matrix_cells(cv: CampaignView, v: VariantView) -> tuple[str, ...]:
     base = cv.variant(cv.baseline)
     startup = f"{v.startup_s:.1f}s" if v.startup_s is not None else (
-        escape(v.phase or "") if v.state == "restarting" else "—")
+        v.phase or "" if v.state == "restarting" else "—")
     sanity = {True: "pass", False: "FAIL", None: "—"}[v.sanity]
     note = v.reason or (v.error_lines[-1] if v.error_lines else "")
     if v.backend and not note:
@@ -106,7 +107,7 @@ def chart_series(cv: CampaignView) -> tuple[list[str], list[Series]]:
     return labels, series
 
 
-class CampaignMatrix(DataTable[str]):
+class CampaignMatrix(DataTable[Text]):
     DEFAULT_CSS = """
     CampaignMatrix { height: auto; max-height: 100%; }
     """
@@ -127,7 +128,7 @@ class CampaignMatrix(DataTable[str]):
                 self.add_column(label, key=key, width=width)
             for i, v in enumerate(cv.variants):
                 cells = matrix_cells(cv, v)
-                self.add_row(*cells, key=f"v{i}")
+                self.add_row(*(plain(c) for c in cells), key=f"v{i}")
                 self._shown[f"v{i}"] = cells
             return
         keys = [key for _, key, _ in cols]
@@ -137,7 +138,7 @@ class CampaignMatrix(DataTable[str]):
             old = self._shown.get(row)
             for key, new, was in zip(keys, cells, old or (None,) * len(cells), strict=True):
                 if new != was:
-                    self.update_cell(row, key, new)
+                    self.update_cell(row, key, plain(new))
             self._shown[row] = cells
 
 
@@ -178,7 +179,8 @@ class CampaignScreen(DsvScreen):
             base = cv.variant(cv.baseline)
             box = self.one(Vertical, "#camp-matrix-box")
             box.border_title = "variants by levels" + (
-                f" · best Δ: best tok/s against {base.name} (B: another)" if base else "")
+                f" · best Δ: best tok/s against {escape(base.name)} (B: another)"
+                if base else "")
             labels, series = chart_series(cv)  # a new drawing only when a level finished
             self.one(Chart).show_data(labels, series, ylabel="tok/s",
                                       empty="no variant has finished a level yet")
@@ -200,4 +202,4 @@ class CampaignScreen(DsvScreen):
         cv.baseline = later[0] if later else with_numbers[0]
         self.refresh_parts(frozenset({CAMPAIGN}))
         base = cv.variant(cv.baseline)
-        self.notify(f"baseline: {base.name if base else '?'}", timeout=3)
+        self.notify(f"baseline: {base.name if base else '?'}", timeout=3, markup=False)

@@ -546,9 +546,8 @@ def apply_sweep_event(sw: SweepView, ev: dict[str, Any], live: dict[int, LiveLev
                       now: float) -> bool:
     """One BenchRunner/agent event of a sweep; True when the view changed."""
     kind = ev.get("type")
-    if kind == "run_started":
+    if kind == "run_stored":  # the store's id of the run that started
         sw.run_id = ev.get("run_id")
-        sw.status = "starting"
         return True
     if kind == "bench_target":
         sw.status = "running"

@@ -175,21 +175,36 @@ def add_launch(store: RunStore, cid: str, key: str, *, host: str, profile_name: 
 
 
 def end_launch(store: RunStore, launch_id: int, *, ok: bool, startup_s: float | None,
-               error: str | None, pid: int | None) -> None:
+               error: str | None, pid: int | None, started_at: float | None = None) -> None:
     with store.transaction() as db:
-        db.execute("UPDATE launches SET ok = ?, startup_s = ?, error = ?, pid = ? WHERE id = ?",
-                   (int(ok), startup_s, error, pid, launch_id))
+        row = db.execute("SELECT profile_json FROM launches WHERE id = ?", (launch_id,)).fetchone()
+        profile = dict(_loads(row["profile_json"]) or {}) if row else {}
+        if pid is not None:
+            profile["pid"] = pid
+        if started_at is not None:
+            profile["started_at"] = started_at
+        db.execute("UPDATE launches SET ok = ?, startup_s = ?, error = ?, pid = ?, "
+                   "profile_json = ? WHERE id = ?",
+                   (int(ok), startup_s, error, pid, _dumps(profile), launch_id))
 
 
-def launch_for_pid(store: RunStore, host: str, pid: int | None) -> int | None:
-    """The stored launch of the server with this pid on ``host`` (newest), if any."""
+def launch_for_pid(store: RunStore, host: str, pid: int | None,
+                   started_at: float | None = None) -> int | None:
+    """The stored launch of the server with this pid on ``host`` (newest), if any; with
+    ``started_at`` (the host's clock) a launch of a reused pid that started at another time
+    does not count."""
     if not pid:
         return None
     for r in store.query("SELECT id, pid, profile_json FROM launches WHERE host = ? "
                          "ORDER BY created_at DESC, id DESC LIMIT 200", (host,)):
         prof = _loads(r["profile_json"]) or {}
-        if r["pid"] == pid or prof.get("pid") == pid:
-            return int(r["id"])
+        if r["pid"] != pid and prof.get("pid") != pid:
+            continue
+        known = prof.get("started_at")
+        if started_at is not None and isinstance(known, (int, float)) and \
+                abs(float(known) - float(started_at)) > 5.0:
+            continue
+        return int(r["id"])
     return None
 
 

@@ -161,6 +161,7 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         self._supervisor: Any = None
         self._store: Any = store
         self._sweep_cid: str | None = None  # the host-side campaign of the running sweep
+        self._own_cid: str | None = None  # ... when this console started it
         self._runs_lock = threading.Lock()
         self._runs_asked = 0  # run-list reads asked / shown: a slow older read never wins
         self._runs_shown = 0
@@ -352,8 +353,13 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         self._status_timer = self.set_timer(STATUS_POLL_S, self._poll_status)
         from dsv4tui.campaign import session
 
-        if await session.listing(host, running=True):
-            self.attach_running()  # someone's sweep or campaign is running there: watch it
+        found = await session.listing(host)
+        running = [c for c in found if c.get("state") == "running"]
+        campaigns = [c for c in found if c.get("kind") == "campaign"]
+        if not running and campaigns:
+            self.show_last_campaign(campaigns[-1])  # the Campaign screen shows the last one
+        if running:
+            self.attach_running(running[-1])  # someone's sweep or campaign runs: watch it
         elif self.autostart and status.get("state") in ("stopped", "crashed", "unknown"):
             if self.current_mode == "dashboard":
                 self.switch_mode("launch")  # a first look: the startup phases, then sanity
@@ -853,8 +859,9 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
             self.switch_mode("bench")
         if not self._need_live():
             return
-        if self.model.sweep.running:
-            self.notify("a sweep is already running (x cancels it)", severity="warning")
+        if self.model.sweep.running or self._sweep_cid is not None:
+            what = "a campaign" if self.model.campaign.running else "a sweep"
+            self.notify(f"{what} is running on the host (x cancels it)", severity="warning")
             return
         if self.model.startup.active:
             self.notify("wait for the restart to finish", severity="warning")
@@ -930,17 +937,17 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         if busy is None:
             self.run_worker(self._quit_cleanly(), group="quit", exit_on_error=False)
             return
-        sim = self.model.simulated
-        sweep_text = ("a sweep is running: quitting cancels it (finished requests stay stored)"
-                      if sim else
-                      "a sweep is running on the host: it goes on without the console; "
-                      "reconnect (or dsv4tui campaign attach HOST) to collect it")
-        campaign_text = ("a campaign is running: quitting cancels it with the simulated "
-                         "server (finished requests stay stored)" if sim else
-                         "a campaign is running on the host: it goes on without the console; "
-                         "reconnect (or dsv4tui campaign attach HOST) to collect it")
-        what = {"sweep": sweep_text, "campaign": campaign_text,
-                "restart": "a restart is running: the server keeps starting on the host"}[busy]
+        # the demo cancels what it started itself (its simulated server goes with it);
+        # anything else runs on the host without this console
+        ours = self.model.simulated and self._sweep_cid is not None and \
+            self._sweep_cid == self._own_cid
+        goes_on = (f"a {busy} is running on the host"
+                   + ("" if self._sweep_cid == self._own_cid else " (started elsewhere)")
+                   + ": it goes on without this console; reconnect (or dsv4tui campaign "
+                   "attach HOST) to collect it")
+        what = {"restart": "a restart is running: the server keeps starting on the host"}.get(
+            busy, f"a {busy} is running: quitting cancels it with the simulated server "
+            "(finished requests stay stored)" if ours else goes_on)
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -954,7 +961,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         once clean."""
         self._stopping = True
         cid = self._sweep_cid
-        if cid is not None and self.model.simulated and self.model.conn.connected:
+        if cid is not None and cid == self._own_cid and self.model.simulated and \
+                self.model.conn.connected:
             # the demo's simulated server stops with it: its sweep is cancelled, not orphaned
             from dsv4tui.campaign import session
 

@@ -40,14 +40,35 @@ class CampaignWatcher:
     _sweep_cid: str | None = None  # the campaign (a sweep is one too) being watched
 
     # -- routing the journal's events to the views -------------------------------------------
+    _host_lag = 0.0  # how far the host's clock is ahead of ours (when it is)
+
+    def _event_mono(self, ev: dict[str, Any]) -> float:
+        """When the event happened, on this console's monotonic clock (the views' clock):
+        events read back after a reconnect or an attach keep their own times."""
+        app = _app(self)
+        now = app.model.mono()
+        t = ev.get("t")
+        if not isinstance(t, (int, float)):
+            return now
+        wall = time.time()
+        app._host_lag = max(app._host_lag, float(t) - wall)
+        return now - max(0.0, wall + app._host_lag - float(t))
+
     def _on_campaign_event(self, ev: dict[str, Any]) -> None:
         app = _app(self)
         kind = ev.get("type")
-        model, now = app.model, app.model.mono()
+        model, now = app.model, app._event_mono(ev)
+        if kind == "variant_start":  # a new variant: no answer of the last one is its answer
+            model.sanity = m.SanityView()
+            app.mark(SANITY)
         if kind == "launch_start":  # a campaign restarts the server: the Launch screen shows it
             model.startup.reset(ev.get("profile_name"), ev.get("backend"),
                                 ev.get("checkpoint"), now)
-            model.server.state, model.server.phase = "stopping", None
+            srv = model.server
+            srv.state, srv.phase = "stopping", None
+            srv.profile = ev.get("profile_name") or srv.profile
+            srv.backend = ev.get("backend") or srv.backend
+            srv.checkpoint = ev.get("checkpoint") or srv.checkpoint
             model.decode.clear()
             app.mark(STARTUP, SERVER)
         elif "launch" in ev and kind in _LAUNCH_EVENTS:
@@ -78,13 +99,13 @@ class CampaignWatcher:
             app.run_worker(app._refresh_status(), group="status", exclusive=True,
                             exit_on_error=False)
         elif kind == "run_start":
-            app._new_sweep_view(ev)
+            app._new_sweep_view(ev, now)
         app._on_bench_event(ev)
         cv = model.campaign
         if cv.id is not None and cv.id == app._sweep_cid and apply_campaign_event(cv, ev, now):
             app.mark(CAMPAIGN)
 
-    def _new_sweep_view(self, ev: dict[str, Any]) -> None:
+    def _new_sweep_view(self, ev: dict[str, Any], now: float) -> None:
         """A run of the watched campaign begins: the Bench screen shows it."""
         app = _app(self)
         plan = ev.get("plan") or {}
@@ -92,7 +113,7 @@ class CampaignWatcher:
         old = app.model.sweep
         levels = [(int(c), int(n)) for c, n in plan.get("levels") or []]
         started = old.started if old.status == "starting" and old.label == ev.get("label") \
-            else app.model.mono()
+            else now
         app.model.sweep = m.SweepView(
             status="starting", label=ev.get("label"), host=app.model.conn.host,
             backend=meta.get("backend"), checkpoint=meta.get("checkpoint"),
@@ -187,8 +208,14 @@ class CampaignWatcher:
         spec = sweep_spec(label=plan_input.label, plan=plan, cases=cases,
                           target=app._target_spec(), host=host.name)
         watch = SweepWatch(plan_input.label, sanity=cases is not None)
-        started = await session.start(host, spec, app._store)
-        watch.campaign_id = str(started["id"])
+        try:
+            started = await session.start(host, spec, app._store)
+        except BaseException as exc:
+            sw.status, sw.detail = "failed", getattr(exc, "message", None) or str(exc)
+            sw.ended = app.model.mono()
+            app.mark(SWEEP)
+            raise
+        watch.campaign_id = app._own_cid = str(started["id"])
         await app._watch(watch.campaign_id, on_event=watch)
         app._sweep_ended(watch.outcome())
 
@@ -274,7 +301,7 @@ class CampaignWatcher:
             app.model.campaign.detail = getattr(exc, "message", None) or str(exc)
             app.mark(CAMPAIGN)
             raise
-        app.model.campaign.id = str(started["id"])
+        app.model.campaign.id = app._own_cid = str(started["id"])
         await app._watch(app.model.campaign.id)
         app._campaign_ended()
 
@@ -289,28 +316,54 @@ class CampaignWatcher:
 
     # -- what runs on the host when we connect ----------------------------------------------
     @work(group="sweep", exclusive=True, exit_on_error=False)
-    async def attach_running(self) -> None:
+    async def attach_running(self, info: dict[str, Any] | None = None) -> None:
         """A sweep or campaign already running on the host (another console's, or ours
-        before the console went away): watch it too, and collect it."""
+        before the console went away): watch it too, and collect it. Its views start from
+        what the host's status and the store already hold; the journal fills in the rest."""
         app = _app(self)
         from dsv4tui.campaign import session
         from dsv4tui.campaign.view import from_status
 
-        running = await session.listing(app.host(), running=True)
-        if not running:
-            return
-        info = running[-1]
+        if info is None:
+            running = await session.listing(app.host(), running=True)
+            if not running:
+                return
+            info = running[-1]
         cid = str(info["id"])
+        wall = time.time()
         if info.get("kind") == "campaign":
             cv = await asyncio.to_thread(from_status, info, app._store)
-            cv.started = app.model.mono()
-            app.model.campaign = cv
+            app.model.campaign = _with_mono_times(cv, info, app.model.mono(), wall)
             app.mark(CAMPAIGN)
+        else:
+            app.model.sweep = await asyncio.to_thread(_sweep_from_store, info, app._store,
+                                                      app.model.conn.host)
+            app.model.sweep.started = app.model.mono() - max(
+                0.0, wall - float(info.get("created_at") or wall))
+            app.mark(SWEEP)
         app.notify(f"{info.get('kind')} {info.get('name')!r} is running on "
                    f"{app.model.conn.host}: watching it", timeout=6, markup=False)
         await app._watch(cid)
         if info.get("kind") == "campaign":
             app._campaign_ended()
+
+    @work(group="store", thread=True, exit_on_error=False)
+    def show_last_campaign(self, info: dict[str, Any]) -> None:
+        """The host's last campaign, ended, in the Campaign screen (nothing to watch)."""
+        app = _app(self)
+        from dsv4tui.campaign.view import from_status
+
+        cv = _with_mono_times(from_status(info, app._store), info, app.model.mono(),
+                              time.time())
+        cv.state = str(info.get("state") or cv.state)
+        cv.detail = info.get("reason")
+        cv.server = (info.get("server") or {}).get("text")
+
+        def show() -> None:
+            if app.model.campaign.state == "idle":
+                app.model.campaign = cv
+                app.mark(CAMPAIGN)
+        app.call_from_thread(show)
 
     # -- cancel (x) ------------------------------------------------------------------------
     @work(group="cancel", exclusive=True, exit_on_error=False)
@@ -321,3 +374,50 @@ class CampaignWatcher:
         out = await session.cancel(app.host(), None, cid)
         app.notify(f"cancelled on {app.model.conn.host}; finished requests are stored. "
                     f"{(out.get('server') or {}).get('text') or ''}", timeout=6, markup=False)
+
+
+def _with_mono_times(cv: CampaignView, info: dict[str, Any], mono: float,
+                     wall: float) -> CampaignView:
+    """Host wall-clock times of a campaign status on this console's monotonic clock."""
+    def at(t: Any) -> float | None:
+        return mono - max(0.0, wall - float(t)) if isinstance(t, (int, float)) else None
+
+    cv.started = at(info.get("created_at")) or mono
+    cv.ended = at(info.get("ended_at"))
+    for v, raw in zip(cv.variants, info.get("variants") or [], strict=False):
+        v.started, v.ended = at(raw.get("started_at")), at(raw.get("ended_at"))
+    return cv
+
+
+def _sweep_from_store(info: dict[str, Any], store: Any, host: str) -> m.SweepView:
+    """A running sweep (one-variant campaign) as the Bench screen shows it, from what the
+    store holds of it; its journal's events then fill it in."""
+    from dsv4tui.store import campaigns as cstore
+
+    plan = info.get("plan") or {}
+    levels = [m.LevelRow(int(c), int(n)) for c, n in plan.get("levels") or []]
+    sw = m.SweepView(status="running", label=info.get("name"), host=host,
+                     input_len=plan.get("input_len"), output_len=plan.get("output_len"),
+                     levels=levels)
+    runs = cstore.run_ids(store, str(info["id"])) if store is not None else {}
+    keys = [k for v in info.get("variants") or [] for k in v.get("runs") or []]
+    rid = runs.get(keys[-1]) if keys else None
+    if rid is None:
+        return sw
+    run = store.run(rid)
+    if run is not None:
+        sw.run_id, sw.backend, sw.checkpoint = rid, run.backend, run.checkpoint
+    stored = {lv.idx: lv for lv in store.levels(rid)}
+    counts: dict[int, list[bool]] = {}
+    for req in store.requests(rid):
+        counts.setdefault(int(req["level"]), []).append(bool(req["ok"]))
+    for idx, row in enumerate(levels):
+        lv = stored.get(idx)
+        if lv is not None and not lv.stats.get("rebuilt"):
+            m.fill_level(row, lv.stats)
+            row.status = str(lv.stats.get("status") or ("partial" if lv.partial else "done"))
+        elif idx in counts:
+            row.completed = sum(counts[idx])
+            row.errors = len(counts[idx]) - row.completed
+            row.status = "running"
+    return sw

@@ -174,6 +174,9 @@ class SweepPlan(_Model):
         for c, n in v:
             if c < 1 or n < 1:
                 raise ValueError(f"level {c}:{n}: C and n must be >= 1")
+            if n < c:  # it would never have C requests in flight: not a level at C
+                raise ValueError(f"level {c}:{n}: n must be at least C (with {n} requests "
+                                 f"there are never {c} in flight)")
         return v
 
 

@@ -117,3 +117,45 @@ async def test_a_campaign_outlives_its_console_and_a_second_one_sees_it(
         assert sorted((r.label, r.status, r.backend) for r in runs) == [
             ("MXFP4_triton", "done", "triton"), ("NVFP4_marlin", "done", "marlin")]
         assert all(len(store.requests(r.id)) == 62 for r in runs)
+
+
+async def test_a_console_that_only_watches_never_cancels_and_sees_a_cli_sweep(
+        local_spec: HostSpec) -> None:
+    """A sweep started elsewhere (here: through the core, as the CLI does) on a simulated
+    host: the dashboard shows it live on the Bench screen, refuses to start another, and
+    quitting leaves it running (only what a console started itself is its to cancel)."""
+    from dsv4tui.campaign import session
+    from dsv4tui.campaign.plan import bench_target, sweep_spec
+    from dsv4tui.config import SweepPlan
+    from dsv4tui.hosts.resolve import connect
+    from dsv4tui.server_control import start as start_server
+
+    spec = HostSpec("local", local_spec.config, "demo", env=local_spec.env)  # simulated
+    host = await connect(spec)
+    try:
+        await start_server(host, "mxfp4")
+        plan = SweepPlan(levels=[(2, 400)], output_len=48, warmup=0)
+        started = await session.start(host, sweep_spec(
+            label="from-cli", plan=plan, cases=None, target=bench_target(spec.config),
+            host=host.name))
+    finally:
+        await host.session.close()
+    cid = str(started["id"])
+    app = Dsv4App(spec, settings=settings(), start_mode="bench")
+    async with app.run_test(size=(160, 48)) as pilot:
+        sw = lambda: app.model.sweep  # noqa: E731
+        await until(pilot, lambda: sw().label == "from-cli" and sw().running, 30,
+                    "the running sweep on the Bench screen")
+        await until(pilot, lambda: sw().completed_requests > 0, 30, "its requests")
+        assert app.model.busy == "sweep"
+        await pilot.press("w")  # another sweep beside it: refused at once
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, ConfirmScreen) and sw().label == "from-cli"
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "quit confirm")
+        assert "started elsewhere" in str(app.screen.message)  # type: ignore[attr-defined]
+        await pilot.press("y")
+    [cdir] = [d for d in campaign_dirs(paths.data_dir()) if d.name == cid]
+    from plugins.campaigns import runner_alive
+
+    assert runner_alive(cdir)  # still measuring on the host

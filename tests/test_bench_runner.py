@@ -141,3 +141,21 @@ def test_follow_end_states_are_kept(tmp_path: Path, ended: str) -> None:
         Collector(store, "h", CID).apply_batch([{"type": "journal_end", "state": ended}])
         camp = cstore.get(store, CID)
         assert camp is not None and camp.state == ended
+
+
+def test_compare_says_when_the_workloads_differ() -> None:
+    from dsv4tui.campaign.compare import Comparison, Point, RunInfo
+
+    a = RunInfo(1, "a", plan={"input_len": 64, "output_len": 256, "ignore_eos": True})
+    b = RunInfo(8, "b", plan={"input_len": 128, "output_len": 256, "ignore_eos": True})
+    cmp = Comparison.build([a, b], {
+        1: [Point(4, 10.0, requests=4, input_tokens_mean=70.0)],
+        8: [Point(4, 12.0, requests=8, input_tokens_mean=134.0)]})
+    diffs = cmp.differences()
+    assert "prompt length (input_len) differs: #1 64, #8 128" in diffs
+    assert "C=4: requests per level differ: #1 n=4, #8 n=8" in diffs
+    assert any(d.startswith("C=4: prompt tokens per request differ") for d in diffs)
+    assert cmp.to_json()["differences"] == diffs
+    same = Comparison.build([a, RunInfo(2, "c", plan=dict(a.plan or {}))], {
+        1: [Point(4, 10.0, requests=4)], 2: [Point(4, 11.0, requests=4)]})
+    assert same.differences() == []

@@ -151,6 +151,9 @@ def _check_plan(plan: Dict[str, Any]) -> None:
         if (not isinstance(lv, (list, tuple)) or len(lv) != 2
                 or not all(isinstance(x, int) and x >= 1 for x in lv)):
             raise _usage("levels: %r is not [C, n] with C, n >= 1" % (lv,))
+        if lv[1] < lv[0]:
+            raise _usage("levels: %d:%d: n must be at least C (with %d requests there are "
+                         "never %d in flight)" % (lv[0], lv[1], lv[1], lv[0]))
     for key, low in (("input_len", 1), ("output_len", 1), ("warmup", 0)):
         if not isinstance(plan[key], int) or plan[key] < low:
             raise _usage("%s must be an integer >= %d" % (key, low))

@@ -73,14 +73,26 @@ def acquire(info: Dict[str, Any], wait_s: float = 2.0) -> bool:
             time.sleep(0.05)
     _held = fd
     ssh = os.environ.get("SSH_CLIENT", "").split()
-    record = dict(info, pid=os.getpid(), since=time.time(),
-                  user=os.environ.get("USER") or os.environ.get("LOGNAME"),
+    record = dict(info, pid=os.getpid(), since=time.time(), user=user_name(),
                   client=ssh[0] if ssh else "this host")
     tmp = _path(LOCK_FILE + ".json.%d.tmp" % os.getpid())
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(record, fh)
     os.replace(tmp, _path(LOCK_FILE + ".json"))
     return True
+
+
+def user_name() -> str:
+    """Who runs this process (the environment may not say under sshd)."""
+    name = os.environ.get("USER") or os.environ.get("LOGNAME")
+    if name:
+        return name
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return str(os.getuid())
 
 
 def release() -> None:

@@ -196,8 +196,9 @@ def start(args: Any) -> int:
     except ValueError as exc:
         raise _usage("the campaign spec is not valid JSON: %s" % exc) from None
     holder = bench_lock.held_by_other()
+    what = "a sweep" if spec.get("kind") == "sweep" else "another campaign"
     if holder is not None:
-        raise bench_lock.busy_error(holder, "another campaign")
+        raise bench_lock.busy_error(holder, what)
     _check_server_lock()
     for _ in range(5):
         cid = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)

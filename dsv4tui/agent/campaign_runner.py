@@ -296,6 +296,10 @@ class Campaign:
                     break
         except Cancelled:
             state, reason = "cancelled", "cancelled"
+            for later, v in enumerate(self.status.data["variants"]):
+                if v.get("state") == "pending":
+                    self._variant_end(later, "skipped", "not run: the campaign was "
+                                      "cancelled", [])
         self._ctx()
         if spec.get("stop_server"):
             self._stop_server()
@@ -334,9 +338,10 @@ class Campaign:
         st = server.read_state()
         alive = server._ours_alive(st)
         return {"running": alive, "pid": (st or {}).get("pid") if alive else None,
-                "started_by_campaign": self.started_server is not None,
-                "text": ("the server (pid %s) is left running" % st.get("pid")  # type: ignore
-                         if alive else "no server of ours is running")}
+                "started_by_campaign": self.started_server is not None, "at": time.time(),
+                "text": ("when it ended, the server (pid %s) was left running"
+                         % st.get("pid") if alive and st else  # type: ignore[union-attr]
+                         "when it ended, no server of ours was running")}
 
     def _variant_end(self, vi: int, state: str, reason: Optional[str],
                      lines: List[str]) -> None:
@@ -352,6 +357,7 @@ class Campaign:
                       label=variant.get("label"), attempt=self.attempt,
                       restart=bool(variant.get("launch")))
         self.status.set(current={"variant": vi, "phase": "starting"})
+        self.status.variant(vi, started_at=time.time())
         try:
             state, reason, lines = self._variant(vi, variant)
         except (KeyboardInterrupt, Cancelled):

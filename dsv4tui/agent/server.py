@@ -214,7 +214,7 @@ class ServerLock:
         ssh = os.environ.get("SSH_CLIENT", "").split()
         _write_json(LOCK_FILE + ".json", {
             "action": "server " + self.action, "pid": os.getpid(), "since": time.time(),
-            "user": os.environ.get("USER") or os.environ.get("LOGNAME"),
+            "user": bench_lock.user_name(),
             "client": ssh[0] if ssh else "this host"})
         return self
 

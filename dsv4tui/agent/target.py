@@ -77,7 +77,7 @@ def find(spec: Dict[str, Any]) -> Dict[str, Any]:
     where = " and nothing answers on port %s" % port if port else ""
     raise protocol.AgentError(
         "no_server", "no server is running on this host: none started by dsv4tui%s; start "
-        "one (dsv4tui server start HOST) or name a URL (--url)" % where)
+        "one first (dsv4tui server start HOST; r in the dashboard)" % where)
 
 
 def _split(url: str) -> Any:

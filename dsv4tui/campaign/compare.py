@@ -42,13 +42,14 @@ class RunInfo:
     started_at: float | None = None
     simulated: bool = False
     sanity_passed: bool | None = None
+    plan: Mapping[str, Any] | None = None  # the sweep plan it ran (the workload)
 
     @classmethod
     def of(cls, run: Run) -> RunInfo:
         return cls(id=run.id, label=run.label, host=run.host, target=run.target,
                    backend=run.backend, checkpoint=run.checkpoint, status=run.status,
                    started_at=run.started_at, simulated=run.simulated,
-                   sanity_passed=run.sanity_passed)
+                   sanity_passed=run.sanity_passed, plan=run.plan)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "label": self.label, "host": self.host, "target": self.target,
@@ -72,6 +73,8 @@ class Point:
     partial: bool = False
     roofline_pct: float | None = None  # output tok/s as % of the memory-bound ceiling
     ttft_mean_ms: float | None = None
+    requests: int | None = None  # n of the level
+    input_tokens_mean: float | None = None  # prompt tokens per request (the server's usage)
 
     @property
     def tok_s_per_kw(self) -> float | None:
@@ -92,7 +95,8 @@ class Point:
                    ttft_mean_ms=ttft.get("mean"), tpot_p50_ms=tpot.get("p50"),
                    tensor_active=level.tensor_mean, power_w=level.power_w,
                    errors=int(s.get("errors") or 0), partial=level.partial,
-                   roofline_pct=roofline_pct)
+                   roofline_pct=roofline_pct, requests=level.requests,
+                   input_tokens_mean=s.get("input_tokens_mean"))
 
 
 def pct_change(value: float | None, base: float | None) -> float | None:
@@ -154,6 +158,31 @@ class Comparison:
     def concurrencies(self) -> list[int]:
         return sorted({c for by_c in self.points.values() for c in by_c})
 
+    def differences(self) -> list[str]:
+        """How the runs' workloads differ (prompt and output lengths, requests per C, ...):
+        a % change between different workloads says little, so the faces say so."""
+        out = []
+        for key, what in (("input_len", "prompt length (input_len)"),
+                          ("output_len", "output length (output_len)"),
+                          ("ignore_eos", "ignore_eos"), ("endpoint", "endpoint"),
+                          ("temperature", "temperature")):
+            vals = {r.id: (r.plan or {}).get(key) for r in self.runs}
+            if len({repr(v) for v in vals.values()}) > 1:
+                out.append(f"{what} differs: " + ", ".join(
+                    f"#{i} {v if v is not None else '?'}" for i, v in vals.items()))
+        for c in self.concurrencies():
+            ns = {r.id: p.requests for r in self.runs
+                  if (p := self.point(r.id, c)) is not None and p.requests is not None}
+            if len(set(ns.values())) > 1:
+                out.append(f"C={c}: requests per level differ: "
+                           + ", ".join(f"#{i} n={n}" for i, n in ns.items()))
+            toks = {r.id: p.input_tokens_mean for r in self.runs
+                    if (p := self.point(r.id, c)) is not None and p.input_tokens_mean}
+            if toks and max(toks.values()) > 1.1 * min(toks.values()):
+                out.append(f"C={c}: prompt tokens per request differ: " + ", ".join(
+                    f"#{i} {v:.0f}" for i, v in toks.items()))
+        return out
+
     def point(self, run_id: int, concurrency: int) -> Point | None:
         return self.points.get(run_id, {}).get(concurrency)
 
@@ -208,7 +237,7 @@ class Comparison:
             d.update({f"{k}_change_pct": _round(v, 2) for k, v in row.changes.items()})
             rows.append(d)
         return {"baseline": self.baseline_id, "runs": [r.to_dict() for r in self.runs],
-                "rows": rows}
+                "differences": self.differences(), "rows": rows}
 
 
 def _round(v: float | None, digits: int) -> float | None:

@@ -18,6 +18,7 @@ from typing import Any
 from dsv4tui.campaign import plan as cplan
 from dsv4tui.campaign import session
 from dsv4tui.campaign.ingest import Collected
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import load_settings, print_json, run_async, table
 from dsv4tui.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
 from dsv4tui.store import RunStore
@@ -159,6 +160,12 @@ def _print_status(info: dict[str, Any], store: RunStore) -> None:
         print(f"  {info['reason']}")
     headers, rows = matrix_rows(info, store)
     print(table(rows, headers))
+    for v in info.get("variants") or []:  # the reasons in full (the table cuts them)
+        if v.get("state") in ("failed", "partial", "cancelled", "interrupted") and \
+                v.get("reason"):
+            print(f"  {safe_text(v.get('name'))}: {safe_text(v['reason'])}")
+            for line in (v.get("error_lines") or [])[-3:]:
+                print(f"    | {safe_text(line)}")
     server = info.get("server") or {}
     if server.get("text") and info["state"] != "running":
         print(f"  server: {server['text']}")
@@ -193,10 +200,13 @@ def _start(args: Any) -> int:
                  f"{started.get('pid')})")
             if args.detach:
                 return cid, None
-            return cid, await _follow(settings, plan.host, store, cid)
+            return cid, await _follow(settings, plan.host, store, cid,
+                                      [v.name for v in plan.variants])
 
-    cid, collected = run_async(go())
-    return _finish(args, settings, plan.host, cid, collected)
+    result = _detachable(go())
+    if result is None:
+        return EXIT_INTERRUPTED
+    return _finish(args, settings, plan.host, *result)
 
 
 def _print_plan(plan: cplan.CampaignPlan) -> None:
@@ -216,14 +226,18 @@ def _print_plan(plan: cplan.CampaignPlan) -> None:
             print(f"      warning: {w}")
 
 
-async def _follow(settings: Any, host_name: str, store: RunStore, cid: str) -> Collected:
+async def _follow(settings: Any, host_name: str, store: RunStore, cid: str,
+                  names: list[str] | None = None) -> Collected:
+    from dsv4tui.bench_runner import gpu_names
     from dsv4tui.hosts.resolve import host_spec
     from dsv4tui.hosts.supervisor import HostSupervisor
 
     sup = HostSupervisor(host_spec(host_name, settings))
     try:
+        host = await sup.wait_connected()
+        gpus = await gpu_names(host.agent)
         return await session.follow_to_end(
-            sup.wait_connected, store, cid, on_event=Printer(),
+            sup.wait_connected, store, cid, on_event=Printer(names), gpu_names=gpus,
             on_link=lambda why: _say(f"link lost ({why}); the campaign goes on on "
                                      f"{host_name}; reconnecting ..."))
     except asyncio.CancelledError:
@@ -232,6 +246,17 @@ async def _follow(settings: Any, host_name: str, store: RunStore, cid: str) -> C
         raise
     finally:
         await sup.stop()
+
+
+def _detachable(go: Any) -> Any:
+    """Run ``go``; None when Ctrl-C detached (exit 130 without an error line: the campaign
+    goes on, and the line before said how to attach again)."""
+    try:
+        return run_async(go)
+    except UserError as exc:
+        if exc.exit_code == EXIT_INTERRUPTED:
+            return None
+        raise
 
 
 def _finish(args: Any, settings: Any, host_name: str, cid: str,
@@ -268,14 +293,16 @@ def _info_from_store(row: cstore.CampaignRow, store: RunStore) -> dict[str, Any]
     return session.with_run_ids(info, cstore.run_ids(store, row.id))
 
 
-async def _pick(host: Any, cid: str | None) -> str:
+async def _pick(host: Any, cid: str | None) -> dict[str, Any]:
+    """The campaign named (its status, so a wrong id fails here), or the one running, or
+    the newest."""
     if cid:
-        return cid
+        return session._event(await host.agent.call("campaign", "status", cid), "campaign")
     found = await session.listing(host)
     if not found:
         raise UserError(f"{host.name}: no campaigns on this host", EXIT_FAILED)
     running = [c for c in found if c.get("state") == "running"]
-    return str((running or found)[-1]["id"])
+    return (running or found)[-1]
 
 
 def _attach(args: Any) -> int:
@@ -285,18 +312,18 @@ def _attach(args: Any) -> int:
         from dsv4tui.hosts.resolve import open_host
 
         async with open_host(args.host, settings) as host:
-            cid = await _pick(host, args.id)
+            info = await _pick(host, args.id)
+        cid = str(info["id"])
+        names = [str(v.get("name")) for v in info.get("variants") or []]
         with RunStore() as store:
-            _say(f"attached to campaign {cid} on {args.host}")
-            return cid, await _follow(settings, args.host, store, cid)
+            _say(f"attached to campaign {cid} ({info.get('name')}, {info.get('state')}) on "
+                 f"{args.host}")
+            return cid, await _follow(settings, args.host, store, cid, names)
 
-    try:
-        cid, collected = run_async(go())
-    except UserError as exc:
-        if exc.exit_code == EXIT_INTERRUPTED:
-            return EXIT_INTERRUPTED
-        raise
-    return _finish(args, settings, args.host, cid, collected)
+    result = _detachable(go())
+    if result is None:
+        return EXIT_INTERRUPTED
+    return _finish(args, settings, args.host, *result)
 
 
 def _status(args: Any) -> int:
@@ -307,7 +334,7 @@ def _status(args: Any) -> int:
 
         with RunStore() as store:
             async with open_host(args.host, settings) as host:
-                cid = await _pick(host, args.id)
+                cid = str((await _pick(host, args.id))["id"])
                 return await session.status(host, store, cid)
 
     info = run_async(go())
@@ -382,5 +409,7 @@ def _resume(args: Any) -> int:
                 return args.id, None
             return args.id, await _follow(settings, args.host, store, args.id)
 
-    cid, collected = run_async(go())
-    return _finish(args, settings, args.host, cid, collected)
+    result = _detachable(go())
+    if result is None:
+        return EXIT_INTERRUPTED
+    return _finish(args, settings, args.host, *result)

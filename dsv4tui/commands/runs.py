@@ -111,7 +111,7 @@ def _gpu_table(levels: list[Level]) -> str | None:
     if not rows:
         return None
     return table(rows, ["C", "GPUs", "util % mean", "tensor % mean", "SM % mean",
-                        "DRAM % mean", "power W", "tok/s/kW"])
+                        "DRAM % mean", "power W (all GPUs)", "tok/s/kW"])
 
 
 def run_show(args: Any) -> int:
@@ -170,6 +170,9 @@ def compare_text(cmp: Any) -> str:
                              else fmt_change(row.changes.get(col.key)))
         rows.append(cells)
     lines += ["", table(rows, headers)]
+    for diff in cmp.differences():
+        lines.append(f"note: the workloads differ, so the % change mixes two things: "
+                     f"{safe_text(diff)}")
     return "\n".join(lines)
 
 

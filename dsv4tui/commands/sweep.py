@@ -101,10 +101,11 @@ class Progress:
             self._line()
         elif kind == "level":
             tok_s = ev.get("output_tok_s")
-            ttft = (ev.get("ttft_ms") or {}).get("mean")
+            ttft = (ev.get("ttft_ms") or {}).get("p50")
             tail = f"  {tok_s:.1f} tok/s" if tok_s is not None else ""
-            tail += f"  TTFT {ttft:.0f} ms" if ttft is not None else ""
-            tail += "  (partial)" if ev.get("partial") else ""
+            tail += f"  TTFT p50 {ttft:.0f} ms" if ttft is not None else ""
+            status = ev.get("status") or ("partial" if ev.get("partial") else "done")
+            tail += f"  ({status})" if status != "done" else ""
             self._line(final=tail)
             self.level = None
         elif kind == "sanity_case":
@@ -181,7 +182,8 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
             cid = watch.campaign_id = str(started["id"])
             say(f"sweep {args.label!r} runs on {host.name} (campaign {cid}); measuring "
                 f"{meta.backend or 'unknown'} / {meta.checkpoint or 'unknown'} "
-                f"(from the {meta.source.replace('_', ' ')})")
+                f"(from the {meta.source.replace('_', ' ')})"
+                + ("; the server is SIMULATED" if meta.simulated else ""))
             try:
                 await session.follow_to_end(
                     sup.wait_connected, store, cid, on_event=watch, gpu_names=names,

@@ -15,7 +15,7 @@ from dsv4tui import keymap
 from dsv4tui.campaign.view import CampaignView, VariantView
 from dsv4tui.screens.base import DsvScreen
 from dsv4tui.screens.messages import CAMPAIGN, SANITY, STARTUP
-from dsv4tui.screens.model import UiModel, fmt_duration
+from dsv4tui.screens.model import PHASE_LABELS, UiModel, fmt_duration
 from dsv4tui.widgets.charts import Chart, Series
 from dsv4tui.widgets.startup import SanityResult, StartupView
 from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
@@ -53,10 +53,11 @@ def head_markup(model: UiModel) -> str:
                 "one (restart → sanity → sweep per variant, on the host, unattended)")
     now = model.mono()
     style = _STATE_STYLE.get(cv.state, "$foreground")
-    done = sum(1 for v in cv.variants if v.state not in ("pending", "restarting", "sanity",
-                                                          "running"))
+    counts = cv.counts()
+    tally = ", ".join(f"{counts[k]} {k}" for k in ("done", "partial", "failed", "cancelled",
+                                                   "skipped", "interrupted") if counts.get(k))
     parts = [f"[{style}][b]{escape(cv.state)}[/b][/] [b]{escape(cv.name or cv.id or '')}[/b]",
-             f"{done}/{len(cv.variants)} variants"]
+             f"{len(cv.variants)} variants" + (f" ({tally})" if tally else "")]
     if cv.current is not None and (v := cv.variant(cv.current)) is not None and v.active:
         parts.append(f"now [b]{escape(v.name)}[/b] ({escape(v.state)}"
                      + (f": {escape(v.phase)}" if v.state == "restarting" and v.phase else "")
@@ -79,8 +80,8 @@ def head_markup(model: UiModel) -> str:
 
 
 def matrix_columns(cv: CampaignView) -> list[tuple[str, str, int]]:
-    cols = [("variant", "variant", 20), ("state", "state", 11)]
-    cols += [(f"C={c} tok/s", f"c{i}", 11) for i, (c, _) in enumerate(cv.levels)]
+    cols = [("variant", "variant", 20), ("state", "state", 10)]
+    cols += [(f"C={c}", f"c{i}", 9) for i, (c, _) in enumerate(cv.levels)]
     cols += [("best Δ", "vs", 7), ("startup", "startup", 8), ("sanity", "sanity", 6),
              ("runs", "runs", 5), ("note", "note", 60)]
     return cols
@@ -89,7 +90,7 @@ def matrix_columns(cv: CampaignView) -> list[tuple[str, str, int]]:
 def matrix_cells(cv: CampaignView, v: VariantView) -> tuple[str, ...]:
     base = cv.variant(cv.baseline)
     startup = f"{v.startup_s:.1f}s" if v.startup_s is not None else (
-        v.phase or "" if v.state == "restarting" else "—")
+        PHASE_LABELS.get(v.phase or "", v.phase or "") if v.state == "restarting" else "—")
     sanity = {True: "pass", False: "FAIL", None: "—"}[v.sanity]
     note = v.reason or (v.error_lines[-1] if v.error_lines else "")
     if v.backend and not note:
@@ -145,6 +146,7 @@ class CampaignMatrix(DataTable[Text]):
 class CampaignScreen(DsvScreen):
     MODE = "campaign"
     SCOPES = ("app", "campaign")
+    AUTO_FOCUS = "#camp-matrix"
     BINDINGS = keymap.bindings("campaign")
 
     def compose_body(self) -> ComposeResult:
@@ -153,7 +155,7 @@ class CampaignScreen(DsvScreen):
             head.border_title = "campaign"
             yield Static("", id="camp-title", markup=True)
         with Vertical(id="camp-matrix-box", classes="panel") as box:
-            box.border_title = "variants by levels"
+            box.border_title = "variants by levels: output tok/s per C"
             yield CampaignMatrix(id="camp-matrix")
         with Horizontal(id="camp-main"):
             with Vertical(id="camp-side", classes="panel") as side:
@@ -178,9 +180,10 @@ class CampaignScreen(DsvScreen):
             self.one(CampaignMatrix).show(cv)
             base = cv.variant(cv.baseline)
             box = self.one(Vertical, "#camp-matrix-box")
-            box.border_title = "variants by levels" + (
+            box.border_title = "output tok/s per C" + (
                 f" · best Δ: best tok/s against {escape(base.name)} (B: another)"
                 if base else "")
+            box.border_subtitle = "enter: a variant's details"
             labels, series = chart_series(cv)  # a new drawing only when a level finished
             self.one(Chart).show_data(labels, series, ylabel="tok/s",
                                       empty="no variant has finished a level yet")
@@ -188,6 +191,19 @@ class CampaignScreen(DsvScreen):
             self.one(StartupView).refresh_model()
         if SANITY in parts:
             self.one(SanityResult).refresh_model()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """A variant's state, reason and error lines in full (the matrix cuts them)."""
+        from dsv4tui.screens.modals import ErrorScreen
+
+        key = str(event.row_key.value or "")
+        v = self.model.campaign.variant(key[1:]) if key.startswith("v") else None
+        if v is None:
+            return
+        ran = f"{v.backend} / {v.checkpoint}" if v.backend else "not measured"
+        text = (f"{v.state}" + (f": {v.reason}" if v.reason else "") + f" · ran {ran}"
+                + (f" · runs {', '.join(f'#{i}' for i in v.run_ids)}" if v.run_ids else ""))
+        self.app.push_screen(ErrorScreen(f"variant {escape(v.name)}", text, list(v.error_lines)))
 
     async def action_start_campaign(self) -> None:
         await self.app.run_action("app.pick_campaign")

@@ -353,6 +353,9 @@ class CompareScreen(DsvScreen):
         box.border_title = (f"per level · % change against "
                             f"{esc(f'#{base.id} {base.label}') if base else 'the first run'}"
                             " · m metric · B baseline · e export")
+        diffs = cmp.differences()
+        box.border_subtitle = (f"[$warning]workloads differ: {esc('; '.join(diffs))}[/]"
+                               if diffs else "")
 
     def action_next_metric(self) -> None:
         self.metric = (self.metric + 1) % len(METRICS)

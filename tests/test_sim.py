@@ -367,8 +367,9 @@ def test_metrics_count_what_it_serves_from_any_client(tmp_path: Path) -> None:
             m = scrape(proc.url)
             seen.append((m["running"], m["queued"]))
         t.join(30)
+        while seen and seen[0] == (0.0, 0.0):  # scraped before the request reached it
+            seen.pop(0)
         assert len(seen) >= 3 and all(run + queue == 1 for run, queue in seen), seen
-        assert (0.0, 0.0) not in seen
 
         firsts = [threading.Event() for _ in range(3)]
         dones = [threading.Event() for _ in range(3)]

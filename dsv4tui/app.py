@@ -47,6 +47,7 @@ from dsv4tui.screens.messages import (
     CONN,
     GPU,
     LOGS,
+    METRICS,
     PROFILES,
     RUNS,
     SANITY,
@@ -348,9 +349,22 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         self.model.gpu_interval = interval
         sup.add_stream("telemetry", ["telemetry", "--interval", f"{interval:g}"],
                        self._on_telemetry_event)
+        self._follow_metrics()
         host = await sup.wait_connected()
-        status = await self._refresh_status()
         self._status_timer = self.set_timer(STATUS_POLL_S, self._poll_status)
+        try:
+            await self._look_around(host)
+        except ConnectError as exc:
+            # the link dropped while we looked around (the supervisor may not know yet): the
+            # banner says so, and the reconnect refreshes the status and attaches to whatever
+            # runs (_on_supervisor_state); no error dialog over the banner
+            self.model.logs.append(f"[dsv4tui] {exc.message}")
+            self.mark(LOGS)
+
+    async def _look_around(self, host: Any) -> None:
+        """Right after connecting: the server's state, a campaign or sweep that runs there
+        (watched), the last campaign (shown), else the first restart when asked for."""
+        status = await self._refresh_status()
         from dsv4tui.campaign import session
 
         found = await session.listing(host)
@@ -386,9 +400,29 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         if name == "telemetry" and self.model.telemetry is not None:
             self.model.telemetry.set_error(error.message)
             self.mark(GPU)
+        elif name == "metrics":
+            self.model.server_metrics.last_error = error.message
+            self.mark(METRICS)
         elif name == "logs":
             self.model.logs.append(f"[dsv4tui] log stream: {error.message}")
             self.mark(LOGS)
+
+    def _follow_metrics(self) -> None:
+        """The server's /metrics at the telemetry rate: ours wherever it runs, else the active
+        profile's port (a server someone else started there)."""
+        if self._supervisor is None:
+            return
+        args = ["metrics", "--interval", f"{self.model.gpu_interval:g}"]
+        with contextlib.suppress(UserError):
+            _, prof = self._profile()
+            args += ["--host", prof.host, "--port", str(prof.port)]
+        self._supervisor.add_stream("metrics", args, self._on_metrics_event)
+
+    def _on_metrics_event(self, ev: dict[str, Any]) -> None:
+        if ev.get("type") != "server_metrics":
+            return
+        self.model.server_metrics.add(ev, self.model.mono())
+        self.mark(METRICS)
 
     def _on_telemetry_event(self, ev: dict[str, Any]) -> None:
         if ev.get("type") != "frame":
@@ -490,7 +524,9 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         backend = backend or self._backend_override.get(name)
         if backend:
             self._backend_override[name] = backend
-        self.model.active_profile = name
+        if name != self.model.active_profile:
+            self.model.active_profile = name
+            self._follow_metrics()  # its port may differ
         self._status_gen += 1
         su = self.model.startup
         su.reset(name, backend or prof.backend_label, prof.checkpoint_label, self.model.mono())

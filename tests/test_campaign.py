@@ -368,5 +368,16 @@ def test_a_url_sweep_of_the_simulator_records_what_it_reports_and_says_simulated
     with RunStore() as store:
         run = store.run(out["run_id"])
         assert run is not None and run.simulated and run.backend == "flashinfer_cutlass"
+        [level] = [lv.stats for lv in store.levels(run.id)]
+    # the server's own view of the level, next to the client's: its /metrics over the window
+    srv = level["server"]
+    assert srv["source"] == "metrics" and srv["requests"] == 2
+    assert srv["output_tokens"] == level["output_tokens"] == 16
+    lo, hi = srv["ttft_ms"]["p50_bucket"]
+    assert lo <= level["ttft_ms"]["p50"] <= hi  # the client's TTFT is in the server's bucket
+    assert srv["ttft_ms"]["mean"] <= level["ttft_ms"]["mean"] + 5  # server <= client (+clock)
     assert main(["runs", "list"]) == 0
     assert "done SIM" in capsys.readouterr().out
+    assert main(["runs", "show", str(run.id)]) == 0
+    shown = capsys.readouterr().out
+    assert "srv TTFT p50 ms" in shown and f"{lo:,.0f}-{hi:,.0f}" in shown

@@ -28,13 +28,24 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dsv4tui.agent import bench, campaign, hello, logs, profile, server, target, telemetry
+    from dsv4tui.agent import (
+        bench,
+        campaign,
+        hello,
+        logs,
+        profile,
+        server,
+        server_metrics,
+        target,
+        telemetry,
+    )
 
     parser = _Parser(prog="dsv4tui-agent")
     parser.add_argument("--cancel-on-eof", action="store_true",
                         help="treat EOF on stdin as cancel (set by the console on streams)")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (hello, telemetry, server, logs, bench, profile, campaign, target):
+    for module in (hello, telemetry, server, logs, bench, profile, campaign, target,
+                   server_metrics):
         module.add_parser(sub)
     return parser
 

@@ -34,7 +34,7 @@ import time
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import bench, bench_lock, protocol, server, target
+from dsv4tui.agent import bench, bench_lock, protocol, server, server_metrics, target
 from dsv4tui.agent.gpu_window import GpuWindow
 from dsv4tui.agent.journal import Journal, events
 
@@ -125,16 +125,32 @@ class GpuSampler:
 
 class RunSink(bench._Sink):
     """The sweep's event sink: events to the journal from a thread (as ``bench sweep`` sends
-    them to stdout), and each level's GPU summary right after the level."""
+    them to stdout), each level's GPU summary right after the level, and the server's own
+    view of the level (its /metrics read when the level starts and when it ends: server-side
+    TTFT / ITL / E2E / queue time, next to the client's numbers in the ``level`` event)."""
 
-    def __init__(self, sampler: GpuSampler) -> None:
+    def __init__(self, sampler: GpuSampler, url: Optional[str] = None,
+                 api_key: Optional[str] = None) -> None:
         super().__init__()
         self.sampler = sampler
         self.levels: List[Dict[str, Any]] = []
+        self.url, self.api_key = url, api_key
+        self._before: Optional[Dict[str, Any]] = None
+
+    def _scrape(self) -> Optional[Dict[str, Any]]:
+        if not self.url:
+            return None
+        return server_metrics.scrape(self.url, self.api_key, timeout=3.0, full=True)
 
     def emit(self, type_: str, **fields: Any) -> None:
         # the run/variant an event belongs to is the one now, not when the thread writes it
         ctx = protocol.context
+        if type_ == "level_start":  # between the warm-up and the level's first request
+            self._before = self._scrape()
+        elif type_ == "level":  # the level's requests have all ended
+            view = server_metrics.server_view(self._before, self._scrape())
+            fields = dict(fields, server=view)
+            self._before = None
         super().emit(type_, **{**ctx, **fields})
         if type_ == "level":
             self.levels.append(fields)
@@ -467,7 +483,9 @@ class Campaign:
         plan = dict(spec.get("plan") or {})
         args = _agent_args("bench", "sweep", *_target_args(tgt), "--plan-json",
                            json.dumps(plan))
-        sink = RunSink(self.sampler)
+        key_env = tgt.get("api_key_env")
+        sink = RunSink(self.sampler, str(tgt["url"]),
+                       os.environ.get(str(key_env)) if key_env else None)
         try:
             sweep = bench.execute_sweep(args, bench.build_plan(args), sink)
         except protocol.AgentError as err:

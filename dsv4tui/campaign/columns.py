@@ -23,6 +23,9 @@ class Column:
     decimals: int = 1
     width: int = 8  # the dashboard's column width
     change: bool = False  # compare: followed by its % change against the baseline
+    # A quantile read from a server's histogram is only known to a bucket: where its
+    # [lo, hi] bounds are in the stats (hi None: above the last bound). Cells show the bucket.
+    bucket: tuple[str, ...] = ()
 
     @property
     def header(self) -> str:
@@ -49,18 +52,58 @@ class Column:
         return out
 
 
+    def bounds(self, stats: Mapping[str, Any]) -> tuple[float, float | None] | None:
+        cur: Any = stats
+        for part in self.bucket:
+            if not isinstance(cur, Mapping):
+                return None
+            cur = cur.get(part)
+        if not self.bucket or not isinstance(cur, (list, tuple)) or len(cur) != 2 or \
+                not isinstance(cur[0], (int, float)):
+            return None
+        return float(cur[0]), None if cur[1] is None else float(cur[1])
+
+    def cell(self, stats: Mapping[str, Any], *, none: str = "-", short: bool = False) -> str:
+        """The cell for a level: the number, or for a bucketed quantile its bucket
+        (``400-600``; ``short``: ``0.4-0.6s`` past 10 s, as the dashboard prints ms)."""
+        b = self.bounds(stats)
+        if b is None:
+            return self.text(self.value(stats), none=none)
+        lo, hi = b
+        if hi is None:
+            return f">{_short_ms(lo) if short else f'{lo:,.0f}'}"
+        if short:
+            if hi >= 10_000:
+                return f"{lo / 1000:.0f}-{hi / 1000:.0f}s"
+            return f"{lo:.0f}-{hi:.0f}ms"
+        return f"{lo:,.0f}-{hi:,.0f}"
+
+
+def _short_ms(v: float) -> str:
+    return f"{v / 1000:.0f}s" if v >= 10_000 else f"{v:.0f}ms"
+
+
 def ms(key: str, stat: str, title: str, decimals: int = 0) -> Column:
     return Column(f"{key}_{stat}", f"{title} {stat}", (f"{key}_ms", stat), "ms", decimals)
 
 
-OUTPUT_TOK_S = Column("output_tok_s", "tok/s", ("output_tok_s",), "", 1, 9)
+OUTPUT_TOK_S = Column("output_tok_s", "tok/s", ("output_tok_s",), "", 1, 7)
 TTFT_P50 = ms("ttft", "p50", "TTFT")
 TTFT_P99 = ms("ttft", "p99", "TTFT")
 TPOT_P50 = ms("tpot", "p50", "TPOT", 1)
 
+# The server's own view of the level (its /metrics histograms over the level's window): a
+# client-side problem shows as a gap between TTFT p50 and this.
+SERVER_TTFT_P50 = Column("server_ttft_p50", "srv TTFT p50", ("server", "ttft_ms", "p50"),
+                         "ms", 0, 12, bucket=("server", "ttft_ms", "p50_bucket"))
+# Under a table holding server columns.
+SERVER_NOTE = ("srv: the server's own /metrics over the level's window; a quantile from its "
+               "histogram is only known to a bucket, shown as lo-hi")
+
 # What both faces show for a level by default (the dashboard adds progress and status; the
 # CLI adds n, ok, err, the duration and where the token counts came from).
-LEVEL_COLUMNS: tuple[Column, ...] = (OUTPUT_TOK_S, TTFT_P50, TTFT_P99, TPOT_P50)
+LEVEL_COLUMNS: tuple[Column, ...] = (OUTPUT_TOK_S, TTFT_P50, TTFT_P99, TPOT_P50,
+                                     SERVER_TTFT_P50)
 
 # More statistics in exports (JSON has everything).
 DETAIL_COLUMNS: tuple[Column, ...] = (
@@ -72,6 +115,11 @@ DETAIL_COLUMNS: tuple[Column, ...] = (
     ms("e2e", "p50", "E2E"),
     ms("e2e", "p99", "E2E"),
     Column("duration_s", "duration", ("duration_s",), "s", 1),
+    Column("server_ttft_mean", "srv TTFT mean", ("server", "ttft_ms", "mean"), "ms", 1),
+    Column("server_ttft_p99", "srv TTFT p99", ("server", "ttft_ms", "p99"), "ms", 0),
+    Column("server_itl_mean", "srv ITL mean", ("server", "itl_ms", "mean"), "ms", 1),
+    Column("server_queue_mean", "srv queue mean", ("server", "queue_ms", "mean"), "ms", 1),
+    Column("server_tok_s", "srv tok/s", ("server", "output_tok_s"), "", 1),
 )
 
 # The comparison: per C and run. ``change`` columns are followed by "vs #<baseline>".

@@ -1,4 +1,4 @@
-"""CLI: ``dsv4tui server status|start|stop|restart HOST``.
+"""CLI: ``dsv4tui server status|start|stop|restart|metrics HOST``.
 
 start/restart print each startup phase with its duration as it happens and the startup time
 (launch -> ready); on failure the log excerpt, exit 1. ``--dry-run`` prints what would launch
@@ -57,6 +57,9 @@ def register(sub: Any) -> None:
     t.add_argument("--dry-run", action="store_true",
                    help="print what would be stopped, without connecting")
     t.set_defaults(func=_stop)
+    from dsv4tui.commands import server_metrics
+
+    server_metrics.add_parser(cmds)
 
 
 # -- start / restart -------------------------------------------------------------------------

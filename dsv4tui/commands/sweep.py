@@ -130,7 +130,7 @@ def _cell(v: Any, fmt: str = "{:.1f}") -> str:
 
 
 def level_table(levels: list[dict[str, Any]]) -> str:
-    from dsv4tui.campaign.columns import LEVEL_COLUMNS
+    from dsv4tui.campaign.columns import LEVEL_COLUMNS, SERVER_NOTE
 
     rows = []
     for lv in levels:
@@ -141,10 +141,13 @@ def level_table(levels: list[dict[str, Any]]) -> str:
         if lv.get("short_outputs"):
             status += f" ({lv['short_outputs']} short)"
         rows.append([str(j["concurrency"]), str(j["requests"]), _cell(j["completed"], "{}"),
-                     _cell(j["errors"], "{}"), *(c.text(c.value(j)) for c in LEVEL_COLUMNS),
+                     _cell(j["errors"], "{}"), *(c.cell(lv) for c in LEVEL_COLUMNS),
                      _cell(j["duration_s"]), j["token_count_source"] or "-", status])
-    return table(rows, ["C", "n", "ok", "err", *(c.header for c in LEVEL_COLUMNS), "dur s",
-                        "tokens", "status"])
+    out = table(rows, ["C", "n", "ok", "err", *(c.header for c in LEVEL_COLUMNS), "dur s",
+                       "tokens", "status"])
+    if any(isinstance(lv.get("server"), dict) for lv in levels):
+        out += "\n" + SERVER_NOTE
+    return out
 
 
 async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,

@@ -8,10 +8,11 @@ from textual.widgets import Static
 
 from dsv4tui import keymap
 from dsv4tui.screens.base import LogScreen
-from dsv4tui.screens.messages import CONN, DECODE, GPU, SANITY, STARTUP, SWEEP
+from dsv4tui.screens.messages import CONN, DECODE, GPU, METRICS, SANITY, STARTUP, SWEEP
 from dsv4tui.screens.model import UiModel, fmt_num
 from dsv4tui.widgets.gpu_panel import GpuPanel
 from dsv4tui.widgets.log_view import LogPanel
+from dsv4tui.widgets.server_panel import ServerPanel
 from dsv4tui.widgets.startup import SanityResult
 from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.widgets.text import update_static
@@ -64,7 +65,7 @@ class DashboardScreen(LogScreen):
                 yield GpuPanel(m.conn.host, telemetry=m.telemetry)
             with Vertical(id="dash-side", classes="panel") as side:
                 side.border_title = "server"
-                yield ThroughputPanel(m, id="dash-tp")
+                yield ServerPanel(m, id="dash-server")
                 yield SanityResult(m, detail=False, id="dash-sanity")
                 yield Static("", id="dash-sweep", markup=True)
                 yield Static("", id="dash-startup", markup=True)
@@ -86,6 +87,13 @@ class DashboardScreen(LogScreen):
         if DECODE in parts or CONN in parts:
             for tp in self.query(ThroughputPanel):
                 tp.refresh_model()
+        if METRICS in parts or DECODE in parts or CONN in parts:
+            server = self.one(ServerPanel)
+            server.refresh_model()
+            side = self.one(Vertical, "#dash-side")
+            subtitle = server.source_text()
+            if side.border_subtitle != subtitle:
+                side.border_subtitle = subtitle
         if SANITY in parts:
             self.one(SanityResult, "#dash-sanity").refresh_model()
         if SWEEP in parts:
@@ -97,8 +105,8 @@ class DashboardScreen(LogScreen):
             su = m.startup
             startup.set_class(not (su.active or su.status == "failed"), "-idle")
 
-    # rows of the side panel: throughput (numbers + 2 of sparkline), sanity, sweep (2), startup
-    SIDE_ROWS = 7
+    # rows of the side panel: the server's numbers (6), sanity, sweep (2), startup
+    SIDE_ROWS = 10
 
     def _fit_gpu_box(self) -> None:
         """Few GPUs: the side panel goes compact so that the row is as tall as the GPUs need.

@@ -5,10 +5,11 @@ from __future__ import annotations
 from textual.message import Message
 
 # Parts of the model a screen may redraw.
-CONN, SERVER, DECODE, LOGS, GPU = "conn", "server", "decode", "logs", "gpu"
+CONN, SERVER, DECODE, LOGS, GPU, METRICS = ("conn", "server", "decode", "logs", "gpu",
+                                            "metrics")
 STARTUP, SANITY, SWEEP, RUNS, COMPARE, PROFILES, CAMPAIGN = (
     "startup", "sanity", "sweep", "runs", "compare", "profiles", "campaign")
-ALL = frozenset({CONN, SERVER, DECODE, LOGS, GPU, STARTUP, SANITY, SWEEP, RUNS, COMPARE,
+ALL = frozenset({CONN, SERVER, DECODE, LOGS, GPU, METRICS, STARTUP, SANITY, SWEEP, RUNS, COMPARE,
                  CAMPAIGN, PROFILES})
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from dsv4tui.campaign.compare import Comparison, Point
 from dsv4tui.campaign.view import CampaignView
+from dsv4tui.metrics_window import MetricsWindow
 from dsv4tui.widgets.log_lines import LogLines
 
 PHASES = ("load_weights", "kv_cache", "cuda_graph", "http_up", "ready")
@@ -215,6 +216,7 @@ class LevelRow:
     ttft_p50_ms: float | None = None
     ttft_p99_ms: float | None = None
     tpot_p50_ms: float | None = None
+    server: dict[str, Any] | None = None  # the server's own /metrics view of the level
     status: str = "pending"  # pending | running | done | stopped
     ttfts: list[float] = field(default_factory=list, repr=False)
     tpots: list[float] = field(default_factory=list, repr=False)
@@ -231,7 +233,7 @@ class LevelRow:
                 "completed": self.completed, "errors": self.errors,
                 "output_tok_s": self.out_tok_s,
                 "ttft_ms": {"p50": self.ttft_p50_ms, "p99": self.ttft_p99_ms},
-                "tpot_ms": {"p50": self.tpot_p50_ms}}
+                "tpot_ms": {"p50": self.tpot_p50_ms}, "server": self.server}
 
 
 @dataclass
@@ -343,6 +345,7 @@ class UiModel:
     conn: Connection = field(default_factory=Connection)
     server: ServerInfo = field(default_factory=ServerInfo)
     decode: DecodeHistory = field(default_factory=DecodeHistory)
+    server_metrics: MetricsWindow = field(default_factory=MetricsWindow)  # its /metrics
     startup: StartupView = field(default_factory=StartupView)
     sanity: SanityView = field(default_factory=SanityView)
     sweep: SweepView = field(default_factory=SweepView)
@@ -617,6 +620,8 @@ def fill_level(lv: LevelRow, metrics: dict[str, Any]) -> None:
     ttft, tpot = metrics.get("ttft_ms") or {}, metrics.get("tpot_ms") or {}
     lv.ttft_p50_ms, lv.ttft_p99_ms = ttft.get("p50"), ttft.get("p99")
     lv.tpot_p50_ms = tpot.get("p50")
+    if isinstance(metrics.get("server"), dict):
+        lv.server = metrics["server"]
 
 
 def refresh_live_levels(sw: SweepView, live: dict[int, LiveLevel]) -> bool:

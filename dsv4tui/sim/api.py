@@ -159,7 +159,7 @@ class Api:
                 "#queue-req": len(eng.waiting) if eng else 0,
                 "memory_usage": {"weight": round(sim.weights_gb, 2), "kvcache": round(sim.kv_gb, 2),
                                  "graph": 0.66, "token_capacity": sim.max_total_tokens},
-                "avg_spec_accept_length": None}],
+                "avg_spec_accept_length": eng.last_spec_accept_length if eng else None}],
             "simulated": {"gpu": sim.gpu.name, "checkpoint": sim.checkpoint,
                           "backend": sim.backend, "faults": sim.args.sim_fault},
         })
@@ -207,12 +207,26 @@ class Api:
             c = eng.counters
             for name, value in (("prompt_tokens_total", c.prompt_tokens),
                                 ("generation_tokens_total", c.generation_tokens),
-                                ("num_requests_total", c.requests)):
+                                ("num_requests_total", c.requests),
+                                ("num_aborted_requests_total", c.aborted)):
                 lines += [f"# TYPE sglang:{name} counter",
                           f"sglang:{name}{{{labels}}} {float(value)}"]
             lines += c.ttft.prometheus("sglang:time_to_first_token_seconds", labels)
             lines += c.itl.prometheus("sglang:inter_token_latency_seconds", labels)
             lines += c.e2e.prometheus("sglang:e2e_request_latency_seconds", labels)
+            lines += c.queue.prometheus("sglang:queue_time_seconds", labels)
+        if eng and eng.spec_draft_tokens:  # what its speculative steps actually accepted
+            lines += ["# TYPE sglang:spec_accept_length gauge",
+                      f"sglang:spec_accept_length{{{labels}}} "
+                      f"{eng.last_spec_accept_length or 0.0:.3f}"]
+        if sim.phase_seconds:  # phase label values as shared/reference/sglang.md names them
+            names = {"load_weights": "load_weight", "kv_cache": "kv_cache_allocation",
+                     "cuda_graph": "cuda_graph_capture", "http_up": "http_server",
+                     "warmup": "warmup"}
+            lines.append("# TYPE sglang:startup_time_seconds gauge")
+            for phase, seconds in sim.phase_seconds.items():
+                lines.append(f'sglang:startup_time_seconds{{{labels},'
+                             f'phase="{names.get(phase, phase)}"}} {seconds:.3f}')
         return "\n".join(lines) + "\n"
 
     # -- profiling -----------------------------------------------------------------------------

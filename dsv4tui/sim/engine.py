@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import time
 import uuid
 from collections import deque
@@ -21,7 +22,16 @@ from dsv4tui.sim.log import SimLog
 from dsv4tui.sim.speed import SpeedModel
 
 SWA_WINDOW = 4096
-_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+SPEC_ACCEPT_P = 0.7  # the chance that each next draft token is accepted (simulated)
+# SGLang's default bucket bounds (seconds; sglang/srt/metrics/collector.py, 0.5.x), so that a
+# quantile read from the simulator is as coarse as one read from the real server.
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+E2E_BUCKETS = (*TTFT_BUCKETS, 600, 1200, 1800, 2400)
+ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040,
+               0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0)
+QUEUE_BUCKETS = (0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90,
+                 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800,
+                 2000, 2500, 3000)
 
 
 class EngineClosed(Exception):
@@ -67,22 +77,25 @@ class Request:
 
 
 class Histogram:
-    def __init__(self) -> None:
-        self.counts = [0] * len(_BUCKETS)
+    def __init__(self, buckets: tuple[float, ...] = TTFT_BUCKETS) -> None:
+        self.buckets = buckets
+        self.counts = [0] * len(buckets)
         self.total = 0
         self.sum = 0.0
 
-    def observe(self, value: float) -> None:
-        self.total += 1
-        self.sum += value
-        for i, bound in enumerate(_BUCKETS):
+    def observe(self, value: float, n: int = 1) -> None:
+        """``n`` observations of ``value`` (SGLang's ITL: a step's interval split over the
+        tokens it produced)."""
+        self.total += n
+        self.sum += value * n
+        for i, bound in enumerate(self.buckets):
             if value <= bound:
-                self.counts[i] += 1
+                self.counts[i] += n
 
     def prometheus(self, name: str, labels: str) -> list[str]:
         lines = [f"# TYPE {name} histogram"]
-        for bound, count in zip(_BUCKETS, self.counts, strict=True):
-            lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {count}')
+        for bound, count in zip(self.buckets, self.counts, strict=True):
+            lines.append(f'{name}_bucket{{{labels},le="{float(bound)}"}} {count}')
         lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.total}')
         lines.append(f"{name}_sum{{{labels}}} {self.sum:.6f}")
         lines.append(f"{name}_count{{{labels}}} {self.total}")
@@ -94,16 +107,26 @@ class Counters:
     requests: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
-    ttft: Histogram = field(default_factory=Histogram)
-    itl: Histogram = field(default_factory=Histogram)
-    e2e: Histogram = field(default_factory=Histogram)
+    aborted: int = 0
+    ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
+    itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
+    e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    queue: Histogram = field(default_factory=lambda: Histogram(QUEUE_BUCKETS))  # before prefill
 
 
 class Engine:
     def __init__(self, speed: SpeedModel, log: SimLog, *, hybrid_swa: bool,
                  max_running: int, max_total_tokens: int, decode_log_interval: int,
-                 on_admit: Callable[[int], None] | None = None) -> None:
+                 on_admit: Callable[[int], None] | None = None,
+                 spec_draft_tokens: int | None = None) -> None:
         self.speed = speed
+        # Speculative decoding: each decode step a request takes 1 + the draft tokens accepted
+        # (each accepted with SPEC_ACCEPT_P, in order); /metrics' spec_accept_length and the
+        # decode line's "accept len" are the mean over the last log interval.
+        self.spec_draft_tokens = spec_draft_tokens
+        self._spec_rng = random.Random(23)
+        self._spec_steps = self._spec_tokens = 0
+        self.last_spec_accept_length: float | None = None
         self.log = log
         self.hybrid_swa = hybrid_swa
         self.max_running = max_running
@@ -133,8 +156,6 @@ class Engine:
             n = next(self._admitted)
             if self.on_admit is not None:
                 self.on_admit(n)
-        self.counters.requests += 1
-        self.counters.prompt_tokens += req.prompt_tokens
         self.waiting.append(req)
         self._wake.set()
 
@@ -145,6 +166,7 @@ class Engine:
             self.waiting.remove(req)
         if not req.done:
             req.finish_reason = "abort"
+            self.counters.aborted += 1
 
     @property
     def num_running(self) -> int:
@@ -183,18 +205,23 @@ class Engine:
             if self.running:
                 await self._decode_step()
 
-    def _emit(self, req: Request, now: float) -> None:
+    def _emit(self, req: Request, now: float, itl: bool = True) -> None:
         tok = req.next_token()
         if req.first_token_at is None:
             req.first_token_at = now
             self.counters.ttft.observe(now - req.created)
-        elif req.last_token_at is not None:
+        elif itl and req.last_token_at is not None:
             self.counters.itl.observe(now - req.last_token_at)
         req.last_token_at = now
-        self.counters.generation_tokens += 1
         req.out.put_nowait(tok)
         if req.done:
-            self.counters.e2e.observe(now - req.created)
+            # like SGLang (observe_one_finished_request): the request counters move when a
+            # request finishes, so their difference over a window is what finished in it
+            c = self.counters
+            c.requests += 1
+            c.prompt_tokens += req.prompt_tokens
+            c.generation_tokens += req.produced
+            c.e2e.observe(now - req.created)
             req.out.put_nowait(None)
 
     async def _prefill(self) -> None:
@@ -207,6 +234,9 @@ class Engine:
             batch.append(self.waiting.popleft())
             tokens += req.prompt_tokens
         running_before = len(self.running)
+        started = time.monotonic()
+        for req in batch:
+            self.counters.queue.observe(started - req.created)
         self.prefilling = batch
         try:
             await asyncio.sleep(self.speed.prefill_s(tokens))
@@ -227,16 +257,36 @@ class Engine:
             return
         await asyncio.sleep(self.speed.step_s(len(self.running)))
         now = time.monotonic()
+        emitted = 0
         for req in active:
             if req.done or req not in self.running:
                 continue
-            self._emit(req, now)
+            take, before, last = self._accepted(), req.produced, req.last_token_at
+            for _ in range(take):
+                self._emit(req, now, itl=take == 1)
+                if req.done:
+                    break
+            got = req.produced - before
+            emitted += got
+            if take > 1 and last is not None and got:  # the step's interval over its tokens
+                self.counters.itl.observe((now - last) / got, got)
             if req.done:
                 self.running.remove(req)
-        self._count(len(active))
+        self._count(emitted)
         self.steps += 1
         if self.steps % self.decode_log_interval == 0:
             self._log_decode()
+
+    def _accepted(self) -> int:
+        """Tokens one request takes this step: 1, or with speculation 1 + accepted drafts."""
+        if not self.spec_draft_tokens:
+            return 1
+        n = 1
+        while n < self.spec_draft_tokens and self._spec_rng.random() < SPEC_ACCEPT_P:
+            n += 1
+        self._spec_steps += 1
+        self._spec_tokens += n
+        return n
 
     def _count(self, n: int) -> None:
         self._recent.append((time.monotonic(), n))
@@ -262,6 +312,11 @@ class Engine:
         gap = max(now - self._log_tic, 1e-6)
         self.last_gen_throughput = self._log_tokens / gap
         self._log_tic, self._log_tokens = now, 0
+        accept = ""
+        if self._spec_steps:
+            self.last_spec_accept_length = self._spec_tokens / self._spec_steps
+            self._spec_steps = self._spec_tokens = 0
+            accept = f"accept len: {self.last_spec_accept_length:.2f}, "
         self.log.info(f"Decode batch, #running-req: {len(self.running)}, {self._usage_msg(True)}"
-                      f"cuda graph: True, gen throughput (token/s): "
+                      f"{accept}cuda graph: True, gen throughput (token/s): "
                       f"{self.last_gen_throughput:.2f}, #queue-req: {len(self.waiting)}, ")

@@ -51,6 +51,8 @@ class SimServer:
         self.max_total_tokens = 0
         self.load_progress = 0.0
         self.phase = "load_weights"
+        self.phase_seconds: dict[str, float] = {}
+        self._phase_at: float | None = time.monotonic()
         self.ready = False
         self.draining = False
         self.started = time.time()
@@ -65,6 +67,11 @@ class SimServer:
         return seconds / self.speed_factor
 
     def set_phase(self, phase: str) -> None:
+        now = time.monotonic()
+        if self.phase and self.phase != phase and self._phase_at is not None:
+            # how long each startup phase took (sglang:startup_time_seconds{phase=...})
+            self.phase_seconds[self.phase] = round(now - self._phase_at, 3)
+        self._phase_at = now
         self.phase = phase
         self.publisher.publish()
 

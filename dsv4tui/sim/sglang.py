@@ -7,6 +7,7 @@ wrong-answer, crash-after:N, stall, http-500, ignore-sigterm, fail-startup.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -33,6 +34,15 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+def _spec_draft_tokens(args: argparse.Namespace) -> int | None:
+    """Tokens proposed per step with --speculative-algorithm (SGLang's default: steps + 1)."""
+    if not args.speculative_algorithm:
+        return None
+    if args.speculative_num_draft_tokens:
+        return max(int(args.speculative_num_draft_tokens), 1)
+    return max(int(args.speculative_num_steps or 3) + 1, 2)
 
 
 def _bind(sim: SimServer) -> socket.socket:
@@ -100,7 +110,8 @@ async def _serve(sim: SimServer) -> None:
     loop.add_signal_handler(signal.SIGINT, on_signal, int(signal.SIGINT))
     sim.engine = Engine(sim.speed, sim.log, hybrid_swa=sim.is_dsv4, max_running=sim.max_running,
                         max_total_tokens=1, decode_log_interval=sim.args.decode_log_interval,
-                        on_admit=lambda n: _crash_check(sim, n))
+                        on_admit=lambda n: _crash_check(sim, n),
+                        spec_draft_tokens=_spec_draft_tokens(sim.args))
     sim.publisher.start()
     engine_task = loop.create_task(sim.engine.run())
     await run_startup(sim)

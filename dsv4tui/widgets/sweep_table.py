@@ -23,6 +23,9 @@ def level_cells(lv: LevelRow) -> tuple[str, ...]:
     stats = lv.stats()
     values = []
     for col in LEVEL_COLUMNS:
+        if col.bounds(stats) is not None:
+            values.append(col.cell(stats, short=True))
+            continue
         v = col.value(stats)
         values.append(_ms(v) if col.unit == "ms" else fmt_num(v, col.decimals))
     return (str(lv.concurrency), f"{lv.completed + lv.errors}/{lv.requests}", *values,

@@ -62,6 +62,39 @@ def _logs(model: m.UiModel) -> None:
     ])
 
 
+def _metrics(model: m.UiModel) -> None:
+    """90 s of /metrics samples as the agent streams them (SGLang's bucket bounds)."""
+    from dsv4tui.sim.engine import ITL_BUCKETS, TTFT_BUCKETS
+
+    ttft_le, itl_le = list(TTFT_BUCKETS), list(ITL_BUCKETS)
+    ttft = [0.0] * len(ttft_le)
+    itl = [0.0] * len(itl_le)
+    requests = gen_tokens = 0.0
+    for k in range(90):
+        busy = k >= 20
+        if busy:  # two requests a second finish: TTFT ~0.3 s, ITL ~50 ms
+            requests += 2
+            gen_tokens += 2 * 256
+            for i, le in enumerate(ttft_le):
+                ttft[i] += 2 if le >= (0.4 if k % 5 else 0.6) else 0
+            for i, le in enumerate(itl_le):
+                itl[i] += 512 if le >= (0.06 if k % 3 else 0.08) else 0
+        hist = {
+            "ttft": {"buckets": [*map(list, zip(ttft_le, ttft, strict=True)),
+                                 [None, ttft[-1]]], "sum": requests * 0.33, "count": requests},
+            "itl": {"buckets": [*map(list, zip(itl_le, itl, strict=True)), [None, itl[-1]]],
+                    "sum": gen_tokens * 0.055, "count": gen_tokens},
+        }
+        model.server_metrics.add({
+            "type": "server_metrics", "ok": True, "time": 1_700_000_000.0 + k, "interval": 1.0,
+            "engine": "sglang", "running": 16.0 if busy else 0.0, "queued": 0.0 + (k % 4 == 0),
+            "gen_throughput": 19.0 + (k % 7) * 0.9 if busy else 0.0,
+            "token_usage": 0.03 + 0.001 * (k - 20) if busy else 0.0,
+            "cache_hit_rate": 0.42 if busy else 0.0, "spec_accept_length": None,
+            "generation_tokens_total": gen_tokens, "requests_total": requests,
+            "histograms": hist}, T0 - 90 + k)
+
+
 def frozen_model() -> m.UiModel:
     from dsv4tui.app import model_for
 
@@ -74,6 +107,7 @@ def frozen_model() -> m.UiModel:
     model.telemetry = HostTelemetry("demo", clock=lambda: T0)
     _frames(model.telemetry)
     _logs(model)
+    _metrics(model)
     srv = model.server
     srv.state, srv.phase, srv.profile, srv.backend = "ready", "ready", "mxfp4", "triton"
     srv.checkpoint, srv.tp_size, srv.started_at = "MXFP4", 8, T0 - 754
@@ -106,7 +140,8 @@ def frozen_model() -> m.UiModel:
     sw.started, sw.run_id, sw.current = T0 - 95, 4, 1
     sw.levels = [
         m.LevelRow(1, 8, completed=8, out_tok_s=11.9, ttft_p50_ms=212, ttft_p99_ms=260,
-                   tpot_p50_ms=83.1, status="done"),
+                   tpot_p50_ms=83.1, status="done",
+                   server={"ttft_ms": {"p50": 300.0, "p50_bucket": [200.0, 400.0]}}),
         m.LevelRow(8, 32, completed=19, errors=1, out_tok_s=19.4, ttft_p50_ms=388,
                    ttft_p99_ms=1012, tpot_p50_ms=401.7, status="running"),
         m.LevelRow(16, 48),

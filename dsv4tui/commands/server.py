@@ -153,14 +153,21 @@ def _start(args: Any) -> int:
         print(f"warning: {safe_text(misfit)} (--force)", file=sys.stderr)
 
     async def go(store: RunStore) -> server_control.StartResult:
+        from dsv4tui import sglang_version
+
         async with open_host(args.host, settings) as host:
-            _, launch = server_control.plan(host.config, args.profile, args.backend)
+            _, prof = host.config.profile(args.profile)
+            found = await sglang_version.probe(host, prof)
+            _, launch = server_control.plan(host.config, args.profile, args.backend,
+                                            sglang_version=found.version)
             if not args.json:
                 _print_plan(args.host, launch, args.restart)
+                print(safe_text(f"  {found.text()}; flags checked against SGLang "
+                                f"{launch.choices_version}'s choices"))
             return await server_control.start(
                 host, args.profile, args.backend, replace=args.restart,
                 wait=not getattr(args, "no_wait", False), grace=args.grace, timeout=args.timeout,
-                on_step=None if args.json else _Printer(), store=store)
+                on_step=None if args.json else _Printer(), store=store, sglang=found)
 
     try:
         with RunStore() as store:

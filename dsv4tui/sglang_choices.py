@@ -75,13 +75,14 @@ def _without(lists: tuple[str, ...], *names: str) -> tuple[str, ...]:
     return tuple(n for n in lists if n not in names)
 
 
-# 0.5.22: no lora_* MoE runners.
-_V0522 = replace(_V0523, version="0.5.22", moe_runner_backend=_without(
-    _V0523.moe_runner_backend, "lora_cutedsl", "lora_triton", "lora_marlin"))
-# 0.5.21: no llada2_cfg_flashinfer attention, no flashmla_mega DeepSeek-V4 attention.
+# 0.5.22: no lora_* MoE runners, no flashmla_mega DeepSeek-V4 attention.
+_V0522 = replace(_V0523, version="0.5.22",
+                 moe_runner_backend=_without(_V0523.moe_runner_backend, "lora_cutedsl",
+                                             "lora_triton", "lora_marlin"),
+                 dsv4_attn_backend=_without(_V0523.dsv4_attn_backend, "flashmla_mega"))
+# 0.5.21: and no llada2_cfg_flashinfer attention.
 _V0521 = replace(_V0522, version="0.5.21",
-                 attention_backend=_without(_V0522.attention_backend, "llada2_cfg_flashinfer"),
-                 dsv4_attn_backend=_without(_V0522.dsv4_attn_backend, "flashmla_mega"))
+                 attention_backend=_without(_V0522.attention_backend, "llada2_cfg_flashinfer"))
 # 0.5.20: as 0.5.21, and its KV cache also takes fp4_e2m1.
 _V0520 = replace(_V0521, version="0.5.20",
                  kv_cache_dtype=(*_V0521.kv_cache_dtype, "fp4_e2m1"))

@@ -31,7 +31,7 @@ def test_the_lists_differ_where_the_wheels_differ() -> None:
     lora = {"lora_cutedsl", "lora_triton", "lora_marlin"}
     assert lora <= set(v23.moe_runner_backend) and not lora & set(v22.moe_runner_backend)
     assert len(v23.moe_runner_backend) == len(v20.moe_runner_backend) + 3 == 22
-    assert "flashmla_mega" in v23.dsv4_attn_backend and "flashmla_mega" not in v20.dsv4_attn_backend
+    assert "flashmla_mega" in v23.dsv4_attn_backend and "flashmla_mega" not in v22.dsv4_attn_backend
     assert "llada2_cfg_flashinfer" in v22.attention_backend
     assert "llada2_cfg_flashinfer" not in v20.attention_backend
     assert "fp4_e2m1" in v20.kv_cache_dtype and "fp4_e2m1" not in v23.kv_cache_dtype

@@ -48,6 +48,12 @@ ACTIONS: tuple[Action, ...] = (
            "Campaign: variants x levels of a campaign the host runs by itself", show=False),
     Action("backend", "b", "app.pick_backend", "Backend",
            "Pick the MoE runner backend (then restart)"),
+    Action("attention", "a", "app.pick_attention", "Attention",
+           "Pick the attention backend (DeepSeek-V4: its attention and prefill kernels), "
+           "then restart", show=False),
+    Action("adopt", "A", "app.adopt", "Adopt",
+           "Take over the server on the profile's port that dsv4tui did not start (its launch "
+           "becomes a profile in the config)", show=False),
     Action("profile", "p", "app.pick_profile", "Profile",
            "Pick the host's launch profile (then restart)"),
     Action("restart", "r", "app.restart", "Restart", "Restart the server with the active profile"),

@@ -31,7 +31,7 @@ from textual.worker import Worker, WorkerState
 from dsv4tui import keymap, paths, themes
 from dsv4tui.app_campaign import CampaignWatcher
 from dsv4tui.config import HostConfig, ServerProfile, Settings
-from dsv4tui.errors import ConnectError, UserError
+from dsv4tui.errors import ConfigError, ConnectError, UserError
 from dsv4tui.responsive import ResponsiveApp
 from dsv4tui.screens import model as m
 from dsv4tui.screens.base import DsvScreen
@@ -98,9 +98,58 @@ def backend_choices(checkpoint: str, current: str,
     return out
 
 
+ATTENTION_FIELDS = ("dsv4_attn_backend", "dsv4_prefill_backend", "attention_backend")
+_ATTENTION_TITLES = {
+    "dsv4_attn_backend": "--dsv4-attn-backend · DeepSeek-V4's sparse attention kernel",
+    "dsv4_prefill_backend": "--dsv4-prefill-backend · DeepSeek-V4's sparse prefill path",
+    "attention_backend": "--attention-backend",
+}
+
+
+def is_dsv4(profile: ServerProfile) -> bool:
+    return "deepseek-v4" in profile.model_path.lower()
+
+
+def attention_choices(profile: ServerProfile, current: dict[str, str | None],
+                      capability: str | None, version: str | None) -> list[Choice]:
+    """The attention flags' valid choices for the host's SGLang (``field=value`` each), the
+    current ones marked, what each runs on where SGLang says so (``capability``: the GPUs'
+    compute capability, "12.0"); DeepSeek-V4 models get their two kernels first."""
+    from dsv4tui import sglang_choices
+
+    lists, _ = sglang_choices.lists_for(version)
+    fields = ATTENTION_FIELDS if is_dsv4(profile) else ("attention_backend",)
+    sm = sglang_choices.sm_name(capability)
+    out: list[Choice] = []
+    for name in fields:
+        values = lists.of(name)
+        now = current.get(name)
+        unset = now is None
+        title = _ATTENTION_TITLES[name]
+        if name == "attention_backend" and is_dsv4(profile):
+            title += " · SGLang uses dsv4 for DeepSeek-V4"
+        out.append(Choice(f"#{name}", title, enabled=False))
+        for value in values:
+            arch = sglang_choices.ARCH_NOTES.get(name, {}).get(value)
+            misfit = sglang_choices.arch_misfit(name, value, capability)
+            note = arch.note if arch else ""
+            if misfit:
+                note = f"✗ {misfit} — {note}" if note else f"✗ {misfit}"
+            elif sm and arch is not None and arch.majors is not None:
+                note = f"✓ runs on {sm} — {note}"
+            is_current = now == value or (unset and value == "auto")
+            out.append(Choice(f"{name}={value}", value, note, current=is_current))
+        if unset and "auto" not in values:
+            out.append(Choice(f"{name}=", "(unset: SGLang picks)", "the profile sets no flag",
+                              current=True))
+    return out
+
+
 def profile_choice(name: str, p: ServerProfile) -> m.ProfileChoice:
     fields: list[tuple[str, str]] = []
-    for label, value in (("attention", p.attention_backend), ("kv cache", p.kv_cache_dtype),
+    for label, value in (("attention", p.attention_backend),
+                         ("dsv4 attention", p.dsv4_attn_backend),
+                         ("dsv4 prefill", p.dsv4_prefill_backend), ("kv cache", p.kv_cache_dtype),
                          ("mem fraction", p.mem_fraction_static), ("dp size", p.dp_size),
                          ("ep size", p.ep_size), ("speculative", p.speculative_algorithm),
                          ("port", p.port), ("python", p.python)):
@@ -140,9 +189,10 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
     def __init__(self, spec: Any = None, *, settings: Settings | None = None,
                  theme: str | None = None, model: m.UiModel | None = None,
                  autostart: bool = False, start_mode: str = "dashboard",
-                 store: Any = None) -> None:
+                 store: Any = None, config_path: Path | None = None) -> None:
         super().__init__()
         self.settings = settings or Settings()
+        self.config_path = config_path  # where adopt writes (None: the default config file)
         self.spec = spec
         self.live = spec is not None
         if model is None:
@@ -159,6 +209,9 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         self._live_at = 0.0
         self._shown_modes: set[str] = set()
         self._backend_override: dict[str, str] = {}
+        self._attention_override: dict[str, dict[str, str | None]] = {}  # profile -> fields
+        self.host_facts: dict[str, Any] = {}  # the GPUs' compute capability, SGLang version
+        self._adopt_offered: set[Any] = set()  # foreign pids the adopt step was offered for
         self._supervisor: Any = None
         self._store: Any = store
         self._sweep_cid: str | None = None  # the host-side campaign of the running sweep
@@ -351,6 +404,7 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
                        self._on_telemetry_event)
         self._follow_metrics()
         host = await sup.wait_connected()
+        self.load_host_facts()
         self._status_timer = self.set_timer(STATUS_POLL_S, self._poll_status)
         try:
             await self._look_around(host)
@@ -457,6 +511,7 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
             self.mark(SERVER, PROFILES)
         if status.get("log"):
             self._follow_log(str(status["log"]))
+        self._offer_adopt(status)
         return status
 
     def _poll_status(self) -> None:
@@ -516,7 +571,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         return prof.backend if prof else "auto"
 
     @work(group="server", exclusive=True, exit_on_error=False)
-    async def restart_server(self, profile: str | None, backend: str | None) -> None:
+    async def restart_server(self, profile: str | None, backend: str | None,
+                             overrides: dict[str, str | None] | None = None) -> None:
         from dsv4tui import server_control
 
         host = self.host()
@@ -524,6 +580,9 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         backend = backend or self._backend_override.get(name)
         if backend:
             self._backend_override[name] = backend
+        if overrides:  # kept for this profile's next restarts, as the backend is
+            self._attention_override.setdefault(name, {}).update(overrides)
+        attention = dict(self._attention_override.get(name, {}))
         if name != self.model.active_profile:
             self.model.active_profile = name
             self._follow_metrics()  # its port may differ
@@ -555,7 +614,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
 
         try:
             result = await server_control.restart(host, name, backend, on_phase=on_step,
-                                                  store=self._store)
+                                                  store=self._store,
+                                                  overrides=attention or None)
         except BaseException as exc:
             su.finish("failed", self.model.mono())  # the phase clocks stop with the total
             excerpt = list(getattr(exc, "excerpt", None) or [])
@@ -829,6 +889,133 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
                 self._confirm_restart(prof.name, value)
         self.push_screen(PickerScreen("MoE backend", intro, choices), chosen)
 
+    def attention_current(self, profile: str | None) -> dict[str, str | None]:
+        """The attention flags the next restart of ``profile`` uses (its fields, and what the
+        attention picker changed)."""
+        try:
+            name, prof = self._profile(profile)
+        except (UserError, ConfigError):
+            return {}
+        out: dict[str, str | None] = {f: getattr(prof, f) for f in ATTENTION_FIELDS}
+        out.update(self._attention_override.get(name, {}))
+        return out
+
+    def action_pick_attention(self) -> None:
+        prof = self.model.profile()
+        if prof is None or self.spec is None:
+            self.notify("this host has no launch profiles", severity="warning")
+            return
+        name, profile = self._profile(prof.name)
+        facts = self.host_facts
+        cap = facts.get("compute_capability")
+        version = (facts.get("sglang") or {}).get(name)
+        choices = attention_choices(profile, self.attention_current(name), cap, version)
+        from dsv4tui import sglang_choices
+
+        lists, _ = sglang_choices.lists_for(version)
+        arch = sglang_choices.sm_name(cap)
+        intro = (f"profile [b]{esc(name)}[/b] · SGLang {esc(version or '?')} (choices of "
+                 f"{esc(lists.version)}) · GPUs {esc(arch or 'unknown')}"
+                 f"{' (SIMULATED)' if self.model.simulated else ''}\n"
+                 "✗: SGLang's kernels for it do not run on these GPUs")
+
+        def chosen(value: str | None) -> None:
+            if not value or value.startswith("#"):
+                return
+            field_name, _, picked = value.partition("=")
+            if self.attention_current(name).get(field_name) != (picked or None):
+                self._confirm_restart(name, None, {field_name: picked or None})
+        self.push_screen(PickerScreen("attention backend", intro, choices), chosen)
+
+    @work(group="facts", exclusive=True, exit_on_error=False)
+    async def load_host_facts(self) -> None:
+        """What the pickers need to know of the host: the GPUs' compute capability (its
+        hello, the simulator's on the demo) and each profile's SGLang version."""
+        from dsv4tui import sglang_version
+
+        try:
+            host = self.host()
+        except ConnectError:
+            return
+        with contextlib.suppress(UserError, OSError):
+            events = await host.agent.call("hello", timeout=90.0)
+            hello: dict[str, Any] = next((e for e in events if e.get("type") == "hello"), {})
+            self.host_facts["compute_capability"] = hello.get("compute_capability")
+        versions: dict[str, str | None] = {}
+        for name, prof in host.config.profiles.items():
+            versions[name] = (await sglang_version.probe(host, prof)).version
+        self.host_facts["sglang"] = versions
+
+    def _offer_adopt(self, status: dict[str, Any]) -> None:
+        """Met a server on the profile's port that dsv4tui did not start: say once that
+        ``A`` takes it over."""
+        owner = status.get("foreign") or {}
+        pid = owner.get("pid")
+        if status.get("state") != "foreign" or not self.live or pid in self._adopt_offered:
+            return
+        self._adopt_offered.add(pid)
+        if not pid or self.model.simulated:
+            return
+        key = keymap.display_key(self.settings.keymap.get("adopt", keymap.BY_ID["adopt"].key))
+        self.notify(f"port {status.get('port')} is served by pid {pid}, which dsv4tui did not "
+                    f"start: press {key} to adopt it (its launch becomes a profile, a restart "
+                    "can then change one flag)", title="a server we did not start",
+                    timeout=15, markup=False)
+
+    def action_adopt(self) -> None:
+        if not self._need_live():
+            return
+        if self.model.server.state != "foreign":
+            self.notify("no server that dsv4tui did not start on the profile's port",
+                        timeout=4)
+            return
+        if self.model.simulated:
+            self.notify("the demo host's profiles are built in: nothing to adopt there",
+                        severity="warning")
+            return
+        self.adopt_server()
+
+    @work(group="server", exclusive=True, exit_on_error=False)
+    async def adopt_server(self) -> None:
+        """Inspect the foreign server, show its launch as a profile diff, write it (after the
+        confirm) and record it on the host as ours: the core's adopt, as the CLI does."""
+        from dsv4tui import adopt
+
+        host = self.host()
+        assert self.spec is not None
+        path = self.config_path or paths.config_file()
+        prof = self.model.profile()
+        cfg: HostConfig = self.spec.config
+        port, bind = 30000, None
+        if cfg.profiles and prof is not None:
+            _, p = self._profile(prof.name)
+            port, bind = p.port, p.host
+        foreign = await adopt.inspect(host, port, bind)
+        proposal = adopt.propose(self.spec.name, cfg, foreign)
+        await asyncio.to_thread(adopt.write, path, proposal, dry_run=True)
+        text = "\n".join(esc(line) for line in adopt.proposal_lines(proposal))
+        msg = f"{text}\n\nwrite it to [b]{esc(str(path))}[/b]? Nothing is stopped."
+        answer: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
+        self.push_screen(ConfirmScreen("adopt this server?", msg, yes="Adopt"),
+                         lambda yes: answer.set_result(yes) if not answer.done() else None)
+        if not await answer:
+            return
+        await adopt.record(host, proposal)
+        settings = await asyncio.to_thread(adopt.write, path, proposal)
+        new = settings.hosts.get(self.spec.name)
+        if new is not None:  # the same objects the host's session reads: no reconnect
+            cfg.profiles.clear()
+            cfg.profiles.update(new.profiles)
+            cfg.default_profile = new.default_profile
+        self.model.profiles = [profile_choice(n, p) for n, p in cfg.profiles.items()]
+        self.model.active_profile = proposal.name
+        self.notify(f"adopted pid {foreign.pid} as profile {proposal.name!r} (written to "
+                    f"{path}); r restarts it, a and b change one flag", timeout=8, markup=False)
+        self._status_gen += 1
+        await self._refresh_status()
+        self.mark(PROFILES, SERVER)
+        self.load_host_facts()
+
     def action_pick_profile(self) -> None:
         profiles = self.model.profiles
         if not profiles:
@@ -850,7 +1037,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
             return
         self._confirm_restart(self.model.active_profile, None)
 
-    def _confirm_restart(self, profile: str | None, backend: str | None) -> None:
+    def _confirm_restart(self, profile: str | None, backend: str | None,
+                         overrides: dict[str, str | None] | None = None) -> None:
         if not self._need_live():
             return
         if self.model.busy in ("sweep", "campaign"):
@@ -868,11 +1056,15 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
                 else f"the server is {state}")
         msg = (f"profile [b]{esc(prof.name)}[/b] · checkpoint [b]{esc(prof.checkpoint)}[/b] · "
                f"backend [b]{esc(be)}[/b]\n{esc(stop)}; then the sanity prompts run.")
+        for key, value in (overrides or {}).items():
+            before = self.attention_current(prof.name).get(key)
+            msg += (f"\n[b]--{esc(key.replace('_', '-'))}[/b]: {esc(before or 'unset')} → "
+                    f"[b]{esc(value or 'unset')}[/b]")
 
         def answer(yes: bool | None) -> None:
             if yes:
                 self.switch_mode("launch")
-                self.restart_server(prof.name, backend)
+                self.restart_server(prof.name, backend, overrides)
         self.push_screen(ConfirmScreen("restart the server?", msg, yes="Restart"), answer)
 
     def action_sanity(self) -> None:

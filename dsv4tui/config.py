@@ -12,7 +12,15 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from dsv4tui import actions, paths, sglang_choices, theme_names
@@ -50,6 +58,10 @@ class ServerProfile(_Model):
         "with runs. Defaults to the quantization.")
     moe_runner_backend: str | None = Field(None, description="--moe-runner-backend")
     attention_backend: str | None = Field(None, description="--attention-backend")
+    dsv4_attn_backend: str | None = Field(
+        None, description="--dsv4-attn-backend (DeepSeek-V4 models: the sparse attention kernel)")
+    dsv4_prefill_backend: str | None = Field(
+        None, description="--dsv4-prefill-backend (DeepSeek-V4 models: the sparse prefill path)")
     kv_cache_dtype: str | None = Field(None, description="--kv-cache-dtype")
     mem_fraction_static: float | None = Field(None, gt=0, le=1, description="--mem-fraction-static")
     speculative_algorithm: str | None = Field(None, description="--speculative-algorithm")
@@ -75,25 +87,12 @@ class ServerProfile(_Model):
     node_rank: int | None = Field(None, ge=0)
     dist_init_addr: str | None = None
 
-    @field_validator("moe_runner_backend")
+    @field_validator(*(f for f in sglang_choices.CHOICE_FIELDS if f != "speculative_algorithm"))
     @classmethod
-    def _moe(cls, v: str | None) -> str | None:
-        return _check_choice(v, sglang_choices.MOE_RUNNER_BACKENDS, "moe_runner_backend")
-
-    @field_validator("attention_backend")
-    @classmethod
-    def _attn(cls, v: str | None) -> str | None:
-        return _check_choice(v, sglang_choices.ATTENTION_BACKENDS, "attention_backend")
-
-    @field_validator("quantization")
-    @classmethod
-    def _quant(cls, v: str | None) -> str | None:
-        return _check_choice(v, sglang_choices.QUANTIZATIONS, "quantization")
-
-    @field_validator("kv_cache_dtype")
-    @classmethod
-    def _kv(cls, v: str | None) -> str | None:
-        return _check_choice(v, sglang_choices.KV_CACHE_DTYPES, "kv_cache_dtype")
+    def _choice(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # any SGLang version's value: a launch checks the lists of the host's version
+        field = str(info.field_name)
+        return _check_choice(v, sglang_choices.ANY.of(field), field)
 
     @field_validator("speculative_algorithm")
     @classmethod
@@ -101,7 +100,7 @@ class ServerProfile(_Model):
         if v is not None and v.upper() == "MTP":
             raise ValueError("'MTP' is not a speculative algorithm in SGLang; for DeepSeek MTP "
                              "heads use EAGLE (topk 1) or NEXTN")
-        return _check_choice(v, sglang_choices.SPECULATIVE_ALGORITHMS, "speculative_algorithm")
+        return _check_choice(v, sglang_choices.ANY.speculative_algorithm, "speculative_algorithm")
 
     @field_validator("extra_args")
     @classmethod

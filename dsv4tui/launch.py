@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ FIELD_FLAGS: dict[str, str] = {
     "--ep-size": "ep_size", "--ep": "ep_size", "--expert-parallel-size": "ep_size",
     "--quantization": "quantization", "--moe-runner-backend": "moe_runner_backend",
     "--attention-backend": "attention_backend", "--kv-cache-dtype": "kv_cache_dtype",
+    "--dsv4-attn-backend": "dsv4_attn_backend", "--dsv4-prefill-backend": "dsv4_prefill_backend",
     "--mem-fraction-static": "mem_fraction_static",
     "--speculative-algorithm": "speculative_algorithm",
     "--speculative-num-steps": "speculative_num_steps",
@@ -36,6 +38,7 @@ FIELD_FLAGS: dict[str, str] = {
     "--speculative-num-draft-tokens": "speculative_num_draft_tokens",
     "--trust-remote-code": "trust_remote_code", "--enable-metrics": "enable_metrics",
     "--nnodes": "nnodes", "--node-rank": "node_rank", "--dist-init-addr": "dist_init_addr",
+    "--nccl-init-addr": "dist_init_addr",
 }
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DSV4_SPEC = ("EAGLE", "NEXTN", "DSPARK")
@@ -58,13 +61,16 @@ class Launch:
     checkpoint: str = "default"
     warnings: list[str] = field(default_factory=list)
     profile: dict[str, Any] = field(default_factory=dict)
+    sglang_version: str | None = None  # the host's SGLang, when known (validated against it)
+    choices_version: str = sglang_choices.NEWEST.version  # whose choice lists it was checked by
 
     def to_json(self) -> dict[str, Any]:
         return {"profile": self.profile_name, "argv": self.argv, "env": self.env,
                 "log_file": self.log_file, "workdir": self.workdir, "bind_host": self.host,
                 "port": self.port, "api_key_env": self.api_key_env, "backend": self.backend,
                 "checkpoint": self.checkpoint, "changes": self.changes,
-                "warnings": self.warnings}
+                "warnings": self.warnings, "sglang_version": self.sglang_version,
+                "choices_version": self.choices_version}
 
     def command_line(self) -> str:
         """For reading only (the agent never runs a shell)."""
@@ -128,8 +134,10 @@ def _check_value(name: str, value: str | None) -> None:
         raise ConfigError(f"{name} {value!r} contains a NUL or newline")
 
 
-def _revalidate(profile: ServerProfile, backend: str | None) -> ServerProfile:
+def _revalidate(profile: ServerProfile, backend: str | None,
+                overrides: Mapping[str, Any]) -> ServerProfile:
     data = profile.model_dump()
+    data.update(overrides)
     if backend is not None:
         data["moe_runner_backend"] = backend
     try:
@@ -140,17 +148,39 @@ def _revalidate(profile: ServerProfile, backend: str | None) -> ServerProfile:
         raise ConfigError(f"profile: {loc}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
+def _check_choices(p: ServerProfile, sglang_version: str | None
+                   ) -> tuple[sglang_choices.ChoiceLists, str | None]:
+    """Every choice flag against the lists of the host's SGLang (the newest when unknown)."""
+    lists, note = sglang_choices.lists_for(sglang_version)
+    for name in sglang_choices.CHOICE_FIELDS:
+        why = sglang_choices.check_choice(name, getattr(p, name), lists)
+        if why is not None:
+            raise ConfigError(why)
+    return lists, note
+
+
 def build_launch(profile: ServerProfile, backend_override: str | None = None,
-                 profile_name: str | None = None) -> Launch:
-    """Validate ``profile`` (with ``--moe-runner-backend`` switched if asked) into a Launch.
+                 profile_name: str | None = None, *,
+                 overrides: Mapping[str, Any] | None = None,
+                 sglang_version: str | None = None) -> Launch:
+    """Validate ``profile`` (with ``--moe-runner-backend`` switched, and any other profile
+    field changed by ``overrides``, e.g. ``{"attention_backend": "triton"}``) into a Launch.
+    Choice flags are checked against SGLang ``sglang_version``'s lists (the host's), the newest
+    shipped when it is unknown; a version without its own lists adds a warning that says so.
 
     Raises ConfigError with one line naming the problem and the fix.
     """
-    if backend_override is not None and backend_override not in \
-            sglang_choices.MOE_RUNNER_BACKENDS:
-        raise ConfigError(f"unknown MoE backend {backend_override!r}; valid: "
-                          f"{', '.join(sglang_choices.MOE_RUNNER_BACKENDS)}")
-    p = _revalidate(profile, backend_override)
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(ServerProfile.model_fields))
+    if unknown:
+        raise ConfigError(f"{unknown[0]!r} is not a launch profile field")
+    lists0, _ = sglang_choices.lists_for(sglang_version)
+    if backend_override is not None and backend_override not in lists0.moe_runner_backend:
+        which = f" in SGLang {lists0.version}" if sglang_version else ""
+        raise ConfigError(f"unknown MoE backend {backend_override!r}{which}; valid: "
+                          f"{', '.join(lists0.moe_runner_backend)}")
+    p = _revalidate(profile, backend_override, overrides)
+    lists, version_note = _check_choices(p, sglang_version)
     _check_value("model_path", p.model_path)
     _check_value("served_model_name", p.served_model_name)
     _check_value("dist_init_addr", p.dist_init_addr)
@@ -158,6 +188,8 @@ def build_launch(profile: ServerProfile, backend_override: str | None = None,
     if not re.match(r"^[A-Za-z_][\w.]*$", p.module):
         raise ConfigError(f"module {p.module!r} is not a Python module name")
     warnings = _check_extra_args(p.extra_args)
+    if version_note:
+        warnings.append(version_note)
     for key, value in p.env.items():
         if not _ENV_NAME.match(key):
             raise ConfigError(f"env: {key!r} is not a valid environment variable name")
@@ -179,7 +211,9 @@ def build_launch(profile: ServerProfile, backend_override: str | None = None,
         ("--served-model-name", p.served_model_name), ("--host", p.host), ("--port", p.port),
         ("--tp-size", p.tp_size), ("--dp-size", p.dp_size), ("--ep-size", p.ep_size),
         ("--quantization", p.quantization), ("--moe-runner-backend", p.moe_runner_backend),
-        ("--attention-backend", p.attention_backend), ("--kv-cache-dtype", p.kv_cache_dtype),
+        ("--attention-backend", p.attention_backend),
+        ("--dsv4-attn-backend", p.dsv4_attn_backend),
+        ("--dsv4-prefill-backend", p.dsv4_prefill_backend), ("--kv-cache-dtype", p.kv_cache_dtype),
         ("--mem-fraction-static", p.mem_fraction_static),
         ("--speculative-algorithm", p.speculative_algorithm),
         ("--speculative-num-steps", p.speculative_num_steps),
@@ -201,9 +235,22 @@ def build_launch(profile: ServerProfile, backend_override: str | None = None,
     if backend_override is not None and backend_override != profile.moe_runner_backend:
         changes["moe_runner_backend"] = {"from": profile.moe_runner_backend or "auto",
                                          "to": backend_override}
+    for name, value in overrides.items():
+        before = getattr(profile, name)
+        if name not in changes and value != before:
+            changes[name] = {"from": _shown(name, before), "to": _shown(name, value)}
     log_file = p.log_file or f"sglang-{profile_name or 'server'}.log"
     return Launch(argv=argv, env=dict(p.env), log_file=log_file, port=p.port, changes=changes,
                   host=p.host, workdir=p.workdir, api_key_env=p.api_key_env,
                   profile_name=profile_name, backend=p.backend_label,
                   checkpoint=p.checkpoint_label, warnings=warnings,
-                  profile=p.model_dump(exclude={"env"}) | {"env_keys": sorted(p.env)})
+                  profile=p.model_dump(exclude={"env"}) | {"env_keys": sorted(p.env)},
+                  sglang_version=sglang_version, choices_version=lists.version)
+
+
+def _shown(name: str, value: Any) -> Any:
+    """A profile value as a change names it (an unset choice flag is SGLang's default)."""
+    if value is None and name in sglang_choices.CHOICE_FIELDS:
+        return "auto" if name in ("moe_runner_backend", "dsv4_attn_backend",
+                                  "dsv4_prefill_backend") else "default"
+    return value

@@ -7,7 +7,7 @@ step is reported to ``on_step`` as it happens, so the UI and the CLI print the s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from dsv4tui.launch import Launch, build_launch
 
 if TYPE_CHECKING:
     from dsv4tui.hosts.resolve import Host
+    from dsv4tui.sglang_version import SglangVersion
     from dsv4tui.store import RunStore
 
 DEFAULT_GRACE_S = 60.0
@@ -81,10 +82,14 @@ class StartupFailed(UserError):
 
 
 def plan(config: HostConfig, profile_name: str | None = None,
-         backend: str | None = None) -> tuple[str, Launch]:
-    """Validate a host's profile (with the backend switched) into a Launch; no connection."""
+         backend: str | None = None, *, overrides: Mapping[str, Any] | None = None,
+         sglang_version: str | None = None) -> tuple[str, Launch]:
+    """Validate a host's profile (with the backend switched, ``overrides``: other profile
+    fields changed for this launch) into a Launch, against SGLang ``sglang_version``'s choice
+    lists (the newest when unknown); no connection."""
     name, profile = config.profile(profile_name)
-    return name, build_launch(profile, backend, name)
+    return name, build_launch(profile, backend, name, overrides=overrides,
+                              sglang_version=sglang_version)
 
 
 def startup_step(ev: dict[str, Any]) -> StartupStep | None:
@@ -125,14 +130,22 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
                 replace: bool = False, wait: bool = True, grace: float = DEFAULT_GRACE_S,
                 timeout: float = DEFAULT_TIMEOUT_S,
                 on_step: Callable[[StartupStep], None] | None = None,
-                store: RunStore | None = None) -> StartResult:
+                store: RunStore | None = None,
+                overrides: Mapping[str, Any] | None = None,
+                sglang: SglangVersion | None = None) -> StartResult:
     """Start the profile on ``host`` (``replace``: stop ours first); follow it until ready.
 
     Raises StartupFailed (with the log excerpt) when the server dies or times out, AgentFailed
     for refusals (busy, port taken, already running), ConfigError for an invalid profile.
     Every launch that started a process is recorded in ``store`` (ok or not).
     """
-    name, launch = plan(host.config, profile_name, backend)
+    from dsv4tui import sglang_version
+
+    _, profile = host.config.profile(profile_name)
+    # validated against the choice lists of the host's SGLang (``sglang``: already probed)
+    found = sglang or await sglang_version.probe(host, profile)
+    name, launch = plan(host.config, profile_name, backend, overrides=overrides,
+                        sglang_version=found.version)
     result = StartResult(host.name, name, launch)
     args = launch.agent_args(replace=replace, wait_ready=wait, grace=grace, timeout=timeout)
     try:
@@ -196,10 +209,12 @@ def _apply(result: StartResult, ev: dict[str, Any],
 async def restart(host: Host, profile_name: str | None = None, backend: str | None = None,
                   on_phase: Callable[[StartupStep], None] | None = None, *,
                   grace: float = DEFAULT_GRACE_S, timeout: float = DEFAULT_TIMEOUT_S,
-                  store: RunStore | None = None) -> StartResult:
-    """Stop ours (if running) -> start the profile (backend switched) -> ready."""
+                  store: RunStore | None = None,
+                  overrides: Mapping[str, Any] | None = None) -> StartResult:
+    """Stop ours (if running) -> start the profile (backend switched, ``overrides``
+    applied) -> ready."""
     return await start(host, profile_name, backend, replace=True, wait=True, grace=grace,
-                       timeout=timeout, on_step=on_phase, store=store)
+                       timeout=timeout, on_step=on_phase, store=store, overrides=overrides)
 
 
 async def stop(host: Host, grace: float = DEFAULT_GRACE_S) -> dict[str, Any]:

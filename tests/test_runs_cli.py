@@ -55,7 +55,7 @@ def test_list_and_show(seeded: list[int], capsys: pytest.CaptureFixture[str]) ->
     assert "triton" in text and "marlin" in text and "best tok/s" in text
     assert main(["runs", "show", str(seeded[0]), "--json"]) == 0
     detail = json.loads(capsys.readouterr().out)
-    assert set(detail) == {"run", "levels", "sanity"}
+    assert set(detail) == {"run", "levels", "sanity", "server", "server_args_differences"}
     assert [lv["concurrency"] for lv in detail["levels"]] == [1, 8]
     assert detail["levels"][0]["power_w"] == 800.0 and detail["levels"][0]["tok_s_per_kw"] > 0
     assert main(["runs", "show", "marlin"]) == 0  # by label

@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import pwd
+import re
 import socket
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -70,14 +71,43 @@ def model_info(port: int, host: str = "127.0.0.1", api_key: Optional[str] = None
     return _json_get(port, ("/model_info", "/get_model_info"), host, api_key, timeout)
 
 
+_SECRET_ARG = re.compile(r"(--(?:admin-)?api-key)(=|\s+)(?:'[^']*'|\"[^\"]*\"|\S+)")
+
+
+def redact_command(command: str) -> str:
+    """A command line as text with its ``--api-key`` / ``--admin-api-key`` values hidden
+    (SGLang's ``launch_command`` keeps them)."""
+    return _SECRET_ARG.sub(lambda m: m.group(1) + m.group(2) + "***", command)
+
+
 def summarize_server_info(info: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The fields of /server_info worth showing (the full dict is large)."""
     if not info:
         return None
     keys = ("version", "model_path", "served_model_name", "tp_size", "dp_size", "ep_size",
-            "quantization", "moe_runner_backend", "attention_backend", "kv_cache_dtype",
-            "launch_command", "status", "simulated")
-    return {k: info.get(k) for k in keys if k in info}
+            "quantization", "moe_runner_backend", "attention_backend", "dsv4_attn_backend",
+            "dsv4_prefill_backend", "kv_cache_dtype", "launch_command", "status", "simulated")
+    out = {k: info.get(k) for k in keys if k in info}
+    command = out.get("launch_command")
+    if isinstance(command, str):
+        out["launch_command"] = redact_command(command)
+    return out
+
+
+# Keys of /server_info that are not launch arguments (they change while it runs) or are secret.
+_VOLATILE = ("internal_states", "startup_time", "status", "last_gen_throughput", "api_key",
+             "admin_api_key", "kv_events")
+
+
+def server_args(info: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The launch arguments SGLang reports (``/server_info`` less its live state and
+    secrets): what a run records so two runs can be told apart later."""
+    if not info:
+        return None
+    out = {k: v for k, v in info.items() if k not in _VOLATILE}
+    if isinstance(out.get("launch_command"), str):
+        out["launch_command"] = redact_command(out["launch_command"])
+    return out
 
 
 # -- who listens on a port -------------------------------------------------------------------
@@ -149,7 +179,7 @@ def describe_pid(pid: int) -> Dict[str, Any]:
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as fh:
             parts = [p.decode("utf-8", "replace") for p in fh.read().split(b"\0") if p]
-        cmd = " ".join(parts)
+        cmd = redact_command(" ".join(parts))
         info["command"] = cmd if len(cmd) <= 300 else cmd[:297] + "..."
     except OSError:
         pass

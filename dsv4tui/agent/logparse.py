@@ -1,7 +1,13 @@
 """Parse SGLang server logs: pure functions, no I/O (used by the agent and ``dsv4tui parse-log``).
 
 A log line looks like ``[2025-11-30 12:00:00 TP0] message`` (the prefix names the rank:
-``TP0``, ``DP0 TP3 EP3`` ...); tqdm progress bars and traceback lines carry no prefix.
+``TP0``, ``DP0 TP3 EP3`` ...); tqdm progress bars and traceback lines carry no prefix. Older
+SGLang wrote ``[gpu_id=0] message``; a logging config (``SGLANG_LOGGING_CONFIG_PATH``) can
+write ``2025-10-29 02:27:35 INFO 8900 [ DP15 TP15 EP15 file.py:222] message``: both are read.
+An error is an error however it reaches the log: a traceback, a named failure (OOM, NCCL, no
+kernel image, warmup), or a bare exception line (``ValueError: ...`` with no traceback
+header: a log captured mid-way, or a launcher that prints only the message). A traceback
+whose header was cut (it starts at a ``File "...", line N`` frame) is still a traceback.
 :func:`parse_line` classifies one line; :class:`LogParser` feeds lines in order, tracks the
 startup phases and multi-line tracebacks, and emits event dicts (``kind`` + fields).
 :func:`summarize` runs a whole log and returns the ``parse-log`` JSON.
@@ -18,7 +24,7 @@ Event = Dict[str, Any]
 # Phases in startup order; each one is the span that ends at its milestone.
 PHASES = ("load_weights", "kv_cache", "cuda_graph", "http_up", "ready")
 ERROR_KINDS = ("traceback", "oom", "nccl_error", "no_kernel_image", "warmup_failed",
-               "child_failed", "fatal")
+               "child_failed", "fatal", "exception")
 PHASE_LABELS = {
     "init": "initialising", "load_weights": "loading weights", "kv_cache": "allocating KV cache",
     "cuda_graph": "capturing CUDA graphs", "http_up": "starting the HTTP server",
@@ -28,6 +34,10 @@ PHASE_LABELS = {
 _PREFIX_RE = re.compile(
     r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,]\d+)?"
     r"(?P<prefix>(?: [A-Z]{2,4}\d+)*)\] ?(?P<msg>.*)$")
+_GPU_ID_PREFIX_RE = re.compile(r"^\[gpu_id=(?P<gpu>\d+)\] ?(?P<msg>.*)$")  # SGLang 0.2.x
+_CONFIGURED_RE = re.compile(  # a logging config: "date time LEVEL pid [ RANKS file.py:N] msg"
+    r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,]\d+)? [A-Z]+ \d+ "
+    r"\[ ?(?P<prefix>(?:[A-Z]{2,4}\d+ )*)[\w.]+:\d+\] ?(?P<msg>.*)$")
 _NUM = r"(-?\d+(?:\.\d+)?)"
 
 
@@ -54,9 +64,15 @@ def _field(msg: str, name: str) -> Optional[str]:
 def split_prefix(line: str) -> Tuple[Optional[str], str, str]:
     """``(timestamp or None, prefix like 'TP0' or 'DP0 TP3 EP3' or '', message)``."""
     m = _PREFIX_RE.match(line)
-    if not m:
-        return None, "", line
-    return m.group("ts"), m.group("prefix").strip(), m.group("msg")
+    if m:
+        return m.group("ts"), m.group("prefix").strip(), m.group("msg")
+    m = _CONFIGURED_RE.match(line)
+    if m:
+        return m.group("ts"), m.group("prefix").strip(), m.group("msg")
+    m = _GPU_ID_PREFIX_RE.match(line)
+    if m:
+        return None, "GPU%s" % m.group("gpu"), m.group("msg")
+    return None, "", line
 
 
 def ranks(prefix: str) -> Dict[str, int]:
@@ -89,7 +105,10 @@ def _decode(msg: str) -> Event:
                   full_token_usage=_f(_field(msg, "full token usage")),
                   swa_token=_i(_field(msg, "#swa token")),
                   swa_token_usage=_f(_field(msg, "swa token usage")))
-        usages = [u for u in (ev["full_token_usage"], ev["swa_token_usage"]) if u is not None]
+        if "mamba usage" in msg:  # hybrid SSM models (Qwen3-Next ...): the mamba pool too
+            ev["mamba_usage"] = _f(_field(msg, "mamba usage"))
+        usages = [u for u in (ev["full_token_usage"], ev["swa_token_usage"],
+                              ev.get("mamba_usage")) if u is not None]
         ev["token_usage"] = max(usages) if usages else None
         ev["token"] = ev["full_token"]
     else:
@@ -130,10 +149,32 @@ _NO_KERNEL_RE = re.compile(r"no kernel image is available for execution on the d
 _EXC_LINE_RE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|"
                           r"[A-Za-z_][\w.]*\.[A-Z]\w*|AssertionError|KeyError|StopIteration)"
                           r"(?::\s?(.*))?$")
+# An exception line outside a traceback: only names that say error (no warnings, no exits).
+_BARE_EXC_RE = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))"
+                          r"(?::\s*(?P<message>.*))?$")
+_FRAME_RE = re.compile(r'^\s*File "[^"]+", line \d+')
+_CHILD_FAILED_RE = re.compile(r"Received sigquit from a child proces")  # 0.4.x: "proces."
+_HIT_EXCEPTION_RE = re.compile(r"\b\w+ hit an exception")
 
 
 def classify(msg: str) -> Optional[Event]:
-    """Classify one message (the text after the ``[ts prefix]``); None for ordinary lines."""
+    """Classify one message (the text after the ``[ts prefix]``); None for ordinary lines.
+    A message that is an exception line (``RuntimeError: ...``) is an error: its named
+    failure when it is one (OOM, NCCL, no kernel image), else ``exception``; either way
+    ``exception`` names the exception's type."""
+    ev = _classify(msg)
+    m = _BARE_EXC_RE.match(msg.strip())
+    if m is None:
+        return ev
+    if ev is None:
+        return {"kind": "exception", "exception": m.group("name"),
+                "message": (m.group("message") or "").strip()}
+    if ev["kind"] in ERROR_KINDS:
+        ev.setdefault("exception", m.group("name"))
+    return ev
+
+
+def _classify(msg: str) -> Optional[Event]:
     if "Decode batch" in msg and "#running-req" in msg:
         return _decode(msg)
     if "Prefill batch" in msg and "#new-seq" in msg:
@@ -196,10 +237,9 @@ def classify(msg: str) -> Optional[Event]:
         return {"kind": "oom", "message": msg.strip()}
     if _NCCL_RE.search(msg):
         return {"kind": "nccl_error", "message": msg.strip()}
-    if "Received sigquit from a child process" in msg:
+    if _CHILD_FAILED_RE.search(msg):
         return {"kind": "child_failed", "message": msg.strip()}
-    if "Scheduler hit an exception" in msg or "TokenizerManager hit an exception" in msg \
-            or "DataParallelController hit an exception" in msg:
+    if _HIT_EXCEPTION_RE.search(msg):  # Scheduler, TokenizerManager, TpModelWorkerClient ...
         return {"kind": "fatal", "message": msg.strip()}
     return None
 
@@ -240,6 +280,8 @@ class LogParser:
         self._tb_start = 0
         self._tb_prefix = ""
         self._tb_context: Optional[str] = None
+        self._tb_headerless = False
+        self._tb_after_frame = False
 
     @property
     def startup_s(self) -> Optional[float]:
@@ -282,12 +324,13 @@ class LogParser:
             events.extend(tb_events)
             if consumed:
                 return events
+        if ts is None and _FRAME_RE.match(text):
+            # a traceback without its header (the log was captured mid-way): still one
+            self._start_traceback(text, prefix, None, headerless=True)
+            return events
         if "Traceback (most recent call last)" in msg:
-            self._tb = [text]
-            self._tb_start = self.line_no
-            self._tb_prefix = prefix
             head = msg.split("Traceback (most recent call last)")[0].strip().rstrip(":")
-            self._tb_context = head or None
+            self._start_traceback(text, prefix, head or None)
             ev = classify(head) if head else None
             if ev is not None and ev["kind"] != "fatal":  # fatal: the traceback says it all
                 events.append(self._stamp(ev, ts, prefix, text))
@@ -299,6 +342,15 @@ class LogParser:
         events.append(self._stamp(ev, ts, prefix, text))
         events.extend(self._advance(ev, secs))
         return events
+
+    def _start_traceback(self, text: str, prefix: str, context: Optional[str],
+                         headerless: bool = False) -> None:
+        self._tb = [text]
+        self._tb_start = self.line_no
+        self._tb_prefix = prefix
+        self._tb_context = context
+        self._tb_headerless = headerless
+        self._tb_after_frame = headerless
 
     def _stamp(self, ev: Event, ts: Optional[str], prefix: str, text: str) -> Event:
         ev["time"] = ts
@@ -312,6 +364,14 @@ class LogParser:
         """Inside a traceback: (consumed?, events). Ends at the exception line."""
         assert self._tb is not None
         stripped = text.strip()
+        after_frame, self._tb_after_frame = self._tb_after_frame, False
+        if ts is None and _FRAME_RE.match(text):  # a frame, indented or not (a pasted log)
+            self._tb.append(text)
+            self._tb_after_frame = True
+            return True, []
+        if after_frame and ts is None and stripped and not _EXC_LINE_RE.match(stripped):
+            self._tb.append(text)  # the frame's source line, whatever its indentation
+            return True, []
         if text[:1] in (" ", "\t") or not stripped or stripped.startswith((
                 "Traceback (most recent call last)", "During handling of the above exception",
                 "The above exception was the direct cause")) or stripped.startswith("^"):
@@ -333,13 +393,13 @@ class LogParser:
             if m:
                 exception, message = m.group(1), (m.group(2) or "").strip()
         ev: Event = {"kind": "traceback", "exception": exception, "message": message,
-                     "context": self._tb_context,
+                     "context": self._tb_context, "headerless": self._tb_headerless,
                      "time": None, "prefix": self._tb_prefix, "line": self._tb_start,
                      "lines": lines[-40:], "text": exc_line or lines[-1].strip()}
         events = [ev]
         if exc_line:
-            inner = classify(exc_line)
-            if inner is not None and inner["kind"] in ERROR_KINDS:
+            inner = classify(exc_line)  # a named failure; a plain exception is the traceback's
+            if inner is not None and inner["kind"] in ERROR_KINDS and inner["kind"] != "exception":
                 inner.update(time=None, prefix=self._tb_prefix, line=self.line_no,
                              text=exc_line)
                 events.append(inner)
@@ -438,8 +498,9 @@ def summarize(lines: Iterable[str]) -> Dict[str, Any]:
     events = parser.feed_all(lines)
     events.extend(parser.close())
     errors = [{"kind": e["kind"], "line": e["line"], "text": e.get("text", ""),
-               "prefix": e.get("prefix", ""), **({"exception": e["exception"]}
-                                                 if e["kind"] == "traceback" else {})}
+               "prefix": e.get("prefix", ""), **({"exception": e.get("exception")}
+                                                 if e["kind"] == "traceback" or e.get("exception")
+                                                 else {})}
               for e in events if e["kind"] in ERROR_KINDS]
     decode = [{k: v for k, v in e.items() if k not in ("kind", "line")}
               for e in events if e["kind"] == "decode"]
@@ -473,8 +534,8 @@ def summarize_text(text: str) -> Dict[str, Any]:
     return summarize(lines)
 
 
-_CAUSE_ORDER = ("oom", "no_kernel_image", "nccl_error", "warmup_failed", "traceback", "fatal",
-                "child_failed")
+_CAUSE_ORDER = ("oom", "no_kernel_image", "nccl_error", "warmup_failed", "traceback",
+                "exception", "fatal", "child_failed")
 
 
 def root_cause(events: Iterable[Event]) -> Optional[str]:

@@ -3,7 +3,9 @@
 Events: ``lines`` (a batch of raw lines), ``log_event`` (one parsed event from
 :mod:`dsv4tui.agent.logparse`), ``log_rotated`` (the file was replaced or truncated),
 ``log_waiting`` (following a file that does not exist yet), ``log_end`` (not following).
-FILE defaults to the log of the server this agent started. tqdm progress (``\\r`` repaints
+FILE defaults to the log of the server this agent started (or adopted), else -- ``--port`` --
+the log file the server on that port writes to (its stdout/stderr: a server someone started
+by hand with ``> server.log 2>&1``), else the last server's log. tqdm progress (``\\r`` repaints
 without a newline) is parsed as it arrives, so weight loading shows live.
 """
 
@@ -176,13 +178,36 @@ def add_parser(sub: Any) -> None:
     where.add_argument("--lines", "-n", type=int, default=200,
                        help="start this many lines before the end (default 200)")
     p.add_argument("--no-parse", action="store_true", help="raw lines only")
+    p.add_argument("--port", type=int, help="without FILE: the server on this port (one we did "
+                   "not start: the file its output goes to)")
+    p.add_argument("--host", help="that server's --host")
     p.set_defaults(func=run)
 
 
-def _default_log(state: Optional[Dict[str, Any]]) -> str:
+def _default_log(state: Optional[Dict[str, Any]], port: Optional[int] = None,
+                 host: Optional[str] = None) -> str:
+    from dsv4tui.agent import health, server
+
+    if server._ours_alive(state):
+        assert state is not None
+        if state.get("log"):
+            return str(state["log"])
+        raise protocol.AgentError("not_found", "the server dsv4tui adopted (pid %s) writes its "
+                                  "output to no file; give the log file" % state.get("pid"))
+    if port:
+        owner = health.port_owner(port, health.probe_host(host))
+        log = server.foreign_log(owner)
+        if log:
+            return log
+        if owner is not None:
+            raise protocol.AgentError(
+                "not_found", "no log file given; port %d is served by %s, whose output is not "
+                "a file we can read (started with its output to a terminal, or another "
+                "user's)" % (port, health.owner_text(owner)))
     if not state or not state.get("log"):
         raise protocol.AgentError("not_found", "no log file given and no server was started by "
-                                  "dsv4tui on this host (a foreign server's log is not known)")
+                                  "dsv4tui on this host" + (" and nothing listens on port %d"
+                                                            % port if port else ""))
     return str(state["log"])
 
 
@@ -190,7 +215,8 @@ def run(args: Any) -> int:
     from dsv4tui.agent import server
 
     state = server.read_state()
-    path = os.path.expanduser(args.file) if args.file else _default_log(state)
+    path = os.path.expanduser(args.file) if args.file else _default_log(
+        state, getattr(args, "port", None), getattr(args, "host", None))
     if args.lines < 0:
         raise protocol.AgentError("usage", "--lines must be >= 0", protocol.EXIT_USAGE)
     if os.path.isdir(path):

@@ -795,6 +795,9 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
         hl = health.health(port, probe)
         key_env = (state or {}).get("api_key_env")
         key = os.environ.get(key_env) if key_env else None
+        log = foreign_log(owner)  # its stdout/stderr, when a file: the log to follow
+        if log:
+            base.update(log=log, log_source="stdout of pid %s" % owner.get("pid"))
         base.update(state="foreign", foreign=owner, health=hl["status"],
                     server_info=health.summarize_server_info(
                         health.server_info(port, probe, key) if hl["status"] is not None
@@ -891,6 +894,29 @@ def status(args: Any) -> int:
     return 0
 
 
+# -- servers we did not start (agent/adopt.py) ----------------------------------------------
+
+def _inspect(args: Any) -> int:
+    from dsv4tui.agent import adopt
+
+    return adopt.run_inspect(args)
+
+
+def _adopt(args: Any) -> int:
+    from dsv4tui.agent import adopt
+
+    return adopt.run_adopt(args)
+
+
+def foreign_log(owner: Optional[Dict[str, Any]]) -> Optional[str]:
+    """The log file of a server we did not start (its stdout/stderr), when it is one."""
+    if not owner or not owner.get("pid"):
+        return None
+    from dsv4tui.agent import adopt
+
+    return adopt.log_file(int(owner["pid"]))
+
+
 # -- argparse --------------------------------------------------------------------------------
 
 def add_parser(sub: Any) -> None:
@@ -918,6 +944,21 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, help="drain time (s)")
     t.add_argument("--gpu-wait", type=float, default=DEFAULT_GPU_WAIT_S)
     t.set_defaults(func=stop)
+
+    i = cmds.add_parser("inspect", help="how the server on a port we did not start was launched")
+    i.add_argument("--port", type=int, required=True)
+    i.add_argument("--host", help="the server's --host")
+    i.add_argument("--api-key-env", help="env var holding its API key (for /server_info)")
+    i.set_defaults(func=_inspect)
+
+    a = cmds.add_parser("adopt", help="record a server we did not start as ours (no signal)")
+    a.add_argument("--port", type=int, required=True)
+    a.add_argument("--host", help="the server's --host")
+    a.add_argument("--pid", type=int, required=True, help="the pid inspect reported")
+    a.add_argument("--proc-start", type=int, help="its start time (inspect's proc_start)")
+    a.add_argument("--profile-json", required=True, help="the launch profile written for it")
+    a.add_argument("--api-key-env", help="env var holding its API key")
+    a.set_defaults(func=_adopt)
 
     u = cmds.add_parser("status", help="stopped / starting / ready / crashed / foreign")
     u.add_argument("--port", type=int, help="port to check (default: our server's, or 30000)")

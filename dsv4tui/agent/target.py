@@ -86,14 +86,34 @@ def _split(url: str) -> Any:
     return Endpoint(url)
 
 
+def host_gpus() -> Dict[str, Any]:
+    """The GPUs a run ran on: names, driver, CUDA driver, compute capability (the
+    simulator's on a simulated host, as its telemetry; else NVML's; empty without either)."""
+    from dsv4tui.agent import hello
+
+    found = hello.simulated_gpus() or hello.nvml_gpus()
+    if not found.get("available"):
+        return {}
+    caps = [c for c in found.get("compute_capability") or [] if c]
+    return {"gpus": list(found.get("gpus") or []), "driver": found.get("driver"),
+            "cuda_driver_version": found.get("cuda_driver_version"),
+            "compute_capability": caps[0] if caps else None,
+            "simulated": bool(found.get("simulated"))}
+
+
 def describe(target: Dict[str, Any]) -> Dict[str, Any]:
     """What runs at ``target``: backend, checkpoint, quantization, attention backend, argv,
-    server args and version, simulated or not, and where each came from (``source``)."""
+    server args and version, simulated or not, and where each came from (``source``); and,
+    for a server on this host, the GPUs and driver it runs on (``gpus``, ``driver``,
+    ``compute_capability``; also under ``server_args["_host"]``, which the run store keeps,
+    so two runs can be told apart later)."""
     meta: Dict[str, Any] = {"source": "unknown", "backend": "unknown", "checkpoint": "unknown",
                             "quantization": None, "attention_backend": None, "argv": None,
                             "server_args": None, "sglang_version": None, "simulated": False,
                             "pid": target.get("pid"), "profile_name": None, "model_path": None,
-                            "launch_started_at": None}
+                            "launch_started_at": None, "gpus": None, "driver": None,
+                            "compute_capability": None, "dsv4_attn_backend": None,
+                            "dsv4_prefill_backend": None}
     info = None
     try:
         ep = _split(target["url"])
@@ -102,11 +122,13 @@ def describe(target: Dict[str, Any]) -> Dict[str, Any]:
     except ValueError:
         info = None
     if info:
-        summary = health.summarize_server_info(info) or {}
+        reported = health.server_args(info) or {}
         meta.update(source="server_info", backend=info.get("moe_runner_backend") or "unknown",
                     quantization=info.get("quantization"),
                     checkpoint=checkpoint_of(info.get("quantization")) or "unknown",
-                    attention_backend=info.get("attention_backend"), server_args=summary,
+                    attention_backend=info.get("attention_backend"), server_args=reported,
+                    dsv4_attn_backend=info.get("dsv4_attn_backend"),
+                    dsv4_prefill_backend=info.get("dsv4_prefill_backend"),
                     sglang_version=info.get("version"), model_path=info.get("model_path"),
                     simulated=bool(info.get("simulated")))
         sim = info.get("simulated")
@@ -123,7 +145,16 @@ def describe(target: Dict[str, Any]) -> Dict[str, Any]:
                     checkpoint=prof.get("checkpoint") or checkpoint_of(prof.get("quantization"))
                     or "default",
                     attention_backend=prof.get("attention_backend") or meta["attention_backend"],
+                    dsv4_attn_backend=prof.get("dsv4_attn_backend") or meta["dsv4_attn_backend"],
+                    dsv4_prefill_backend=prof.get("dsv4_prefill_backend")
+                    or meta["dsv4_prefill_backend"],
                     model_path=prof.get("model_path") or meta["model_path"])
+    if target.get("ours") or target.get("foreign"):  # a server on this host: its GPUs
+        gpus = host_gpus()
+        if gpus:
+            meta.update(gpus=gpus["gpus"], driver=gpus["driver"],
+                        compute_capability=gpus["compute_capability"])
+            meta["server_args"] = dict(meta["server_args"] or {}, _host=gpus)
     return meta
 
 

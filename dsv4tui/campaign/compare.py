@@ -43,6 +43,7 @@ class RunInfo:
     simulated: bool = False
     sanity_passed: bool | None = None
     plan: Mapping[str, Any] | None = None  # the sweep plan it ran (the workload)
+    server: Mapping[str, Any] | None = None  # what the server said it ran (run_server_facts)
 
     @classmethod
     def of(cls, run: Run) -> RunInfo:
@@ -183,6 +184,11 @@ class Comparison:
                     f"#{i} {v:.0f}" for i, v in toks.items()))
         return out
 
+    def server_args_differences(self, limit: int = 12) -> list[str]:
+        """How the servers the runs measured differ: the SGLang version, GPUs, driver and
+        every server argument SGLang reported (runs without them say so)."""
+        return server_args_differences({r.id: r.server for r in self.runs}, limit)
+
     def point(self, run_id: int, concurrency: int) -> Point | None:
         return self.points.get(run_id, {}).get(concurrency)
 
@@ -237,7 +243,9 @@ class Comparison:
             d.update({f"{k}_change_pct": _round(v, 2) for k, v in row.changes.items()})
             rows.append(d)
         return {"baseline": self.baseline_id, "runs": [r.to_dict() for r in self.runs],
-                "differences": self.differences(), "rows": rows}
+                "differences": self.differences(),
+                "server_args_differences": self.server_args_differences(limit=200),
+                "rows": rows}
 
 
 def _round(v: float | None, digits: int) -> float | None:
@@ -270,4 +278,103 @@ def compare_runs(store: RunStore, refs: Sequence[str | int],
         ceiling = roofline_pct(store, run, levels)
         points[run.id] = [Point.of(lv, ceiling.get(lv.concurrency)) for lv in levels]
     base_id = None if baseline is None else store.find_run(baseline).id
-    return Comparison.build([RunInfo.of(r) for r in runs], points, base_id)
+    facts = run_server_facts(store, [r.id for r in runs])
+    return Comparison.build([replace(RunInfo.of(r), server=facts.get(r.id)) for r in runs],
+                            points, base_id)
+
+
+# -- what the server of a run said it ran ------------------------------------------------------
+
+# Server args that differ between two launches of the same flags (or are not flags at all).
+SERVER_ARGS_IGNORED = frozenset({"launch_command", "random_seed", "nccl_port", "startup_time",
+                                 "internal_states", "status", "kv_events", "simulated"})
+_HOST_LABELS = (("gpus", "GPUs"), ("driver", "driver"),
+                ("cuda_driver_version", "CUDA driver"), ("compute_capability", "compute capability"))
+
+
+def run_server_facts(store: RunStore, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Per run: ``{"args": the server args SGLang reported, "host": the GPUs and driver,
+    "sglang_version", "gpu_names"}`` (from the store's runs table; {} parts when not
+    recorded: runs from before they were, or a server that did not say)."""
+    import json
+
+    if not run_ids:
+        return {}
+    marks = ",".join("?" for _ in run_ids)
+    rows = store.query(f"SELECT id, server_args_json, server_version, gpu_names_json FROM runs "
+                       f"WHERE id IN ({marks})", list(run_ids))
+    out: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        try:
+            args = json.loads(row["server_args_json"]) if row["server_args_json"] else None
+        except ValueError:
+            args = None
+        try:
+            gpus = json.loads(row["gpu_names_json"]) if row["gpu_names_json"] else []
+        except ValueError:
+            gpus = []
+        args = dict(args) if isinstance(args, dict) else {}
+        host = args.pop("_host", None)
+        out[int(row["id"])] = {"args": args, "host": host if isinstance(host, dict) else {},
+                               "sglang_version": row["server_version"],
+                               "gpu_names": gpus if isinstance(gpus, list) else []}
+    return out
+
+
+def _shown(value: Any) -> str:
+    import json
+
+    if value is None:
+        return "-"
+    text = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _gpus_text(names: Any, cap: Any = None) -> str | None:
+    if not names:
+        return None
+    names = [str(n) for n in names]
+    kinds = sorted(set(names))
+    text = ", ".join(f"{names.count(k)} x {k}" for k in kinds)
+    if cap:
+        from dsv4tui.sglang_choices import sm_name
+
+        text += f" ({sm_name(str(cap)) or cap})"
+    return text
+
+
+def server_args_differences(facts: Mapping[int, Mapping[str, Any] | None],
+                            limit: int = 12) -> list[str]:
+    """``["moe_runner_backend: #3 triton, #4 marlin", ...]`` for the runs ``facts`` (run id
+    -> :func:`run_server_facts` entry) whose values differ; first the SGLang version, GPUs
+    and driver, then the server args in name order; the last line says how many more."""
+    ids = list(facts)
+    if len(ids) < 2:
+        return []
+    lines: list[str] = []
+
+    def differ(label: str, values: dict[int, Any]) -> None:
+        if len({repr(v) for v in values.values()}) > 1:
+            lines.append(f"{label}: " + ", ".join(f"#{i} {_shown(v)}" for i, v in values.items()))
+
+    empty: dict[str, Any] = {}
+    entry = {i: (facts[i] or empty) for i in ids}
+    differ("SGLang version", {i: entry[i].get("sglang_version") for i in ids})
+    host = {i: entry[i].get("host") or empty for i in ids}
+    differ("GPUs", {i: _gpus_text(host[i].get("gpus") or entry[i].get("gpu_names"),
+                                  host[i].get("compute_capability")) for i in ids})
+    for key, label in _HOST_LABELS[1:3]:
+        differ(label, {i: host[i].get(key) for i in ids})
+    args = {i: entry[i].get("args") or empty for i in ids}
+    missing = [i for i in ids if not args[i]]
+    if missing and len(missing) < len(ids):
+        lines.append("server args not recorded for " + ", ".join(f"#{i}" for i in missing)
+                     + " (the server did not report them, or an older run)")
+    have = [i for i in ids if args[i]]
+    if len(have) >= 2:
+        keys = sorted({k for i in have for k in args[i]} - SERVER_ARGS_IGNORED)
+        for key in keys:
+            differ(key, {i: args[i].get(key) for i in have})
+    if len(lines) > limit:
+        lines = [*lines[:limit - 1], f"... and {len(lines) - limit + 1} more differences"]
+    return lines

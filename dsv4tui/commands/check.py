@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import load_settings, print_json, run_async
 from dsv4tui.errors import EXIT_FAILED, UserError
 from dsv4tui.hosts import deploy, resolve
@@ -37,6 +38,7 @@ class Report:
     host: str
     steps: list[Step] = field(default_factory=list)
     hello: dict[str, Any] | None = None
+    sglang: list[dict[str, Any]] = field(default_factory=list)  # per profile python
     exit_code: int = 0
 
     def add(self, name: str, ok: bool, detail: str, t0: float) -> None:
@@ -102,20 +104,34 @@ async def check_host(name: str, args: argparse.Namespace) -> Report:
         report.add("agent hello", True, f"agent {hello['agent_version']} on {hello['hostname']}, "
                    f"Python {hello['python']}", t0)
         _driver_step(report, hello)
-        _sglang_step(report, hello)
+        await _sglang_step(report, hello, host)
         return report
     finally:
         if session is not None:
             await session.close()
 
 
+def _arch(hello: dict[str, Any]) -> str:
+    from dsv4tui.sglang_choices import sm_name
+
+    sm = sm_name(hello.get("compute_capability"))
+    return f" ({sm})" if sm else ""
+
+
 def _driver_step(report: Report, hello: dict[str, Any]) -> None:
     nvml = hello.get("nvml") or {}
-    if nvml.get("available"):
+    sim = hello.get("simulated_gpus") or {}
+    if sim.get("gpus") and not nvml.get("available"):
+        names = sorted(set(sim["gpus"]))
+        report.steps.append(Step("NVIDIA driver", True, f"SIMULATED: {len(sim['gpus'])} GPU(s): "
+                                 f"{', '.join(names)}{_arch(hello)}", 0.0))
+    elif nvml.get("available"):
         gpus = hello.get("gpus") or []
         names = sorted(set(gpus))
-        report.steps.append(Step("NVIDIA driver", True, f"driver {nvml.get('driver')}, "
-                                 f"{len(gpus)} GPU(s): {', '.join(names)}", 0.0))
+        cuda = f" (CUDA {nvml['cuda_driver_version']})" if nvml.get("cuda_driver_version") \
+            else ""
+        report.steps.append(Step("NVIDIA driver", True, f"driver {nvml.get('driver')}{cuda}, "
+                                 f"{len(gpus)} GPU(s): {', '.join(names)}{_arch(hello)}", 0.0))
     elif hello.get("nvidia_smi"):
         report.steps.append(Step("NVIDIA driver", True, "nvidia-smi only (NVML: "
                                  f"{nvml.get('reason')})", 0.0))
@@ -124,24 +140,45 @@ def _driver_step(report: Report, hello: dict[str, Any]) -> None:
                                  0.0, absent=True))
 
 
-def _sglang_step(report: Report, hello: dict[str, Any]) -> None:
-    probes = hello.get("sglang") or []
-    found = [p for p in probes if p.get("present")]
-    if found:
-        detail = "; ".join(f"sglang {p.get('version') or '?'} in {p.get('python_path')}"
-                           for p in found)
-        report.steps.append(Step("sglang", True, detail, 0.0))
-    else:
-        where = ", ".join(p.get("python_path") or p.get("python", "?") for p in probes)
-        report.steps.append(Step("sglang", False, f"not importable from {where}", 0.0, absent=True))
+async def _sglang_step(report: Report, hello: dict[str, Any], host: Any) -> None:
+    """The SGLang of each launch profile's python (with its env), and whose choice lists its
+    launches are checked against; without profiles, the agent's own python's."""
+    from dsv4tui import sglang_choices, sglang_version
+
+    found: list[tuple[sglang_version.SglangVersion, list[str]]] = []
+    for name, prof in host.config.profiles.items():
+        v = await sglang_version.probe(host, prof)
+        same = next((f for f in found if f[0] == v), None)
+        if same is not None:
+            same[1].append(name)
+        else:
+            found.append((v, [name]))
+    if not found:
+        found = [(sglang_version.from_probe(str(p.get("python_path") or p.get("python")), p), [])
+                 for p in hello.get("sglang") or []]
+    report.sglang = [{**v.to_json(), "profiles": names} for v, names in found]
+    parts = []
+    for v, names in found:
+        text = v.text() + (f" (profile{'s' if len(names) > 1 else ''} {', '.join(names)})"
+                           if names else "")
+        if v.version:
+            lists, note = sglang_choices.lists_for(v.version)
+            text += f"; launches checked against {lists.version}'s choices" + (
+                f" ({note})" if note else "")
+        parts.append(text)
+    ok = any(v.version for v, _ in found)
+    report.steps.append(Step("sglang", ok, "; ".join(parts) or "no interpreter probed", 0.0,
+                             absent=not ok))
 
 
 def run(args: argparse.Namespace) -> int:
     report = run_async(check_host(args.host, args))
     if args.json:
         print_json({"host": report.host, "ok": report.exit_code == 0,
-                    "steps": [s.as_dict() for s in report.steps], "hello": report.hello})
+                    "steps": [s.as_dict() for s in report.steps], "hello": report.hello,
+                    "sglang": report.sglang})
     else:
         for s in report.steps:
-            print(f"{s.status.upper() if not s.ok else s.status:<6}  {s.name:<14} {s.detail}")
+            print(safe_text(f"{s.status.upper() if not s.ok else s.status:<6}  {s.name:<14} "
+                            f"{s.detail}"))
     return report.exit_code

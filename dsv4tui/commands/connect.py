@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     from dsv4tui.app import Dsv4App
     from dsv4tui.hosts.resolve import host_spec
 
-    settings, _ = load_settings(args)
+    settings, path = load_settings(args)
     spec = host_spec(args.host, settings, accept_new=args.accept_new)
     need_terminal("connect")
-    app = Dsv4App(spec, settings=settings, theme=args.theme, start_mode=args.screen)
+    app = Dsv4App(spec, settings=settings, theme=args.theme, start_mode=args.screen,
+                  config_path=path)
     return app.run() or 0

@@ -17,7 +17,8 @@ def register(sub: Any) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--lines", "-n", type=int, default=200, help="last N lines (default 200)")
     where.add_argument("--from-start", action="store_true", help="the whole log")
-    p.add_argument("--file", help="a log file on the host (default: our server's log)")
+    p.add_argument("--file", help="a log file on the host (default: our server's log, else the "
+                   "file the server on the default profile's port writes to)")
     p.add_argument("--json", action="store_true",
                    help="print the agent's events (lines + parsed events) as JSON lines")
     p.set_defaults(func=_run)
@@ -50,6 +51,9 @@ def _run(args: Any) -> int:
 
     async def go() -> None:
         async with open_host(args.host, settings) as host:
+            if not args.file and host.config.profiles:  # a server we did not start: its file
+                _, prof = host.config.profile()
+                cmd[1:1] = ["--port", str(prof.port), "--host", prof.host]
             if args.follow:
                 async for ev in host.agent.events(*cmd, "--follow"):
                     _print_event(ev, args.json)

@@ -30,6 +30,8 @@ def register(sub: Any) -> None:
     q = rsub.add_parser("show", help="one run: its levels, GPU summaries and sanity")
     q.add_argument("run", metavar="ID", help="run id (or label: the newest with it)")
     q.add_argument("--requests", action="store_true", help="with --json: every request too")
+    q.add_argument("--diff", metavar="ID", help="the run whose server args it is compared "
+                   "with (default: the previous run on the same host)")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=run_show)
     q = rsub.add_parser("compare", help="tok/s, TTFT p50/p99, TPOT p50, tensor, tok/s per kW "
@@ -114,12 +116,50 @@ def _gpu_table(levels: list[Level]) -> str | None:
                         "DRAM % mean", "power W (all GPUs)", "tok/s/kW"])
 
 
+def _previous_run(store: RunStore, run: Run) -> Run | None:
+    """The run on the same host (or URL) just before ``run``."""
+    older = [r for r in store.runs(host=run.host) if r.target == run.target
+             and (r.started_at, r.id) < (run.started_at, run.id)]
+    return max(older, key=lambda r: (r.started_at, r.id), default=None)
+
+
+def server_lines(facts: dict[str, Any]) -> list[str]:
+    """What a run's server said it ran: SGLang version, GPUs, driver, how many args."""
+    from dsv4tui.campaign.compare import _gpus_text
+
+    host = facts.get("host") or {}
+    bits = []
+    if facts.get("sglang_version"):
+        bits.append(f"SGLang {facts['sglang_version']}")
+    gpus = _gpus_text(host.get("gpus") or facts.get("gpu_names"), host.get("compute_capability"))
+    if gpus:
+        bits.append(gpus + (" SIMULATED" if host.get("simulated") else ""))
+    if host.get("driver"):
+        cuda = f" (CUDA {host['cuda_driver_version']})" if host.get("cuda_driver_version") \
+            else ""
+        bits.append(f"driver {host['driver']}{cuda}")
+    args = facts.get("args") or {}
+    bits.append(f"{len(args)} server args recorded" if args else "no server args recorded")
+    return [" · ".join(bits)]
+
+
 def run_show(args: Any) -> int:
+    from dsv4tui.campaign.compare import run_server_facts, server_args_differences
+
     with RunStore() as store:
         run = store.find_run(args.run)
         detail = run_detail(store, run, args.requests)
         levels = store.levels(run.id)
+        other = store.find_run(args.diff) if args.diff else _previous_run(store, run)
+        ids = [run.id] + ([other.id] if other is not None and other.id != run.id else [])
+        facts = run_server_facts(store, ids)
+    mine = facts.get(run.id, {})
+    diffs = server_args_differences({i: facts.get(i) for i in reversed(ids)}, limit=40) \
+        if len(ids) == 2 else []
     if args.json:
+        detail["server"] = mine
+        detail["server_args_differences"] = {"against": ids[1] if len(ids) == 2 else None,
+                                             "lines": diffs}
         print_json(detail)
         return 0
     s = safe_text
@@ -131,6 +171,16 @@ def run_show(args: Any) -> int:
           f"checkpoint {s(run.checkpoint or '-')}  launch {run.launch_id or '-'}")
     if run.gpu_names:
         print(f"  GPUs     {len(run.gpu_names)} x {s(run.gpu_names[0])}")
+    for line in server_lines(mine):
+        print(f"  server   {s(line)}")
+    if len(ids) == 2:
+        how = "" if args.diff else " (the previous run there)"
+        if diffs:
+            print(f"  differs from run #{ids[1]}{how}:")
+            for line in diffs:
+                print(f"    {s(line)}")
+        else:
+            print(f"  the same server as run #{ids[1]}{how}")
     print(f"  started  {_when(run.started_at)}  finished {_when(run.finished_at)}")
     if run.error:
         print(f"  note     {s(run.error)}")
@@ -173,6 +223,10 @@ def compare_text(cmp: Any) -> str:
     for diff in cmp.differences():
         lines.append(f"note: the workloads differ, so the % change mixes two things: "
                      f"{safe_text(diff)}")
+    server = cmp.server_args_differences()
+    if server:
+        lines.append("the servers differ:")
+        lines += [f"  {safe_text(d)}" for d in server]
     return "\n".join(lines)
 
 

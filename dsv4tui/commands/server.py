@@ -51,6 +51,20 @@ def register(sub: Any) -> None:
         if name == "start":
             c.add_argument("--no-wait", action="store_true", help="return once launched")
         c.set_defaults(func=_start, restart=name == "restart")
+    a = common("adopt", "take over a server dsv4tui did not start: its launch becomes a "
+               "profile in the config (after you confirm); nothing is stopped", profile=False)
+    a.add_argument("--profile", "-p", metavar="NAME",
+                   help="the profile to write (default: adopted; one of that name is replaced)")
+    a.add_argument("--port", type=int, help="the server's port (default: the host's default "
+                   "profile's, else 30000)")
+    a.add_argument("--api-key-env", metavar="NAME", help="for a server started with --api-key: "
+                   "the variable on the host that holds the key (the key is never written)")
+    a.add_argument("--keep-default", action="store_true",
+                   help="do not make the adopted profile the host's default")
+    a.add_argument("--yes", "-y", action="store_true", help="write without asking")
+    a.add_argument("--dry-run", action="store_true",
+                   help="show what would be written; change nothing")
+    a.set_defaults(func=_adopt)
     t = common("stop", "SIGTERM, drain, then SIGKILL the server dsv4tui started", profile=False)
     t.add_argument("--grace", type=float, default=server_control.DEFAULT_GRACE_S,
                    help="drain time before SIGKILL (default 60 s)")
@@ -156,14 +170,21 @@ def _start(args: Any) -> int:
         print(f"warning: {safe_text(misfit)} (--force)", file=sys.stderr)
 
     async def go(store: RunStore) -> server_control.StartResult:
+        from dsv4tui import sglang_version
+
         async with open_host(args.host, settings) as host:
-            _, launch = server_control.plan(host.config, args.profile, args.backend)
+            _, prof = host.config.profile(args.profile)
+            found = await sglang_version.probe(host, prof)
+            _, launch = server_control.plan(host.config, args.profile, args.backend,
+                                            sglang_version=found.version)
             if not args.json:
                 _print_plan(args.host, launch, args.restart)
+                print(safe_text(f"  {found.text()}; flags checked against SGLang "
+                                f"{launch.choices_version}'s choices"))
             return await server_control.start(
                 host, args.profile, args.backend, replace=args.restart,
                 wait=not getattr(args, "no_wait", False), grace=args.grace, timeout=args.timeout,
-                on_step=None if args.json else _Printer(), store=store)
+                on_step=None if args.json else _Printer(), store=store, sglang=found)
 
     try:
         with RunStore() as store:
@@ -282,9 +303,15 @@ def status_text(host: str, ev: dict[str, Any]) -> str:
         model = (ev.get("model_info") or {}).get("model_path") or info.get("model_path")
         extra = f", model {model}" if model else ""
         extra += f", sglang {info['version']}" if info.get("version") else ""
-        return (f"{host}: foreign - port {ev.get('port')} is served by {who}; health "
+        text = (f"{host}: foreign - port {ev.get('port')} is served by {who}; health "
                 f"{ev.get('health') or 'no answer'}{extra}. dsv4tui did not start it and will "
                 "not stop it (logs and benchmarks can still use it).")
+        if ev.get("log"):
+            text += f"\n  its log: {ev['log']} (`dsv4tui logs {host}` follows it)"
+        if owner.get("pid"):
+            text += (f"\n  `dsv4tui server adopt {host}` takes it over: its launch becomes a "
+                     "profile, and a restart can change one flag")
+        return text
     return f"{host}: stopped (port {ev.get('port')} free)"
 
 
@@ -317,3 +344,79 @@ def _status(args: Any) -> int:
     else:
         print(safe_text(status_text(args.host, ev), keep_newlines=True))
     return 0
+
+
+# -- adopt -----------------------------------------------------------------------------------
+
+def _adopt(args: Any) -> int:
+    from dsv4tui import adopt
+    from dsv4tui.hosts.resolve import host_spec, open_host
+
+    settings, path = load_settings(args)
+    spec = host_spec(args.host, settings)
+    if not (args.yes or args.dry_run or (sys.stdin.isatty() and sys.stdout.isatty())):
+        return _refuse_unconfirmed(path)  # before connecting: nobody could say yes
+    if spec.simulated:
+        raise UserError("the demo host's profiles are built in: adopt servers on a configured "
+                        "host, an ssh alias or local", EXIT_CONFIG)
+    if args.profile:
+        adopt.check_name(args.profile)
+    port, bind = args.port or 30000, None
+    if spec.config.profiles:
+        _, default = spec.config.profile()
+        port, bind = args.port or default.port, default.host
+
+    async def look() -> adopt.Foreign:
+        async with open_host(args.host, settings) as host:
+            return await adopt.inspect(host, port, bind, args.api_key_env)
+
+    foreign = run_async(look())
+    proposal = adopt.propose(spec.name, spec.config, foreign, args.profile, args.api_key_env,
+                             make_default=not args.keep_default)
+    adopt.write(path, proposal, dry_run=True)  # the edit is valid before anyone is asked
+    if args.json and not args.yes and not args.dry_run:
+        return _refuse_unconfirmed(path)  # a script says --yes (or --dry-run)
+    if args.json and args.dry_run:
+        print_json({"dry_run": True, "config": str(path), **proposal.to_json()})
+        return 0
+    if not args.json:
+        for line in adopt.proposal_lines(proposal):
+            print(safe_text(line))
+    if args.dry_run:
+        print(safe_text(f"dry run: nothing written to {path}, nothing recorded on {args.host}"))
+        return 0
+    question = f"write profile {proposal.name!r} to {path} and adopt pid {foreign.pid}? [y/N] "
+    if not args.yes and not _ask(question):
+        print("nothing written; the server runs on as before")
+        return EXIT_FAILED
+
+    async def take() -> dict[str, Any]:
+        async with open_host(args.host, settings) as host:
+            return await adopt.record(host, proposal)
+
+    event = run_async(take())
+    adopt.write(path, proposal)
+    if args.json:
+        print_json({"adopted": True, "config": str(path), **proposal.to_json(),
+                    "group_leader": event.get("group_leader")})
+        return 0
+    print(safe_text(f"adopted pid {foreign.pid} on port {foreign.port} as profile "
+                    f"{proposal.name!r}{' (the default)' if proposal.make_default else ''}; "
+                    f"written to {path}"))
+    print(safe_text(f"  `dsv4tui server restart {args.host} --backend NAME` restarts it with one "
+                    "change; a stop ends pid "
+                    f"{foreign.pid} and the processes it started, nothing else"))
+    return 0
+
+
+def _refuse_unconfirmed(path: Any) -> int:
+    raise UserError(f"server adopt: not writing {path} without --yes (no terminal to ask; "
+                    "--dry-run shows what would be written)", EXIT_CONFIG)
+
+
+def _ask(question: str) -> bool:
+    try:
+        answer = input(question)
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")

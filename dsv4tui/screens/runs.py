@@ -354,8 +354,11 @@ class CompareScreen(DsvScreen):
                             f"{esc(f'#{base.id} {base.label}') if base else 'the first run'}"
                             " · m metric · B baseline · e export")
         diffs = cmp.differences()
-        box.border_subtitle = (f"[$warning]workloads differ: {esc('; '.join(diffs))}[/]"
-                               if diffs else "")
+        notes = [f"[$warning]workloads differ: {esc('; '.join(diffs))}[/]"] if diffs else []
+        servers = cmp.server_args_differences(limit=4)
+        if servers:  # the SGLang version, GPUs, driver, server args that differ
+            notes.append(f"servers differ: {esc('; '.join(servers))}")
+        box.border_subtitle = " · ".join(notes)
 
     def action_next_metric(self) -> None:
         self.metric = (self.metric + 1) % len(METRICS)

@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--quantization", choices=ch.QUANTIZATIONS)
     a("--moe-runner-backend", choices=ch.MOE_RUNNER_BACKENDS, default="auto")
     a("--attention-backend", choices=ch.ATTENTION_BACKENDS)
+    a("--dsv4-attn-backend", choices=ch.DSV4_ATTN_BACKENDS, default="auto")
+    a("--dsv4-prefill-backend", choices=ch.DSV4_PREFILL_BACKENDS, default="auto")
     a("--kv-cache-dtype", choices=ch.KV_CACHE_DTYPES, default="auto")
     a("--mem-fraction-static", type=float)
     a("--trust-remote-code", action="store_true")

@@ -33,6 +33,7 @@ def _server_args_line(sim: SimServer) -> str:
         "port": a.port, "tp_size": a.tp_size, "dp_size": a.dp_size, "ep_size": a.ep_size,
         "quantization": a.quantization, "moe_runner_backend": a.moe_runner_backend,
         "attention_backend": a.attention_backend or ("dsv4" if sim.is_dsv4 else None),
+        "dsv4_attn_backend": a.dsv4_attn_backend, "dsv4_prefill_backend": a.dsv4_prefill_backend,
         "kv_cache_dtype": a.kv_cache_dtype, "mem_fraction_static": sim.mem_fraction,
         "speculative_algorithm": a.speculative_algorithm,
         "decode_log_interval": a.decode_log_interval, "api_key": a.api_key,  # SGLang logs it
@@ -65,6 +66,17 @@ async def run_startup(sim: SimServer) -> None:
     a = sim.args
     log = sim.log
     log.info(_server_args_line(sim), None)
+    if sim.is_dsv4 and a.dsv4_attn_backend in ("trtllm", "flashmla_mega") and \
+            sim.gpu.sm not in (100, 103):  # SGLang asserts it while resolving the server args
+        need = ("requires an SM100/SM103 (Blackwell) GPU." if a.dsv4_attn_backend == "trtllm"
+                else "requires DeepSeek-V4.1 on SM100/SM103.")
+        for line in ("Traceback (most recent call last):",
+                     f'  File "{_SITE}/arg_groups/deepseek_v4_hook.py", line 104, in '
+                     "apply_deepseek_v4_defaults",
+                     "    assert cfg.device == \"cuda\" and is_sm100_supported(), (",
+                     f"AssertionError: --dsv4-attn-backend {a.dsv4_attn_backend} {need}"):
+            log.plain(line)
+        sim.exit(1, "crashed")
     await asyncio.sleep(sim.scaled(T_BOOT))
     gpus = a.sim_gpus * max(a.nnodes, 1)
     if a.tp_size * max(a.pp_size, 1) > gpus:

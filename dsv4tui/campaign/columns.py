@@ -74,9 +74,11 @@ DETAIL_COLUMNS: tuple[Column, ...] = (
     Column("duration_s", "duration", ("duration_s",), "s", 1),
 )
 
-# The comparison: per C and run. ``change`` columns are followed by "vs #<baseline>".
+# The comparison: per load (C or rate) and run. ``change`` columns are followed by
+# "vs #<baseline>". goodput: % of the level's requests that met every --goodput target.
 COMPARE_COLUMNS: tuple[Column, ...] = (
     Column("output_tok_s", "tok/s", decimals=1, width=8, change=True),
+    Column("goodput_pct", "goodput", unit="%", decimals=0, width=7),
     Column("ttft_p50_ms", "TTFT p50", unit="ms", decimals=0, width=9, change=True),
     Column("ttft_p99_ms", "TTFT p99", unit="ms", decimals=0, width=9),
     Column("tpot_p50_ms", "TPOT p50", unit="ms", decimals=1, width=9),

@@ -4,6 +4,7 @@ server, the scripted server and the SGLang simulator."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import subprocess
@@ -25,7 +26,7 @@ from dsv4tui.screens.modals import parse_goodput, parse_levels, parse_rates
 def test_poisson_timeline_statistics() -> None:
     rate, n = 8.0, 4000
     t = arrivals.timeline(n, rate, seed=11)
-    gaps = [b - a for a, b in zip(t, t[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(t)]
     assert t[0] == 0.0 and t == sorted(t)
     mean = statistics.fmean(gaps)
     assert abs(mean - 1 / rate) / (1 / rate) < 0.05  # exponential gaps of mean 1/r
@@ -284,3 +285,40 @@ def test_saturation_from_rates_without_metrics(sims: list, tmp_path: Path) -> No
     assert slow["saturation"]["saturated"] is False
     assert fast["saturation"]["saturated"] is True
     assert fast["saturation"]["achieved_rate"] < 0.9 * fast["saturation"]["offered_rate"]
+
+
+# --- the Bench plan dialog --------------------------------------------------------------------
+
+
+async def test_plan_dialog_sets_rates_goodput_lengths_and_seed() -> None:
+    from textual.app import App
+    from textual.widgets import Input
+
+    from dsv4tui.screens.modals import PlanInput, SweepPlanScreen
+
+    results: list[PlanInput | None] = []
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            init = PlanInput("x", [(1, 8)], 128, 256, [(2.0, 10)], {"ttft_ms": 500.0}, 1.0, None)
+            self.push_screen(SweepPlanScreen(init, "gate"), results.append)
+
+    app = Host()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert screen.query_one("#plan-rates", Input).value == "2:10"
+        assert screen.query_one("#plan-goodput", Input).value == "ttft:500"
+        screen.query_one("#plan-levels", Input).value = ""
+        screen.query_one("#plan-rates", Input).value = "2:10, 4:20"
+        screen.query_one("#plan-goodput", Input).value = "ttft:400,e2el:9000"
+        screen.query_one("#plan-ratio", Input).value = "0.5"
+        screen.query_one("#plan-seed", Input).value = "7"
+        await pilot.click("#start")
+        await pilot.pause()
+    [got] = results
+    assert got is not None
+    plan = SweepPlan.model_validate({**SweepPlan().model_dump(), **got.plan_fields()})
+    assert plan.levels == [] and plan.rates == [(2.0, 10), (4.0, 20)]
+    assert plan.goodput == {"ttft_ms": 400.0, "e2el_ms": 9000.0}
+    assert plan.random_range_ratio == 0.5 and plan.seed == 7

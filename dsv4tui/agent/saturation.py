@@ -61,6 +61,12 @@ class MetricsSampler:
             finally:
                 os._exit(code)
         os.close(w)
+        try:  # room for hours of samples: the sampler never waits on its pipe
+            import fcntl
+
+            fcntl.fcntl(r, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except OSError:
+            pass
         self.pid, self._fd = pid, r
         return self
 
@@ -96,11 +102,9 @@ class MetricsSampler:
 def _sample(url: str, api_key: Optional[str], interval: float, fd: int) -> int:
     from dsv4tui.agent import server_metrics, workers
 
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    workers.after_fork((fd,))
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-    workers._close_inherited((fd,))
     perf = time.perf_counter
     while not stopping:
         t = perf()

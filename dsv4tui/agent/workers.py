@@ -28,6 +28,7 @@ Python >= 3.9, stdlib only.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import os
 import pickle
@@ -348,6 +349,22 @@ async def _drive(kids: List[Dict[str, Any]], flow: Flow,
 
 # --- the worker process -----------------------------------------------------------------
 
+def after_fork(keep: Sequence[int]) -> None:
+    """What a forked child of the agent does first: never collect what it inherited (an
+    inherited object's finalizer would close a descriptor number that is now another one),
+    drop the agent loop's signal wiring and running loop, close every inherited descriptor
+    but stdio and ``keep``."""
+    gc.freeze()
+    with _suppress():
+        signal.set_wakeup_fd(-1)  # the agent's loop's wake-up pipe is not ours
+    with _suppress():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the agent: it stops us
+    with _suppress():
+        asyncio.events._set_running_loop(None)  # forked inside the agent's running loop
+    asyncio.set_event_loop(None)
+    _close_inherited(keep)
+
+
 def _close_inherited(keep: Sequence[int]) -> None:
     """Close every descriptor but stdio and ``keep``: the agent's sockets, its loop's
     selector, other workers' pipes (whose ends must close when the agent's do)."""
@@ -366,13 +383,8 @@ def _close_inherited(keep: Sequence[int]) -> None:
 def _child(work: Work, flow: Flow, k: int, share: int, indices: Optional[List[int]],
            cap: Optional[int], ctrl_fd: int, res_fd: int) -> int:
     """The worker's body (in the forked process); returns its exit code."""
-    signal.set_wakeup_fd(-1)  # the agent's loop's wake-up pipe is not ours
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the agent, which stops us
+    after_fork((ctrl_fd, res_fd))
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    with _suppress():
-        asyncio.events._set_running_loop(None)  # forked inside the agent's running loop
-    asyncio.set_event_loop(None)
-    _close_inherited((ctrl_fd, res_fd))
     outq: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
 
     def writer() -> None:

@@ -72,6 +72,11 @@ DETAIL_COLUMNS: tuple[Column, ...] = (
     ms("e2e", "p50", "E2E"),
     ms("e2e", "p99", "E2E"),
     Column("duration_s", "duration", ("duration_s",), "s", 1),
+    Column("request_throughput", "req/s", ("request_throughput",), "", 2),
+    Column("rate", "rate req/s", ("rate",), "", 2),  # open-loop levels
+    Column("goodput_share", "goodput share", ("goodput", "share"), "", 2),
+    Column("goodput_rate", "goodput req/s", ("goodput", "rate"), "", 2),
+    Column("send_lag_p99", "send lag p99", ("send_lag_ms", "p99"), "ms", 1),
 )
 
 # The comparison: per load (C or rate) and run. ``change`` columns are followed by

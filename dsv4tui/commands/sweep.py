@@ -236,12 +236,15 @@ def level_table(levels: list[dict[str, Any]]) -> str:
                 first.text(first.value(j))]
         if goodput:
             row.append(_goodput_cell(lv))
-        row += [*(c.text(c.value(j)) for c in rest), _cell(j["duration_s"]),
-                j["token_count_source"] or "-", status]
+        row += [c.text(c.value(j)) for c in rest]
+        if rates:  # how late the client sent against the timeline: an overloaded client shows
+            lag = (lv.get("send_lag_ms") or {}).get("p99")
+            row.append(_cell(lag))
+        row += [_cell(j["duration_s"]), j["token_count_source"] or "-", status]
         rows.append(row)
     headers = ["C", *(["rate/s"] if rates else []), "n", "ok", "err", first.header,
-               *(["goodput"] if goodput else []), *(c.header for c in rest), "dur s",
-               "tokens", "status"]
+               *(["goodput"] if goodput else []), *(c.header for c in rest),
+               *(["lag p99 ms"] if rates else []), "dur s", "tokens", "status"]
     return table(rows, headers)
 
 

@@ -247,7 +247,7 @@ def test_saturation_and_stop_when_saturated(sims: list, tmp_path: Path) -> None:
     sims.append(sim)
     sim.wait_ready()
     code, events, err = agent_run("bench", "sweep", "--url", sim.url, "--levels",
-                                  "4:14,6:14,8:16", "--output-len", "24", "--input-len", "8",
+                                  "4:20,6:20,8:16", "--output-len", "32", "--input-len", "8",
                                   "--stop-when-saturated", "--seed", "2")
     assert code == 0, err
     levels = of_type(events, "level")

@@ -26,7 +26,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dsv4tui.agent import bench  # noqa: E402
+from dsv4tui.agent import bench, loadgen  # noqa: E402
 
 
 class Collect:
@@ -52,14 +52,14 @@ def main() -> None:
     assert server.stdout is not None
     url = f"http://127.0.0.1:{json.loads(server.stdout.readline())['port']}"
     absolute: list[tuple[float, float]] = []  # (t_send, first token read), client
-    original = bench.request_event
+    original = loadgen.request_event  # what the load generator calls for each request
 
     def spy(res: Any, *rest: Any) -> dict[str, Any]:
         if res.token_times:
             absolute.append((res.t_send, res.token_times[0]))
         return original(res, *rest)
 
-    bench.request_event = spy  # type: ignore[assignment]
+    loadgen.request_event = spy  # type: ignore[assignment]
     try:
         args = SimpleNamespace(url=url, model="known-timing", api_key_env=None, transport="raw",
                                connect_timeout=10.0, plan_json=None, levels=f"{a.c}:{a.n}",

@@ -10,6 +10,13 @@ of at least N tokens; ``POST /stats/reset`` clears).
     python benchmarks/known_timing_server.py --port 0 --ttft-ms 100 --itl-ms 10 --tokens 64
 
 prints ``{"port": P}`` on stdout once listening.
+
+``--procs N`` spreads it over N processes for loads one Python process cannot write on time
+(C = 512 at 10 ms per token is 51,200 chunks/s): each process listens on the same port
+(SO_REUSEPORT: the kernel spreads the connections) and on a private control port of its own,
+and the line says ``{"port": P, "control_ports": [...]}``. Every process keeps its own
+records; ``/stats/records`` on each control port, merged, is the truth (``perf_counter`` is
+CLOCK_MONOTONIC, one clock for all processes on Linux).
 """
 
 from __future__ import annotations
@@ -259,6 +266,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--models-status", type=int, default=200, help="HTTP status of /v1/models")
     p.add_argument("--no-done", action="store_true", help="end streams without data: [DONE]")
     p.add_argument("--no-usage", action="store_true", help="send no usage chunk")
+    p.add_argument("--procs", type=int, default=1, help="serve from N processes (SO_REUSEPORT)")
     p.add_argument("--truncate-after", type=int, metavar="N",
                    help="end every stream cleanly after N tokens, with no finish_reason, usage "
                    "or [DONE] (a stream cut short by a proxy or a dying server)")
@@ -279,10 +287,85 @@ async def serve(args: argparse.Namespace) -> None:
         await srv.serve_forever()
 
 
+async def serve_shared(args: argparse.Namespace, port: int, report_fd: int) -> None:
+    """One of --procs processes: the shared port (SO_REUSEPORT) and a private control port."""
+    import os
+    import socket
+
+    server = Server(args)
+    loop = asyncio.get_running_loop()
+    selector = getattr(loop, "_selector", None)
+    if isinstance(selector, StampingSelector):
+        server.clock = lambda: selector.woke
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((args.host, port))
+    shared = await loop.create_server(lambda: Handler(server), sock=sock, backlog=1024)
+    control = await loop.create_server(lambda: Handler(server), args.host, 0)
+    os.write(report_fd, b"%d\n" % control.sockets[0].getsockname()[1])
+    os.close(report_fd)
+    async with shared, control:
+        await asyncio.gather(shared.serve_forever(), control.serve_forever())
+
+
+def serve_many(args: argparse.Namespace) -> None:
+    import os
+    import signal
+    import socket
+
+    hold = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # the port, until all listen
+    hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    hold.bind((args.host, args.port))
+    port = hold.getsockname()[1]
+    r, w = os.pipe()
+    kids = []
+    for _ in range(args.procs):
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            hold.close()
+            loop = asyncio.SelectorEventLoop(StampingSelector())
+            try:
+                loop.run_until_complete(serve_shared(args, port, w))
+            except KeyboardInterrupt:
+                pass
+            finally:
+                os._exit(0)
+        kids.append(pid)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        controls = [int(fh.readline()) for _ in kids]
+    hold.close()
+    sys.stdout.write(json.dumps({"port": port, "control_ports": controls}) + "\n")
+    sys.stdout.flush()
+
+    def stop(*_: object) -> None:
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+        for pid in kids:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while True:
+        signal.pause()
+
+
 def main() -> None:
+    args = parse_args()
+    if args.procs > 1:
+        serve_many(args)
+        return
     loop = asyncio.SelectorEventLoop(StampingSelector())
     try:
-        loop.run_until_complete(serve(parse_args()))
+        loop.run_until_complete(serve(args))
     except KeyboardInterrupt:
         pass
     finally:

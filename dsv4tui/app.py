@@ -1096,7 +1096,9 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
             return
         plan = self.settings.sweep
         gate = f"the sanity prompts run first · last result: {esc(self.model.sanity.summary)}"
-        init = PlanInput(self.default_label(), list(plan.levels), plan.input_len, plan.output_len)
+        init = PlanInput(self.default_label(), list(plan.levels), plan.input_len, plan.output_len,
+                         list(plan.rates), plan.goodput,
+                         plan.random_range_ratio, plan.seed)
 
         def start(result: PlanInput | None) -> None:
             if result is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from dsv4tui import actions, paths, sglang_choices, theme_names
+from dsv4tui.agent import datasets
 from dsv4tui.errors import ConfigError
 
 LOCAL = "local"
@@ -145,14 +146,33 @@ DEFAULT_SANITY = SanityCase(name="arith-17x23", prompt="What is 17*23? Number on
                             expect=r"^\s*391\s*$", max_tokens=24, temperature=0.0)
 
 Level = Annotated[tuple[int, int], Field(description="(concurrency C, requests n)")]
+Rate = Annotated[tuple[float, int], Field(description="(request rate r req/s, requests n)")]
+GoodputKey = Literal["ttft_ms", "tpot_ms", "e2el_ms"]
 
 
 class SweepPlan(_Model):
-    """A concurrency sweep: levels of (C, n) requests."""
+    """A sweep: closed-loop levels of (C, n) requests, then open-loop levels of (rate, n)."""
 
     levels: list[Level] = Field(default_factory=lambda: [(1, 8), (8, 32), (16, 48)])
+    rates: list[Rate] = Field(default_factory=list, description="Open-loop levels (r req/s, n "
+                              "requests), after the C levels: requests sent on a seeded "
+                              "timeline whatever is in flight.")
+    arrival: Literal["poisson", "constant"] = Field(
+        "poisson", description="Rate levels' arrivals: Poisson (bench_serving's) or constant.")
+    max_concurrency: int | None = Field(None, ge=1, description="At most this many requests "
+                                        "of a rate level in flight (the rest wait for a slot).")
     input_len: int = Field(128, ge=1, description="Prompt length in tokens (approximate words).")
     output_len: int = Field(256, ge=1, description="Output tokens per request (ignore_eos).")
+    random_range_ratio: float = Field(
+        1.0, ge=0, le=1, description="Input and output lengths uniform in [L*r, L] "
+        "(bench_serving's --random-range-ratio); 1 = fixed lengths.")
+    dataset: str | None = Field(None, description="Prompts from this file on the console: "
+                                "ShareGPT JSON, or JSON lines of {prompt, output_len}.")
+    dataset_prompts: list[tuple[str, int | None]] | None = Field(
+        None, description="The dataset's prompts as shipped with the plan (filled from "
+        "`dataset`; a seeded sample when the file is large).")
+    dataset_info: dict[str, Any] | None = Field(None, description="Where dataset_prompts "
+                                                "came from (path, format, entries, shipped).")
     warmup: int = Field(1, ge=0, description="Uncounted warm-up requests per level.")
     temperature: float = Field(0.0, ge=0)
     endpoint: Literal["chat", "completions"] = "chat"
@@ -161,15 +181,43 @@ class SweepPlan(_Model):
     max_error_rate: float = Field(0.5, ge=0, le=1, description="Stop the sweep above this.")
     ignore_eos: bool = Field(True, description="Send ignore_eos for fixed output lengths "
                              "(SGLang, vLLM); false for servers that reject it.")
-    seed: int | None = Field(None, description="Prompt seed (default: random per run).")
+    seed: int | None = Field(None, description="Prompt and arrival seed (default: random per "
+                             "run; the seed used is stored with each level).")
     allow_busy: bool = Field(False, description="Measure a level even when the server is busy "
                              "before it (the level is marked busy instead of refused).")
+    goodput: dict[GoodputKey, float] | None = Field(
+        None, description="Targets a good request meets (ms): ttft_ms, tpot_ms, e2el_ms.")
+    stop_when_saturated: bool = Field(False, description="Stop after two levels in a row in "
+                                      "which the server did not keep up.")
+    workers: int | None = Field(None, ge=1, description="Load generator processes per level "
+                                "(default: from the level and the host's cores).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dataset(cls, data: Any) -> Any:
+        """A dataset file is read here, on the console, and its prompts travel with the plan
+        (read again only when the path changed)."""
+        if not isinstance(data, dict):
+            return data
+        path = data.get("dataset")
+        if not path:
+            if data.get("dataset_info") and data.get("dataset_prompts"):
+                return {**data, "dataset_prompts": None, "dataset_info": None}
+            return data
+        info = data.get("dataset_info") or {}
+        if data.get("dataset_prompts") and info.get("path") == path:
+            return data
+        try:
+            fmt, entries = datasets.load(str(path))
+        except datasets.DatasetError as exc:
+            raise ValueError(f"dataset: {exc}") from None
+        shipped = datasets.ship(entries, int(data.get("seed") or 0))
+        return {**data, "dataset_prompts": [list(e) for e in shipped],
+                "dataset_info": datasets.info(str(path), fmt, len(entries), len(shipped))}
 
     @field_validator("levels")
     @classmethod
     def _levels(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        if not v:
-            raise ValueError("at least one level")
         for c, n in v:
             if c < 1 or n < 1:
                 raise ValueError(f"level {c}:{n}: C and n must be >= 1")
@@ -177,6 +225,39 @@ class SweepPlan(_Model):
                 raise ValueError(f"level {c}:{n}: n must be at least C (with {n} requests "
                                  f"there are never {c} in flight)")
         return v
+
+    @field_validator("rates")
+    @classmethod
+    def _rates(cls, v: list[tuple[float, int]]) -> list[tuple[float, int]]:
+        for r, n in v:
+            if not r > 0 or r == float("inf"):
+                raise ValueError(f"rate level {r:g}:{n}: the rate must be > 0 requests/s")
+            if n < 1:
+                raise ValueError(f"rate level {r:g}:{n}: n must be >= 1")
+        return v
+
+    @field_validator("goodput")
+    @classmethod
+    def _goodput(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("goodput: give at least one of ttft_ms, tpot_ms, e2el_ms")
+            for key, ms in v.items():
+                if not ms > 0:
+                    raise ValueError(f"goodput {key}: the target must be > 0 ms")
+        return v
+
+    @model_validator(mode="after")
+    def _some_level(self) -> SweepPlan:
+        if not self.levels and not self.rates:
+            raise ValueError("at least one level (C:n) or rate level (rate:n)")
+        return self
+
+    def level_shapes(self) -> list[tuple[int, int]]:
+        """(C, n) of every level in the order they run: the C levels, then the rate levels
+        (C = max_concurrency, or 0 without a cap) — what a live table needs per row."""
+        cap = self.max_concurrency or 0
+        return [*self.levels, *((cap, n) for _, n in self.rates)]
 
 
 class SanitySettings(_Model):

@@ -1,16 +1,21 @@
-"""``bench sanity`` and ``bench sweep``: correctness prompts and concurrency sweeps, measured
-next to the server (its loopback). Events are documented in docs/metrics.md.
+"""``bench sanity`` and ``bench sweep``: correctness prompts and load sweeps, measured next
+to the server (its loopback). Events are documented in docs/metrics.md.
 
     python -m dsv4tui.agent bench sanity --url http://127.0.0.1:30000 [--cases-json JSON]
     python -m dsv4tui.agent bench sweep --url http://127.0.0.1:30000 --levels 1:8,8:32
+    python -m dsv4tui.agent bench sweep --url ... --rates 2:100,4:200 --goodput ttft:500
+
+A sweep's levels are closed-loop ``C:n`` levels (C requests in flight, n in all) and then
+open-loop ``rate:n`` levels (requests sent on a seeded Poisson or constant timeline,
+agent/arrivals.py); a big level is spread over worker processes (agent/workers.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import json
+import math
 import os
 import queue
 import random
@@ -20,7 +25,14 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import idle, protocol, stats
+from dsv4tui.agent import arrivals, datasets, idle, protocol, saturation, stats, workers
+from dsv4tui.agent.loadgen import (
+    HALT_STALLED,
+    HALT_STOP,
+    Flow,
+    LevelLoad,
+    request_event,
+)
 from dsv4tui.agent.openai_stream import (
     TRANSPORTS,
     Endpoint,
@@ -31,10 +43,11 @@ from dsv4tui.agent.openai_stream import (
     get_json,
     make_client,
     parse_stream,
-    parse_stream_async,
-    perf,
 )
 from dsv4tui.agent.openai_stream import run as run_loop
+
+__all__ = ["DEFAULT_PLAN", "Sweep", "build_plan", "execute_sweep", "request_event",
+           "resolve_target", "run_loop"]
 
 # Mirrors dsv4tui.config.DEFAULT_SANITY and SweepPlan (the agent cannot import config).
 DEFAULT_CASES = [{"name": "arith-17x23", "prompt": "What is 17*23? Number only.",
@@ -42,13 +55,18 @@ DEFAULT_CASES = [{"name": "arith-17x23", "prompt": "What is 17*23? Number only."
 DEFAULT_PLAN: Dict[str, Any] = {
     "levels": [[1, 8], [8, 32], [16, 48]], "input_len": 128, "output_len": 256, "warmup": 1,
     "temperature": 0.0, "endpoint": "chat", "request_timeout_s": 600.0, "stall_timeout_s": 60.0,
-    "max_error_rate": 0.5, "ignore_eos": True, "seed": None, "allow_busy": False}
+    "max_error_rate": 0.5, "ignore_eos": True, "seed": None, "allow_busy": False,
+    "rates": [], "arrival": "poisson", "max_concurrency": None, "random_range_ratio": 1.0,
+    "dataset": None, "dataset_prompts": None, "dataset_info": None, "goodput": None,
+    "stop_when_saturated": False, "workers": None}
+GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+OPEN_LOOP_EST_S = 10.0  # in flight at a rate r without a cap: about r x this (workers, pool)
 
 _WORDS = ["the", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "as", "with", "his", "they", "at", "be", "this", "from", "have", "or", "by", "one", "had", "not", "but", "what", "all", "were", "when", "we", "there", "can", "an", "your", "which", "their", "said", "if", "do", "will", "each", "about", "how", "up", "out", "them", "then", "she", "many", "some", "so", "these", "would", "other", "into", "has", "more", "her", "two", "like", "him", "see", "time", "could", "no", "make", "than", "first", "been", "its", "who", "now", "people", "my", "made", "over", "did", "down", "only", "way", "find", "use", "may", "water", "long", "little", "very", "after", "words", "called", "just", "where", "most", "know", "get", "through", "back", "much", "before", "go", "good", "new", "write", "our", "used", "me", "man", "day", "too", "any", "same", "right", "look", "think", "also", "around", "another", "came", "come", "work", "three", "must", "because", "does", "part", "even", "place", "well", "such", "here", "take", "why", "help", "put", "different", "away", "again", "off", "went", "old", "number", "great", "tell", "men", "say", "small", "every", "found", "still", "between", "name", "should", "home", "big", "give", "air", "line", "set", "own", "under", "read", "last", "never", "us", "left", "end", "along", "while", "might", "next", "sound", "below", "saw", "something", "thought", "both", "few", "those", "always", "show", "large", "often", "together", "asked", "house", "world", "going", "want", "school", "important", "until", "form", "food", "keep", "children", "feet", "land", "side", "without", "boy", "once", "animal", "life", "enough", "took", "four", "head", "above", "kind", "began", "almost", "live", "page", "got", "earth", "need", "far", "hand", "high", "year", "mother", "light", "country", "father", "let", "night", "picture", "being", "study", "second", "soon", "story", "since", "white", "ever", "paper", "hard", "near", "sentence", "better", "best", "across", "during", "today", "however", "sure", "knew", "try", "told", "young", "sun", "thing", "whole", "hear", "example", "heard", "several", "change", "answer", "room", "sea", "against", "top", "turned", "learn", "point", "city", "play", "toward", "five", "himself", "usually", "money", "seen", "car", "morning", "river"]
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("bench", help="sanity prompts and concurrency sweeps against an "
+    p = sub.add_parser("bench", help="sanity prompts and load sweeps against an "
                        "OpenAI-compatible server")
     bsub = p.add_subparsers(dest="bench_command", required=True)
     san = bsub.add_parser("sanity", help="ask each case's prompt; check the answer's regex")
@@ -57,18 +75,35 @@ def add_parser(sub: Any) -> None:
                      "temperature} (or @FILE); default: the 17*23 case")
     san.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
     san.set_defaults(func=run_sanity)
-    swp = bsub.add_parser("sweep", help="levels of (C concurrent, n requests)")
+    swp = bsub.add_parser("sweep", help="closed-loop levels (C concurrent, n requests) and "
+                          "open-loop levels (rate req/s, n requests)")
     _common(swp)
     swp.add_argument("--plan-json", help="JSON object with SweepPlan fields (or @FILE)")
-    swp.add_argument("--levels", help="C:n,C:n,... e.g. 1:8,8:32,16:48")
+    swp.add_argument("--levels", help="C:n,C:n,... e.g. 1:8,8:32,16:48 ('' for none)")
+    swp.add_argument("--rates", help="rate:n,... open-loop levels, e.g. 2:100,4:200 (req/s)")
+    swp.add_argument("--arrival", choices=arrivals.KINDS, help="rate levels' arrivals "
+                     "(default poisson)")
+    swp.add_argument("--max-concurrency", type=int, help="at most this many requests of a "
+                     "rate level in flight")
     swp.add_argument("--input-len", type=int)
     swp.add_argument("--output-len", type=int)
+    swp.add_argument("--random-range-ratio", type=float, help="lengths uniform in "
+                     "[L*r, L] (bench_serving's); 1 = fixed (default)")
+    swp.add_argument("--dataset", help="prompts from a file on this host: ShareGPT JSON or "
+                     "JSON lines of {prompt, output_len}")
     swp.add_argument("--warmup", type=int)
     swp.add_argument("--temperature", type=float)
     swp.add_argument("--request-timeout", type=float, dest="request_timeout_s")
     swp.add_argument("--stall-timeout", type=float, dest="stall_timeout_s")
     swp.add_argument("--max-error-rate", type=float)
-    swp.add_argument("--seed", type=int, help="prompt seed (default: random per run)")
+    swp.add_argument("--seed", type=int, help="prompt and arrival seed (default: random per "
+                     "run, reported)")
+    swp.add_argument("--goodput", help="targets a good request meets: ttft:MS,tpot:MS,e2el:MS "
+                     "(any of them)")
+    swp.add_argument("--stop-when-saturated", action="store_true", default=False,
+                     help="stop after two levels in a row in which the server did not keep up")
+    swp.add_argument("--workers", type=int, help="load generator processes per level "
+                     "(default: from the level and the host's cores)")
     swp.add_argument("--no-ignore-eos", action="store_true",
                      help="do not send ignore_eos (servers that reject it)")
     swp.add_argument("--allow-busy", action="store_true", default=False,
@@ -110,6 +145,8 @@ def _load_json(text: Optional[str], what: str) -> Any:
 def parse_levels(text: str) -> List[List[int]]:
     levels = []
     for part in text.split(","):
+        if not part.strip():
+            continue
         try:
             c, n = (int(x) for x in part.strip().split(":"))
         except ValueError:
@@ -118,9 +155,38 @@ def parse_levels(text: str) -> List[List[int]]:
     return levels
 
 
+def parse_rates(text: str) -> List[List[float]]:
+    rates: List[List[Any]] = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        try:
+            r, n = part.strip().split(":")
+            rates.append([float(r), int(n)])
+        except ValueError:
+            raise _usage("--rates: %r is not rate:n (e.g. 2:100,4:200)" % part) from None
+    return rates
+
+
+def parse_goodput(text: str) -> Dict[str, float]:
+    """``ttft:500,tpot:50,e2el:20000`` -> {ttft_ms: 500, tpot_ms: 50, e2el_ms: 20000}."""
+    out: Dict[str, float] = {}
+    for part in text.replace(" ", ",").split(","):
+        if not part:
+            continue
+        key, sep, value = part.partition(":")
+        if not sep or key not in GOODPUT_KEYS:
+            raise _usage("--goodput: %r is not ttft:MS, tpot:MS or e2el:MS" % part)
+        try:
+            out[GOODPUT_KEYS[key]] = float(value)
+        except ValueError:
+            raise _usage("--goodput: %r: %r is not a number of ms" % (part, value)) from None
+    return out
+
+
 def build_plan(args: Any) -> Dict[str, Any]:
     plan = dict(DEFAULT_PLAN)
-    given = _load_json(args.plan_json, "--plan-json")
+    given = _load_json(getattr(args, "plan_json", None), "--plan-json")
     if given is not None:
         if not isinstance(given, dict):
             raise _usage("--plan-json must be a JSON object")
@@ -129,47 +195,98 @@ def build_plan(args: Any) -> Dict[str, Any]:
             raise _usage("--plan-json: unknown keys %s" % ", ".join(unknown))
         plan.update(given)
     for key in ("input_len", "output_len", "warmup", "temperature", "request_timeout_s",
-                "stall_timeout_s", "max_error_rate", "seed", "endpoint"):
+                "stall_timeout_s", "max_error_rate", "seed", "endpoint", "arrival",
+                "max_concurrency", "random_range_ratio", "workers"):
         value = getattr(args, key, None)
         if value is not None:
             plan[key] = value
-    if args.levels:
+    if getattr(args, "levels", None) is not None:
         plan["levels"] = parse_levels(args.levels)
+    if getattr(args, "rates", None):
+        plan["rates"] = parse_rates(args.rates)
+        if getattr(args, "levels", None) is None and given is None:
+            plan["levels"] = []  # --rates alone: only the rate levels
+    if getattr(args, "goodput", None):
+        plan["goodput"] = parse_goodput(args.goodput)
+    if getattr(args, "dataset", None):
+        try:
+            fmt, entries = datasets.load(args.dataset)
+        except datasets.DatasetError as exc:
+            raise _usage("--dataset: %s" % exc) from None
+        shipped = datasets.ship(entries, plan.get("seed") or 0)
+        plan.update(dataset=args.dataset, dataset_prompts=[list(e) for e in shipped],
+                    dataset_info=datasets.info(args.dataset, fmt, len(entries), len(shipped)))
     if getattr(args, "no_ignore_eos", False):
         plan["ignore_eos"] = False
     if getattr(args, "allow_busy", False):
         plan["allow_busy"] = True
+    if getattr(args, "stop_when_saturated", False):
+        plan["stop_when_saturated"] = True
     _check_plan(plan)
     return plan
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _check_plan(plan: Dict[str, Any]) -> None:
-    levels = plan["levels"]
-    if not isinstance(levels, list) or not levels:
-        raise _usage("levels: at least one C:n level")
+    levels, rates = plan["levels"], plan["rates"]
+    if not isinstance(levels, list) or not isinstance(rates, list):
+        raise _usage("levels and rates must be lists")
+    if not levels and not rates:
+        raise _usage("levels: at least one C:n level or one rate:n level")
     for lv in levels:
         if (not isinstance(lv, (list, tuple)) or len(lv) != 2
-                or not all(isinstance(x, int) and x >= 1 for x in lv)):
+                or not all(_is_int(x) and x >= 1 for x in lv)):
             raise _usage("levels: %r is not [C, n] with C, n >= 1" % (lv,))
         if lv[1] < lv[0]:
             raise _usage("levels: %d:%d: n must be at least C (with %d requests there are "
                          "never %d in flight)" % (lv[0], lv[1], lv[1], lv[0]))
+    for lv in rates:
+        if (not isinstance(lv, (list, tuple)) or len(lv) != 2 or not _is_num(lv[0])
+                or lv[0] <= 0 or not _is_int(lv[1]) or lv[1] < 1):
+            raise _usage("rates: %r is not [rate, n] with rate > 0 req/s and n >= 1" % (lv,))
     for key, low in (("input_len", 1), ("output_len", 1), ("warmup", 0)):
-        if not isinstance(plan[key], int) or plan[key] < low:
+        if not _is_int(plan[key]) or plan[key] < low:
             raise _usage("%s must be an integer >= %d" % (key, low))
     for key in ("request_timeout_s", "stall_timeout_s"):
-        if not isinstance(plan[key], (int, float)) or plan[key] <= 0:
+        if not _is_num(plan[key]) or plan[key] <= 0:
             raise _usage("%s must be > 0" % key)
-    if not isinstance(plan["max_error_rate"], (int, float)) or not 0 <= plan["max_error_rate"] <= 1:
+    if not _is_num(plan["max_error_rate"]) or not 0 <= plan["max_error_rate"] <= 1:
         raise _usage("max_error_rate must be between 0 and 1")
     if plan["endpoint"] not in ("chat", "completions"):
         raise _usage("endpoint must be chat or completions")
-    for key in ("ignore_eos", "allow_busy"):
+    for key in ("ignore_eos", "allow_busy", "stop_when_saturated"):
         if not isinstance(plan[key], bool):
             raise _usage("%s must be true or false" % key)
-    if plan["seed"] is not None and (not isinstance(plan["seed"], int)
-                                     or isinstance(plan["seed"], bool)):
+    if plan["seed"] is not None and not _is_int(plan["seed"]):
         raise _usage("seed must be an integer or null")
+    if plan["arrival"] not in arrivals.KINDS:
+        raise _usage("arrival must be one of %s" % ", ".join(arrivals.KINDS))
+    for key in ("max_concurrency", "workers"):
+        if plan[key] is not None and (not _is_int(plan[key]) or plan[key] < 1):
+            raise _usage("%s must be an integer >= 1 or null" % key)
+    ratio = plan["random_range_ratio"]
+    if not _is_num(ratio) or not 0 <= ratio <= 1:
+        raise _usage("random_range_ratio must be between 0 and 1")
+    good = plan["goodput"]
+    if good is not None and (not isinstance(good, dict) or not good
+                             or any(k not in GOODPUT_KEYS.values() or not _is_num(v) or v <= 0
+                                    for k, v in good.items())):
+        raise _usage("goodput must map ttft_ms, tpot_ms, e2el_ms to targets > 0 ms")
+    prompts = plan["dataset_prompts"]
+    if prompts is not None:
+        if not isinstance(prompts, list) or not prompts:
+            raise _usage("dataset_prompts must be a non-empty list of [prompt, output_len]")
+        for i, e in enumerate(prompts):
+            if (not isinstance(e, (list, tuple)) or len(e) != 2 or not isinstance(e[0], str)
+                    or not e[0] or not (e[1] is None or (_is_int(e[1]) and e[1] >= 1))):
+                raise _usage("dataset_prompts[%d] is not [prompt, output_len or null]" % i)
 
 
 def load_cases(text: Optional[str]) -> List[Dict[str, Any]]:
@@ -194,6 +311,65 @@ def load_cases(text: Optional[str]) -> List[Dict[str, Any]]:
 
 def make_prompt(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+
+def _length(rng: random.Random, full: int, ratio: float) -> int:
+    """A length uniform in [max(int(full * ratio), 1), full] (bench_serving's
+    ``compute_random_lens``); ``full`` itself when ratio is 1 (no draw)."""
+    if ratio >= 1:
+        return full
+    return rng.randint(max(int(full * ratio), 1), full)
+
+
+def level_requests(plan: Dict[str, Any], seed: int, li: int, count: int
+                   ) -> List[Tuple[str, int]]:
+    """(prompt, max_tokens) of ``count`` requests of level ``li`` (the level's n, then its
+    warm-ups): random words of ``input_len`` (or a length in [L*r, L]), or the dataset's
+    prompts in a seeded order (cycled when the level needs more)."""
+    rng = random.Random(seed * 1000 + li)
+    ratio = float(plan["random_range_ratio"])
+    out_len = int(plan["output_len"])
+    prompts = plan.get("dataset_prompts")
+    out: List[Tuple[str, int]] = []
+    if prompts:
+        order = list(range(len(prompts)))
+        rng.shuffle(order)
+        for j in range(count):
+            prompt, given = prompts[order[j % len(order)]]
+            out.append((prompt, int(given) if given else _length(rng, out_len, ratio)))
+        return out
+    for _ in range(count):
+        words = _length(rng, int(plan["input_len"]), ratio)
+        tokens = _length(rng, out_len, ratio)
+        out.append((make_prompt(rng, words), tokens))
+    return out
+
+
+def shapes(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The sweep's levels in the order they run: closed-loop ``C:n``, then ``rate:n``."""
+    out: List[Dict[str, Any]] = [{"kind": "closed", "c": int(c), "n": int(n), "rate": None,
+                                  "cap": None} for c, n in plan["levels"]]
+    out += [{"kind": "rate", "c": int(plan["max_concurrency"] or 0), "n": int(n),
+             "rate": float(r), "cap": plan["max_concurrency"], "arrival": plan["arrival"]}
+            for r, n in plan["rates"]]
+    return out
+
+
+def level_name(shape: Dict[str, Any]) -> str:
+    """How a level is named in reasons: ``C=8`` or ``rate 4/s`` (``, at most C=16``)."""
+    if shape["kind"] == "closed":
+        return "C=%d" % shape["c"]
+    text = "rate %g/s" % shape["rate"]
+    return text + (" (at most %d in flight)" % shape["cap"] if shape["cap"] else "")
+
+
+def _streams(shape: Dict[str, Any]) -> int:
+    """Requests in flight at once: C, the cap, or about rate x OPEN_LOOP_EST_S."""
+    if shape["kind"] == "closed":
+        return shape["c"]
+    if shape["cap"]:
+        return min(shape["cap"], shape["n"])
+    return max(1, min(shape["n"], math.ceil(shape["rate"] * OPEN_LOOP_EST_S)))
 
 
 # --- target ------------------------------------------------------------------------------
@@ -353,13 +529,15 @@ class _Sink:
         self._thread.join(timeout=30)
 
 
+
 class Sweep:
     """State of one sweep; survives a KeyboardInterrupt so the final events still go out.
 
     Level status (docs/metrics.md): ``done`` = all n requests ran and succeeded; ``partial``
     = some failed or did not run, under the error limit, or the sweep was cancelled during
     it; ``failed`` = over ``max_error_rate``, the server went away, stalled, was busy (without
-    ``allow_busy``) or could not be reached. The sweep is ``done`` only when every level is.
+    ``allow_busy``), could not be reached, or a load worker died. The sweep is ``done`` only
+    when every level is (or it stopped, as asked, after two saturated levels in a row).
     """
 
     def __init__(self, args: Any, plan: Dict[str, Any], sink: Any) -> None:
@@ -368,6 +546,7 @@ class Sweep:
         self.args = args
         self.plan = plan
         self.sink = sink
+        self.shapes = shapes(plan)
         self.status = "running"  # done | partial | failed | cancelled once finished
         self.reason: Optional[str] = None
         self.levels_done = 0
@@ -375,7 +554,15 @@ class Sweep:
         self.current: Optional[Dict[str, Any]] = None  # the level in progress
         self.cancel: Optional[asyncio.Event] = None
         self.cancelled = False
+        self.stopped_saturated: Optional[str] = None  # why the sweep stopped early
         self.seed = plan["seed"] if plan["seed"] is not None else random.randrange(1 << 30)
+
+    def _plan_event(self) -> Dict[str, Any]:
+        """The plan as events carry it: the dataset's prompts by count, not their text."""
+        plan = dict(self.plan)
+        if plan.get("dataset_prompts"):
+            plan["dataset_prompts"] = len(plan["dataset_prompts"])
+        return plan
 
     async def run(self) -> None:
         self.cancel = protocol.cancel_event_on_signals()
@@ -383,24 +570,42 @@ class Sweep:
         plan = self.plan
         self.sink.emit("bench_target", url=target.endpoint.base, model=target.model,
                        model_source=target.model_source, server_version=target.server_version,
-                       transport=self.args.transport, plan=plan, seed=self.seed)
+                       transport=self.args.transport, plan=self._plan_event(), seed=self.seed)
         gc.collect()
         gc.freeze()  # what exists now (imports, client) is never scanned again
-        biggest = max(c for c, _ in plan["levels"])
+        biggest = max(_streams(s) for s in self.shapes)
         client = make_client(self.args.transport, target.endpoint, target.api_key, biggest,
                              self.args.connect_timeout)
         try:
             await self._probe_ignore_eos(client, target)
-            for li, (c, n) in enumerate(plan["levels"]):
+            for li, shape in enumerate(self.shapes):
                 if self.cancel.is_set():
                     break
-                await self._level(client, target, li, c, n)
+                await self._level(client, target, li, shape)
                 if self.levels and self.levels[-1]["status"] == "failed":
+                    break
+                if plan["stop_when_saturated"] and self._saturated_twice():
                     break
         finally:
             await client.aclose()
         if self.cancel.is_set():
             self.cancelled = True
+
+    def _saturated_twice(self) -> bool:
+        last = self.levels[-2:]
+        if len(last) < 2 or not all((lv.get("saturation") or {}).get("saturated")
+                                    for lv in last):
+            return False
+        left = len(self.shapes) - len(self.levels)
+        if left <= 0:
+            return False
+        names = " and ".join(lv["name"] for lv in last)
+        self.stopped_saturated = ("stopped after two saturated levels in a row (%s; "
+                                  "stop_when_saturated); %d level%s not run"
+                                  % (names, left, "" if left == 1 else "s"))
+        self.sink.emit("notice", kind="saturated_stop", message=self.stopped_saturated,
+                       levels=[lv["level"] for lv in last])
+        return True
 
     async def _probe_ignore_eos(self, client: Any, target: Target) -> None:
         """Servers outside SGLang/vLLM may reject the non-standard ``ignore_eos`` (transformers
@@ -433,41 +638,52 @@ class Sweep:
             return None
         return fut.result()
 
-    async def _level(self, client: Any, target: Target, li: int, c: int, n: int) -> None:
+    def _workers_for(self, shape: Dict[str, Any]) -> int:
+        if self.args.transport != "raw" and self.plan["workers"] is None:
+            return 1
+        if not workers.can_fork():
+            return 1
+        return workers.choose(self.plan["workers"], _streams(shape))
+
+    async def _level(self, client: Any, target: Target, li: int, shape: Dict[str, Any]
+                     ) -> None:
         plan = self.plan
         assert self.cancel is not None
+        c, n, name = shape["c"], shape["n"], level_name(shape)
         check = await self._idle_check(client, target, c)
         if check is None:
             return  # cancelled
         busy = check["verdict"] == "busy"
         refusal = None
         if check["verdict"] == "unreachable":
-            refusal = ("unreachable", "cannot connect to the server before level C=%d: %s"
-                       % (c, check["detail"]))
+            refusal = ("unreachable", "cannot connect to the server before level %s: %s"
+                       % (name, check["detail"]))
         elif check["verdict"] == "unresponsive":
-            refusal = ("unresponsive", "the server is not answering before level C=%d: %s"
-                       % (c, check["detail"]))
+            refusal = ("unresponsive", "the server is not answering before level %s: %s"
+                       % (name, check["detail"]))
         elif busy and not plan["allow_busy"]:
-            refusal = ("busy", "server busy before level C=%d: %s" % (c, idle.describe(check)))
+            refusal = ("busy", "server busy before level %s: %s" % (name, idle.describe(check)))
         if refusal is not None:
-            self._open(li, c, n, check, busy, 0)
+            self._open(li, shape, check, busy, [])
             self.finish_level(*refusal)
             return
         if busy:
             self.sink.emit("notice", kind="busy", level=li, concurrency=c, idle=check,
-                           message="measuring level C=%d although the server is busy (%s): "
-                           "allow_busy is set" % (c, idle.describe(check)))
-        rng = random.Random(self.seed * 1000 + li)
+                           message="measuring level %s although the server is busy (%s): "
+                           "allow_busy is set" % (name, idle.describe(check)))
         endpoint = plan["endpoint"]
         path = target.endpoint.path(chat_path(endpoint))
-        bodies = [build_body(endpoint, target.model, make_prompt(rng, plan["input_len"]),
-                             plan["output_len"], plan["temperature"], plan["ignore_eos"])
-                  for _ in range(n + plan["warmup"])]
+        specs = level_requests(plan, self.seed, li, n + plan["warmup"])
+        bodies = [build_body(endpoint, target.model, prompt, tokens, plan["temperature"],
+                             plan["ignore_eos"]) for prompt, tokens in specs]
         datas = [client.request_bytes(path, b) if hasattr(client, "request_bytes") else None
                  for b in bodies]
+        planned = [tokens if plan["ignore_eos"] else None for _, tokens in specs]
         timeout, stall = plan["request_timeout_s"], plan["stall_timeout_s"]
-        try:
-            await client.warm(c)
+        w = self._workers_for(shape)
+        streams = _streams(shape)
+        try:  # the agent's own pool: the warm-up, and the level itself when not spread
+            await client.warm(min(streams, n) if w == 1 else max(1, min(plan["warmup"], n)))
         except Exception:
             # pre-opening connections is an optimisation: if the server is unreachable, every
             # request of the level fails on its own and is counted with its error kind
@@ -478,112 +694,120 @@ class Sweep:
         if not await self._unless_cancelled(warm):
             return
         warm_raws: List[RawResponse] = warm.result()
-        warm_errors = sum(1 for r in warm_raws if not parse_stream(r).ok)
-        problem = await self._warmup_problem(client, target, warm_raws, c, stall)
+        warmups = [_warmup_record(i, parse_stream(r)) for i, r in enumerate(warm_raws)]
+        problem = await self._warmup_problem(client, target, warm_raws, name, stall)
         if problem is not None:
-            self._open(li, c, n, check, busy, warm_errors)
+            self._open(li, shape, check, busy, warmups)
             self.finish_level(*problem)
             return
+        schedule = None
+        if shape["kind"] == "rate":
+            schedule = arrivals.timeline(n, shape["rate"], self.seed * 1000 + li,
+                                         shape["arrival"])
         self.sink.emit("level_start", level=li, concurrency=c, requests=n,
-                       warmup=plan["warmup"], warmup_errors=warm_errors, time=time.time(),
-                       idle=check, busy=busy)
-        results = self._open(li, c, n, check, busy, warm_errors)
+                       warmup=plan["warmup"], warmup_errors=sum(not r["ok"] for r in warmups),
+                       time=time.time(), idle=check, busy=busy, rate=shape["rate"],
+                       arrival=shape.get("arrival"), max_concurrency=shape["cap"], workers=w,
+                       name=name)
+        results = self._open(li, shape, check, busy, warmups, workers_=w)
+        sampler = None
+        if check.get("source") == "metrics" and workers.can_fork():
+            try:
+                sampler = saturation.MetricsSampler(target.endpoint.base, target.api_key).start()
+            except OSError:
+                sampler = None
         limit = plan["max_error_rate"] * n
-        failed_level = asyncio.Event()
-        halt: Dict[str, str] = {}  # why no more requests are sent: "stalled" | "connect"
-        # A worker whose request stalled sends nothing more until another request of the level
-        # finishes (the server is not stuck after all); when no request is left in flight but
-        # stalled ones, every request in flight has stalled: the level fails at once.
-        flow = {"next": 0, "active": min(c, n), "paused": 0, "answered": 0}
-        resume = asyncio.Condition()
-        done: "asyncio.Queue[Optional[Tuple[int, RawResponse]]]" = asyncio.Queue()
-        planned_tokens = plan["output_len"] if plan["ignore_eos"] else None
-        t0 = perf()
+        stop = asyncio.Event()
+        failed_level = {"set": False}
+        errors = [0]
 
-        def judge() -> None:
-            """No worker is sending or receiving, some are paused on a stall, requests are
-            left: every request in flight stalled."""
-            if flow["active"] == 0 and flow["paused"] and flow["next"] < n and not halt:
-                halt["stalled"] = "every request in flight stalled"
+        def deliver(event: Dict[str, Any]) -> None:
+            results.append(event)
+            self.sink.emit("request", **event)
+            if not event["ok"]:
+                errors[0] += 1
+                if errors[0] > limit and not failed_level["set"]:
+                    failed_level["set"] = True
+                    stop.set()
+            if self.sink.broken:
+                self.cancel.set()  # type: ignore[union-attr]
 
-        def may_go_on(seen: int) -> bool:
-            return bool(halt) or flow["answered"] > seen or flow["next"] >= n
+        async def cancel_stops() -> None:
+            await self.cancel.wait()  # type: ignore[union-attr]
+            stop.set()
 
-        async def worker() -> None:
-            while not halt and flow["next"] < n:
-                i = flow["next"]
-                flow["next"] += 1
-                raw = await client.request(path, bodies[i], timeout, stall, datas[i])
-                done.put_nowait((i, raw))
-                if raw.error_kind is None:
-                    flow["answered"] += 1
-                elif raw.error_kind == "connect" and not halt:
-                    halt["connect"] = raw.error or "cannot connect"
-                async with resume:
-                    if raw.error_kind == "stall":
-                        seen = flow["answered"]
-                        flow["active"] -= 1
-                        flow["paused"] += 1
-                        judge()
-                        resume.notify_all()
-                        await resume.wait_for(functools.partial(may_go_on, seen))
-                        flow["paused"] -= 1
-                        flow["active"] += 1
-                    else:
-                        resume.notify_all()
-            async with resume:
-                flow["active"] -= 1
-                judge()
-                resume.notify_all()
-
-        async def post() -> None:
-            """Parse finished responses one at a time, yielding between slices, and emit."""
-            errors = 0
-            while True:
-                item = await done.get()
-                if item is None:
-                    return
-                res = await parse_stream_async(item[1])
-                event = request_event(res, li, c, item[0], t0, planned_tokens)
-                results.append(event)
-                self.sink.emit("request", **event)
-                if not event["ok"]:
-                    errors += 1
-                    if errors > limit:
-                        failed_level.set()
-                if self.sink.broken:
-                    self.cancel.set()  # type: ignore[union-attr]
-                await asyncio.sleep(0)
-
-        poster = asyncio.ensure_future(post())
-        gc.disable()  # a full collection here takes tens of ms: never during a level
+        watcher = asyncio.ensure_future(cancel_stops())
+        halt, dead, worker_errors = 0, [], []  # type: ignore[var-annotated]
         try:
-            workers: "asyncio.Future[Any]" = asyncio.gather(*(worker() for _ in range(min(c, n))))
-            stops: "List[asyncio.Future[Any]]" = [asyncio.ensure_future(self.cancel.wait()),
-                                                  asyncio.ensure_future(failed_level.wait())]
-            await asyncio.wait([workers, *stops], return_when=asyncio.FIRST_COMPLETED)
-            for fut in [workers, *stops]:
-                fut.cancel()
-            await asyncio.gather(workers, *stops, return_exceptions=True)
-            done.put_nowait(None)  # finished requests are still parsed and kept
-            await poster
+            if w == 1:
+                flow = Flow(n, active=min(c, n) if schedule is None else 0)
+                load = LevelLoad(client, path, bodies, datas, timeout, stall, flow, deliver,
+                                 level=li, c=c, planned=planned, senders=min(c, n),
+                                 schedule=schedule, indices=range(n), cap=shape["cap"])
+                await load.run(stop)
+                halt = flow.halt_code
+                self.current["perf0"] = load.t0  # type: ignore[index]
+            else:
+                work = workers.Work(
+                    transport=self.args.transport, endpoint=target.endpoint,
+                    api_key=target.api_key, connect_timeout=self.args.connect_timeout,
+                    path=path, bodies=bodies, datas=datas, timeout=timeout, stall=stall,
+                    level=li, c=c, planned=planned, n=n, streams=streams, schedule=schedule,
+                    cap=shape["cap"])
+                try:
+                    out = await workers.run_spread(work, w, deliver, stop)
+                except OSError as exc:  # no fork, no shared memory: say so, run in-process
+                    self.sink.emit("notice", kind="workers_unavailable", level=li,
+                                   message="cannot start %d load workers (%s); level %s runs "
+                                   "in one process" % (w, exc, name))
+                    flow = Flow(n, active=min(c, n) if schedule is None else 0)
+                    load = LevelLoad(client, path, bodies, datas, timeout, stall, flow,
+                                     deliver, level=li, c=c, planned=planned,
+                                     senders=min(c, n), schedule=schedule, indices=range(n),
+                                     cap=shape["cap"])
+                    await load.run(stop)
+                    halt = flow.halt_code
+                    self.current["workers"] = 1  # type: ignore[index]
+                    self.current["perf0"] = load.t0  # type: ignore[index]
+                else:
+                    halt = out.halt
+                    dead, worker_errors = out.dead, out.errors
+                    self.current["child_cpu_s"] = out.cpu_s  # type: ignore[index]
+                    self.current["worker_pids"] = out.pids  # type: ignore[index]
+                    self.current["perf0"] = out.t0  # type: ignore[index]
         finally:
-            poster.cancel()
-            gc.enable()
+            watcher.cancel()
+            if sampler is not None:
+                self.current["queue_samples"] = sampler.stop()  # type: ignore[index]
+        self.current["schedule"] = schedule  # type: ignore[index]
         failure: Optional[Tuple[str, str]] = None
         errs = sum(1 for r in results if not r["ok"])
-        if "stalled" in halt:
-            failure = ("stalled", "level C=%d: the server stalled: every request in flight got "
+        for d in dead:
+            self.sink.emit("notice", kind="worker_died", level=li, worker=d["worker"] + 1,
+                           workers=w, pid=d["pid"], exit=d["exit"], requests=d["requests"],
+                           message="load worker %d of %d (pid %d) of level %s died (%s) after "
+                           "%d requests" % (d["worker"] + 1, w, d["pid"], name, d["exit"],
+                                            d["requests"]))
+        if dead:
+            d = dead[0]
+            failure = ("worker_died", "level %s: load worker %d of %d (pid %d) died (%s); "
+                       "stopped after %d of %d requests (the requests in flight in it are "
+                       "lost)" % (name, d["worker"] + 1, w, d["pid"], d["exit"], len(results), n))
+        elif worker_errors and halt == HALT_STOP and not self.cancel.is_set() \
+                and not failed_level["set"]:
+            failure = ("worker_failed", "level %s: %s" % (name, worker_errors[0]))
+        elif halt == HALT_STALLED:
+            failure = ("stalled", "level %s: the server stalled: every request in flight got "
                        "no bytes for %.1f s; stopped after %d of %d requests (the rest were not "
-                       "sent)" % (c, stall, len(results), n))
-        elif failed_level.is_set():
-            failure = ("error_rate", "level C=%d: %d of %d requests failed (max error rate %g)"
-                       % (c, errs, n, plan["max_error_rate"]))
+                       "sent)" % (name, stall, len(results), n))
+        elif failed_level["set"]:
+            failure = ("error_rate", "level %s: %d of %d requests failed (max error rate %g)"
+                       % (name, errs, n, plan["max_error_rate"]))
         if (failure is None or failure[0] == "error_rate") and errs and not self.cancel.is_set():
             why = await _unreachable(target.endpoint)
             if why is not None:
-                failure = ("server_gone", "level C=%d: the server went away (%s) after %d of %d "
-                           "requests; %d failed" % (c, why, len(results), n, errs))
+                failure = ("server_gone", "level %s: the server went away (%s) after %d of %d "
+                           "requests; %d failed" % (name, why, len(results), n, errs))
         if failure is not None:
             self.finish_level(*failure)
         else:
@@ -591,16 +815,16 @@ class Sweep:
         gc.collect()
 
     async def _warmup_problem(self, client: Any, target: Target, raws: List[RawResponse],
-                              c: int, stall: float) -> Optional[Tuple[str, str]]:
+                              name: str, stall: float) -> Optional[Tuple[str, str]]:
         """A warm-up that shows the server stuck or gone fails the level before it starts."""
         if raws and all(r.error_kind == "stall" for r in raws):
-            return ("stalled", "level C=%d: the server stalled during the warm-up (no bytes for "
-                    "%.1f s); no request of the level was sent" % (c, stall))
+            return ("stalled", "level %s: the server stalled during the warm-up (no bytes for "
+                    "%.1f s); no request of the level was sent" % (name, stall))
         if any(r.error_kind == "connect" for r in raws):
             why = await _unreachable(target.endpoint)
             if why is not None:
-                return ("server_gone", "level C=%d: the server went away during the warm-up "
-                        "(%s); no request of the level was sent" % (c, why))
+                return ("server_gone", "level %s: the server went away during the warm-up "
+                        "(%s); no request of the level was sent" % (name, why))
         return None
 
     async def _unless_cancelled(self, fut: "asyncio.Future[Any]") -> bool:
@@ -615,13 +839,14 @@ class Sweep:
         await asyncio.gather(fut, return_exceptions=True)
         return False
 
-    def _open(self, li: int, c: int, n: int, check: Dict[str, Any], busy: bool,
-              warm_errors: int) -> List[Dict[str, Any]]:
+    def _open(self, li: int, shape: Dict[str, Any], check: Dict[str, Any], busy: bool,
+              warmups: List[Dict[str, Any]], workers_: int = 1) -> List[Dict[str, Any]]:
         """The level is in progress from here (its request events go to the list returned)."""
         results: List[Dict[str, Any]] = []
-        self.current = {"level": li, "concurrency": c, "requests": n, "results": results,
-                        "started_at": time.time(), "cpu0": time.process_time(), "idle": check,
-                        "busy": busy, "warmup_errors": warm_errors}
+        self.current = {"level": li, "shape": shape, "concurrency": shape["c"],
+                        "requests": shape["n"], "results": results, "started_at": time.time(),
+                        "cpu0": time.process_time(), "idle": check, "busy": busy,
+                        "warmups": warmups, "workers": workers_, "child_cpu_s": 0.0}
         return results
 
     def finish_level(self, failure: Optional[str] = None, reason: Optional[str] = None,
@@ -634,37 +859,90 @@ class Sweep:
             return
         self.current = None
         results = cur["results"]
-        c, n = cur["concurrency"], cur["requests"]
+        shape = cur["shape"]
+        c, n, name = cur["concurrency"], cur["requests"], level_name(shape)
         level = stats.level_metrics(results, c, n)
         status = "done"
         if failure is not None:
             status = "failed"
         elif interrupted:
             status = "partial"
-            reason = "level C=%d: cancelled after %d of %d requests" % (c, len(results), n)
+            reason = "level %s: cancelled after %d of %d requests" % (name, len(results), n)
         elif level["errors"] or level["not_run"]:
             status = "partial"
             kinds = ", ".join("%s %d" % kv for kv in sorted(level["errors_by_kind"].items()))
-            reason = "level C=%d: %d of %d requests failed (%s)" % (c, level["errors"], n, kinds)
+            reason = "level %s: %d of %d requests failed (%s)" % (name, level["errors"], n,
+                                                                   kinds)
             if level["not_run"]:
                 reason += "; %d did not run" % level["not_run"]
-        cpu = time.process_time() - cur["cpu0"]
+        cpu = time.process_time() - cur["cpu0"] + float(cur.get("child_cpu_s") or 0.0)
         now = time.time()
+        warm = cur["warmups"]
         level.update(level=cur["level"], status=status, reason=reason, failure=failure,
                      partial=len(results) < n, idle=cur["idle"], busy=cur["busy"],
-                     warmup_errors=cur["warmup_errors"], ignore_eos=bool(self.plan["ignore_eos"]),
+                     warmup_errors=sum(1 for r in warm if not r["ok"]),
+                     ignore_eos=bool(self.plan["ignore_eos"]),
                      planned_output_len=self.plan["output_len"], started_at=cur["started_at"],
                      finished_at=now, time=now, client_cpu_s=round(cpu, 4),
                      client_cpu_us_per_token=(round(cpu * 1e6 / level["output_tokens"], 2)
                                               if level["output_tokens"] else None))
+        level.update(self._level_extras(cur, level))
         self.sink.emit("level", **level)
         self.levels.append(level)
         self.levels_done += 1
 
+    def _level_extras(self, cur: Dict[str, Any], level: Dict[str, Any]) -> Dict[str, Any]:
+        """What a level event adds to stats.level_metrics: its load shape, warm-ups, send
+        lag, goodput and saturation (docs/metrics.md)."""
+        shape, results, plan = cur["shape"], cur["results"], self.plan
+        closed = shape["kind"] == "closed"
+        out: Dict[str, Any] = {
+            "name": level_name(shape), "kind": shape["kind"], "rate": shape["rate"],
+            "arrival": shape.get("arrival"), "max_concurrency": shape["cap"],
+            "workers": cur.get("workers", 1), "seed": self.seed, "warmup_requests": cur["warmups"],
+            "random_range_ratio": plan["random_range_ratio"],
+            "dataset": (plan.get("dataset_info") or {}).get("name") if plan.get(
+                "dataset_prompts") else None,
+            "goodput": stats.goodput(results, plan["goodput"], level["duration_s"]),
+        }
+        schedule = cur.get("schedule")
+        offered = achieved = None
+        if not closed:
+            out["send_lag_ms"] = stats.summarize(r.get("send_lag_ms") for r in results)
+            out["send_lag_ms"]["max"] = max((r["send_lag_ms"] for r in results
+                                             if r.get("send_lag_ms") is not None), default=None)
+            out["cap_wait_ms"] = stats.summarize(r.get("cap_wait_ms") for r in results)
+            offered = arrivals.offered_rate(schedule) if schedule else None
+            ends = sorted(r["start_s"] + r["e2e_s"] for r in results
+                          if r.get("ok") and r.get("e2e_s") is not None)
+            if len(ends) >= 2 and ends[-1] > ends[0]:
+                achieved = (len(ends) - 1) / (ends[-1] - ends[0])
+        samples = cur.get("queue_samples") or []
+        window = None
+        t0s = [r["start_s"] for r in results if r.get("start_s") is not None]
+        if samples and t0s and results:
+            # samples are perf_counter times: place the level's window on that clock
+            first_send = min(t0s)
+            last = (max(t0s) if not closed else
+                    max(r["start_s"] + (r.get("e2e_s") or 0.0) for r in results))
+            base = cur.get("perf0")
+            if base is not None:
+                window = (base + first_send, base + last)
+        prev = next(((lv["concurrency"], lv["output_tok_s"]) for lv in reversed(self.levels)
+                     if lv.get("kind", "closed") == "closed" and lv.get("output_tok_s")
+                     and lv["status"] != "failed"), None)
+        out["saturation"] = saturation.verdict(
+            closed=closed, samples=samples, window=window, in_flight=_streams(shape),
+            offered_rate=offered, achieved_rate=achieved, tok_s=level["output_tok_s"],
+            previous=prev if closed else None, concurrency=shape["c"])
+        if level["completed"] == 0:
+            out["saturation"].update(saturated=None, detail="no request completed")
+        return out
+
     def conclude(self) -> None:
         """Set ``status`` and ``reason`` from the levels (done only when every planned level
-        ran and is done)."""
-        planned = len(self.plan["levels"])
+        ran and is done, or the sweep stopped as asked after two saturated levels)."""
+        planned = len(self.shapes)
         failed = [lv for lv in self.levels if lv["status"] == "failed"]
         partial = [lv for lv in self.levels if lv["status"] == "partial"]
         if self.cancelled:
@@ -677,6 +955,8 @@ class Sweep:
             self.status = "partial"
             self.reason = "%d of %d levels partial: %s" % (len(partial), planned,
                                                            partial[0]["reason"])
+        elif self.stopped_saturated is not None:
+            self.status, self.reason = "done", self.stopped_saturated
         elif self.levels_done < planned:
             self.status = "partial"
             self.reason = "only %d of %d levels ran" % (self.levels_done, planned)
@@ -690,16 +970,29 @@ class Sweep:
             for kind, count in lv["errors_by_kind"].items():
                 kinds[kind] = kinds.get(kind, 0) + count
         levels = self.levels
+        planned_requests = sum(s["n"] for s in self.shapes)
         return {"status": self.status, "reason": self.reason, "levels": self.levels_done,
-                "levels_planned": len(self.plan["levels"]),
+                "levels_planned": len(self.shapes),
                 "level_status": [lv["status"] for lv in levels],
-                "requests": sum(n for _, n in self.plan["levels"]),
+                "requests": planned_requests,
                 "completed": sum(lv["completed"] for lv in levels),
                 "errors": sum(lv["errors"] for lv in levels), "errors_by_kind": kinds,
-                "not_run": sum(n for _, n in self.plan["levels"])
-                - sum(lv["completed"] + lv["errors"] for lv in levels),
+                "not_run": planned_requests - sum(lv["completed"] + lv["errors"]
+                                                  for lv in levels),
                 "short_outputs": sum(lv["short_outputs"] for lv in levels),
-                "busy_levels": sum(1 for lv in levels if lv["busy"])}
+                "busy_levels": sum(1 for lv in levels if lv["busy"]),
+                "saturated_levels": sum(1 for lv in levels
+                                        if (lv.get("saturation") or {}).get("saturated")),
+                "stopped_saturated": self.stopped_saturated is not None, "seed": self.seed}
+
+
+def _warmup_record(i: int, res: StreamResult) -> Dict[str, Any]:
+    """A warm-up request as the level event keeps it (``warmup_requests``): not counted."""
+    ttft = res.token_times[0] - res.t_send if res.token_times else None
+    return {"index": i, "warmup": True, "ok": res.ok,
+            "ttft_s": None if ttft is None else round(ttft, 6),
+            "e2e_s": round(res.t_end - res.t_send, 6), "output_tokens": res.output_tokens,
+            "prompt_tokens": res.prompt_tokens, "error_kind": res.error_kind, "error": res.error}
 
 
 async def _unreachable(endpoint: Endpoint, timeout: float = 2.0) -> Optional[str]:
@@ -716,23 +1009,6 @@ async def _unreachable(endpoint: Endpoint, timeout: float = 2.0) -> Optional[str
     return None
 
 
-def request_event(res: StreamResult, level: int, c: int, index: int, t0: float,
-                  planned_tokens: Optional[int] = None) -> Dict[str, Any]:
-    """The ``request`` event for one finished request (times in seconds). ``planned_tokens``:
-    the fixed output length asked for (ignore_eos in force); an ok request with fewer output
-    tokens is marked ``short_output``."""
-    out_tokens = res.output_tokens
-    event: Dict[str, Any] = {"level": level, "concurrency": c, "index": index, "ok": res.ok,
-                             "start_s": round(res.t_send - t0, 6)}
-    event.update(stats.request_metrics(res.t_send, res.token_times, res.first_answer_t,
-                                       res.t_end, out_tokens))
-    event.update(output_tokens=out_tokens, token_source=res.token_source,
-                 prompt_tokens=res.prompt_tokens, finish_reason=res.finish_reason,
-                 done_marker=res.done_marker, status=res.status, error_kind=res.error_kind,
-                 error=res.error,
-                 short_output=bool(planned_tokens is not None and res.ok
-                                   and out_tokens < planned_tokens))
-    return event
 
 
 def execute_sweep(args: Any, plan: Dict[str, Any], sink: Any) -> Sweep:

@@ -123,6 +123,10 @@ def level_metrics(requests: Sequence[Mapping[str, Any]], concurrency: int,
     decode = [1.0 / t for t in tpots if t]
     short = [int(r.get("output_tokens") or 0) for r in done if r.get("short_output")]
     n = planned if planned is not None else len(requests)
+    prompt = [r.get("prompt_tokens") for r in done]
+    input_tokens = (sum(int(p) for p in prompt if p is not None)
+                    if done and all(p is not None for p in prompt) else None)
+    e2e_sum = sum(float(r.get("e2e_s") or 0.0) for r in done)
     return {
         "concurrency": concurrency,
         "requests": n,
@@ -135,6 +139,11 @@ def level_metrics(requests: Sequence[Mapping[str, Any]], concurrency: int,
         "duration_s": round(duration, 4),
         "output_tokens": tokens,
         "output_tok_s": round(tokens / duration, 3) if duration > 0 else None,
+        "request_throughput": round(len(done) / duration, 4) if duration > 0 else None,
+        "input_tokens": input_tokens,
+        "total_tok_s": (round((input_tokens + tokens) / duration, 3)
+                        if duration > 0 and input_tokens is not None else None),
+        "concurrency_mean": round(e2e_sum / duration, 3) if duration > 0 and done else None,
         "per_request_tok_s_mean": round(sum(decode) / len(decode), 3) if decode else None,
         "ttft_ms": summarize((r.get("ttft_s") for r in done), 1000.0),
         "ttfat_ms": summarize((r.get("ttfat_s") for r in done), 1000.0),
@@ -146,6 +155,41 @@ def level_metrics(requests: Sequence[Mapping[str, Any]], concurrency: int,
     }
 
 
+def goodput(requests: Sequence[Mapping[str, Any]], targets: Optional[Mapping[str, float]],
+            duration_s: Optional[float]) -> Optional[Dict[str, Any]]:
+    """Requests that met every target (``ttft_ms``, ``tpot_ms``, ``e2el_ms``; any subset), as
+    vLLM's ``bench serve --goodput`` counts them: an ok request is good when its TTFT, TPOT
+    (0 for a 1-token answer) and E2E are each <= their target. ``share``: good / requests that
+    ran (a failed request meets no target); ``rate``: good / the level's duration (vLLM's
+    ``request_goodput``). None without targets."""
+    if not targets:
+        return None
+    ran = list(requests)
+    good = 0
+    for r in ran:
+        if not r.get("ok"):
+            continue
+        ttft = r.get("ttft_s")
+        e2e = r.get("e2e_s")
+        per = tpot(e2e, ttft, int(r.get("output_tokens") or 0)) or 0.0
+        values = {"ttft_ms": ttft, "tpot_ms": per, "e2el_ms": e2e}
+        if all(values[k] is not None and values[k] * 1000.0 <= float(t)  # type: ignore[operator]
+               for k, t in targets.items()):
+            good += 1
+    return {"targets": dict(targets), "good": good, "requests": len(ran),
+            "share": round(good / len(ran), 4) if ran else None,
+            "rate": round(good / duration_s, 4) if duration_s else None}
+
+
+def std(values: Iterable[Optional[float]], scale: float = 1.0) -> Optional[float]:
+    """Population standard deviation (numpy's default, bench_serving's ``std_*``)."""
+    vals = [v * scale for v in values if v is not None]
+    if not vals:
+        return None
+    mean = sum(vals) / len(vals)
+    return math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+
+
 def _mean(values: Iterable[Optional[float]]) -> Optional[float]:
     vals = [v for v in values if v is not None]
     return round(sum(vals) / len(vals), 2) if vals else None
@@ -154,7 +198,8 @@ def _mean(values: Iterable[Optional[float]]) -> Optional[float]:
 # The level keys `dsv4tui sweep --json` prints, in order (the public shape).
 LEVEL_JSON_KEYS = ("concurrency", "requests", "completed", "errors", "duration_s",
                    "output_tokens", "output_tok_s", "per_request_tok_s_mean", "ttft_ms",
-                   "tpot_ms", "itl_ms", "e2e_ms", "token_count_source")
+                   "tpot_ms", "itl_ms", "e2e_ms", "token_count_source", "rate",
+                   "request_throughput", "goodput", "saturation")
 
 
 def level_json(level: Mapping[str, Any]) -> Dict[str, Any]:

@@ -120,11 +120,18 @@ DETAIL_COLUMNS: tuple[Column, ...] = (
     Column("server_itl_mean", "srv ITL mean", ("server", "itl_ms", "mean"), "ms", 1),
     Column("server_queue_mean", "srv queue mean", ("server", "queue_ms", "mean"), "ms", 1),
     Column("server_tok_s", "srv tok/s", ("server", "output_tok_s"), "", 1),
+    Column("request_throughput", "req/s", ("request_throughput",), "", 2),
+    Column("rate", "rate req/s", ("rate",), "", 2),  # open-loop levels
+    Column("goodput_share", "goodput share", ("goodput", "share"), "", 2),
+    Column("goodput_rate", "goodput req/s", ("goodput", "rate"), "", 2),
+    Column("send_lag_p99", "send lag p99", ("send_lag_ms", "p99"), "ms", 1),
 )
 
-# The comparison: per C and run. ``change`` columns are followed by "vs #<baseline>".
+# The comparison: per load (C or rate) and run. ``change`` columns are followed by
+# "vs #<baseline>". goodput: % of the level's requests that met every --goodput target.
 COMPARE_COLUMNS: tuple[Column, ...] = (
     Column("output_tok_s", "tok/s", decimals=1, width=8, change=True),
+    Column("goodput_pct", "goodput", unit="%", decimals=0, width=7),
     Column("ttft_p50_ms", "TTFT p50", unit="ms", decimals=0, width=9, change=True),
     Column("ttft_p99_ms", "TTFT p99", unit="ms", decimals=0, width=9),
     Column("tpot_p50_ms", "TPOT p50", unit="ms", decimals=1, width=9),

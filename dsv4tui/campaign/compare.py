@@ -7,9 +7,14 @@ the % change of each number against the chosen baseline run (:meth:`Comparison.c
 another baseline (:meth:`Comparison.with_baseline`), the rows of the table
 (:meth:`Comparison.rows`) and its JSON (:meth:`Comparison.to_json`).
 
-Statistics: TTFT and TPOT are p50 / p99 of the level's requests (docs/metrics.md); tensor is
+Statistics: TTFT and TPOT are p50 / p99 of the level's requests (docs/metrics.md); goodput
+the share of a level's requests that met every target of the run's ``--goodput``; tensor is
 the mean tensor-pipe activity over the GPUs during the level; power the sum over GPUs of the
-mean power during the level; a run that measured a C twice counts its last level.
+mean power during the level; a run that measured a load twice counts its last level.
+
+A row is one load: a closed-loop C (``rate`` None), or an open-loop request rate (``rate``
+set; ``concurrency`` is its max_concurrency cap, 0 without one). :meth:`Comparison.loads`
+lists them (C levels first); :meth:`Comparison.concurrencies` only the closed-loop Cs.
 """
 
 from __future__ import annotations
@@ -59,6 +64,22 @@ class RunInfo:
                 "sanity_passed": self.sanity_passed}
 
 
+Load = tuple[int, "float | None"]  # (C, None) closed loop; (cap or 0, rate) open loop
+
+
+def load_text(load: Load) -> str:
+    """``C=8``, ``4 req/s`` or ``4 req/s C<=16``."""
+    c, rate = load
+    if rate is None:
+        return f"C={c}"
+    return f"{rate:g} req/s" + (f" C<={c}" if c else "")
+
+
+def _load_order(load: Load) -> tuple[int, float, int]:
+    c, rate = load
+    return (0, float(c), 0) if rate is None else (1, rate, c)
+
+
 @dataclass(frozen=True)
 class Point:
     """One run's level at one C."""
@@ -76,6 +97,12 @@ class Point:
     ttft_mean_ms: float | None = None
     requests: int | None = None  # n of the level
     input_tokens_mean: float | None = None  # prompt tokens per request (the server's usage)
+    rate: float | None = None  # an open-loop level's offered request rate (req/s)
+    goodput_pct: float | None = None  # % of the level's requests meeting every target
+
+    @property
+    def key(self) -> Load:
+        return (self.concurrency, self.rate)
 
     @property
     def tok_s_per_kw(self) -> float | None:
@@ -91,7 +118,12 @@ class Point:
     def of(cls, level: Level, roofline_pct: float | None = None) -> Point:
         s = level.stats
         ttft, tpot = s.get("ttft_ms") or {}, s.get("tpot_ms") or {}
+        good = s.get("goodput") if isinstance(s.get("goodput"), Mapping) else {}
+        share = good.get("share")  # type: ignore[union-attr]
+        rate = s.get("rate")
         return cls(concurrency=level.concurrency, output_tok_s=level.output_tok_s,
+                   rate=float(rate) if isinstance(rate, (int, float)) and rate > 0 else None,
+                   goodput_pct=(100.0 * share if isinstance(share, (int, float)) else None),
                    ttft_p50_ms=ttft.get("p50"), ttft_p99_ms=ttft.get("p99"),
                    ttft_mean_ms=ttft.get("mean"), tpot_p50_ms=tpot.get("p50"),
                    tensor_active=level.tensor_mean, power_w=level.power_w,
@@ -118,12 +150,17 @@ class CompareRow:
     is_baseline: bool
     values: dict[str, float | None]
     changes: dict[str, float | None]  # CHANGE_KEYS -> % (0.0 for the baseline itself)
+    rate: float | None = None  # an open-loop row's request rate
+
+    @property
+    def load(self) -> str:
+        return load_text((self.concurrency, self.rate))
 
 
 @dataclass
 class Comparison:
     runs: list[RunInfo] = field(default_factory=list)
-    points: dict[int, dict[int, Point]] = field(default_factory=dict)  # run id -> C -> point
+    points: dict[int, dict[Load, Point]] = field(default_factory=dict)  # run id -> load -> point
     baseline: int | None = None  # a run id; None: the first run
 
     @classmethod
@@ -131,9 +168,9 @@ class Comparison:
               baseline: int | None = None) -> Comparison:
         by_run = {}
         for run in runs:
-            by_c: dict[int, Point] = {}
+            by_c: dict[Load, Point] = {}
             for p in points.get(run.id, ()):
-                by_c[p.concurrency] = p  # the last level at a C wins
+                by_c[p.key] = p  # the last level at a load wins
             by_run[run.id] = by_c
         cmp = cls(list(runs), by_run)
         return cmp.with_baseline(baseline)
@@ -157,7 +194,12 @@ class Comparison:
         return replace(self, baseline=run_id if run_id is not None else self.baseline_id)
 
     def concurrencies(self) -> list[int]:
-        return sorted({c for by_c in self.points.values() for c in by_c})
+        """The closed-loop Cs of the comparison (charts; rate levels: :meth:`loads`)."""
+        return sorted({c for by_c in self.points.values() for c, rate in by_c if rate is None})
+
+    def loads(self) -> list[Load]:
+        """Every load of the comparison: the Cs, then the request rates."""
+        return sorted({k for by_c in self.points.values() for k in by_c}, key=_load_order)
 
     def differences(self) -> list[str]:
         """How the runs' workloads differ (prompt and output lengths, requests per C, ...):
@@ -167,20 +209,28 @@ class Comparison:
                           ("output_len", "output length (output_len)"),
                           ("ignore_eos", "ignore_eos"), ("endpoint", "endpoint"),
                           ("temperature", "temperature")):
-            vals = {r.id: (r.plan or {}).get(key) for r in self.runs}
+            # an imported run's file does not say these: unknown is not a difference
+            vals = {r.id: (r.plan or {}).get(key) for r in self.runs
+                    if not ((r.plan or {}).get("imported") and (r.plan or {}).get(key) is None)}
             if len({repr(v) for v in vals.values()}) > 1:
                 out.append(f"{what} differs: " + ", ".join(
                     f"#{i} {v if v is not None else '?'}" for i, v in vals.items()))
-        for c in self.concurrencies():
+        goods = {r.id: (r.plan or {}).get("goodput") for r in self.runs}
+        if any(goods.values()) and len({repr(v) for v in goods.values()}) > 1:
+            out.append("goodput targets differ: " + ", ".join(
+                f"#{i} {_targets(v)}" for i, v in goods.items()))
+        for load in self.loads():
+            c, rate = load
+            where = load_text(load)
             ns = {r.id: p.requests for r in self.runs
-                  if (p := self.point(r.id, c)) is not None and p.requests is not None}
+                  if (p := self.point(r.id, c, rate)) is not None and p.requests is not None}
             if len(set(ns.values())) > 1:
-                out.append(f"C={c}: requests per level differ: "
+                out.append(f"{where}: requests per level differ: "
                            + ", ".join(f"#{i} n={n}" for i, n in ns.items()))
             toks = {r.id: p.input_tokens_mean for r in self.runs
-                    if (p := self.point(r.id, c)) is not None and p.input_tokens_mean}
+                    if (p := self.point(r.id, c, rate)) is not None and p.input_tokens_mean}
             if toks and max(toks.values()) > 1.1 * min(toks.values()):
-                out.append(f"C={c}: prompt tokens per request differ: " + ", ".join(
+                out.append(f"{where}: prompt tokens per request differ: " + ", ".join(
                     f"#{i} {v:.0f}" for i, v in toks.items()))
         return out
 
@@ -189,14 +239,16 @@ class Comparison:
         every server argument SGLang reported (runs without them say so)."""
         return server_args_differences({r.id: r.server for r in self.runs}, limit)
 
-    def point(self, run_id: int, concurrency: int) -> Point | None:
-        return self.points.get(run_id, {}).get(concurrency)
+    def point(self, run_id: int, concurrency: int, rate: float | None = None) -> Point | None:
+        """One run's level at C (``rate``: the open-loop level at that rate and cap)."""
+        return self.points.get(run_id, {}).get((concurrency, rate))
 
-    def change(self, run_id: int, concurrency: int, key: str) -> float | None:
-        """% change of ``key`` at C against the baseline run's."""
-        p = self.point(run_id, concurrency)
+    def change(self, run_id: int, concurrency: int, key: str, rate: float | None = None
+               ) -> float | None:
+        """% change of ``key`` at C (or rate) against the baseline run's."""
+        p = self.point(run_id, concurrency, rate)
         base_id = self.baseline_id
-        b = self.point(base_id, concurrency) if base_id is not None else None
+        b = self.point(base_id, concurrency, rate) if base_id is not None else None
         if p is None or b is None:
             return None
         return pct_change(p.get(key), b.get(key))
@@ -215,17 +267,17 @@ class Comparison:
         return out
 
     def rows(self) -> list[CompareRow]:
-        """Per C, per run (in the order given)."""
+        """Per load (the Cs, then the rates), per run (in the order given)."""
         out = []
         base_id = self.baseline_id
-        for c in self.concurrencies():
+        for c, rate in self.loads():
             for run in self.runs:
-                p = self.point(run.id, c)
+                p = self.point(run.id, c, rate)
                 values = {col.key: (None if p is None else p.get(col.key))
                           for col in COMPARE_COLUMNS}
-                changes = {k: self.change(run.id, c, k) for k in CHANGE_KEYS}
+                changes = {k: self.change(run.id, c, k, rate) for k in CHANGE_KEYS}
                 out.append(CompareRow(c, run, self.name(run.id), p, run.id == base_id,
-                                      values, changes))
+                                      values, changes, rate))
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -233,7 +285,8 @@ class Comparison:
         <numbers>, "<key>_change_pct" ...}]}``: numbers as numbers, None as null."""
         rows = []
         for row in self.rows():
-            d: dict[str, Any] = {"concurrency": row.concurrency, "run_id": row.run.id,
+            d: dict[str, Any] = {"concurrency": row.concurrency, "rate": row.rate,
+                                 "run_id": row.run.id,
                                  "is_baseline": row.is_baseline,
                                  "measured": row.point is not None}
             d.update({k: _round(v, 3) for k, v in row.values.items()})
@@ -246,6 +299,12 @@ class Comparison:
                 "differences": self.differences(),
                 "server_args_differences": self.server_args_differences(limit=200),
                 "rows": rows}
+
+
+def _targets(v: Any) -> str:
+    if not isinstance(v, Mapping) or not v:
+        return "none"
+    return ",".join(f"{k.removesuffix('_ms')}:{ms:g}" for k, ms in sorted(v.items()))
 
 
 def _round(v: float | None, digits: int) -> float | None:

@@ -1,4 +1,4 @@
-"""``dsv4tui runs list|show ID|compare ID ID ...|export (ID | --all)|delete ID [--yes]``."""
+"""``dsv4tui runs list|show ID|compare ID ID ...|export (ID | --all)|import FILE|delete ID``."""
 
 from __future__ import annotations
 
@@ -47,10 +47,19 @@ def register(sub: Any) -> None:
                         "Markdown; --all: every run as JSON")
     q.add_argument("run", metavar="ID", nargs="?")
     q.add_argument("--all", action="store_true", help="every stored run (JSON)")
-    q.add_argument("--format", choices=("json", "csv", "md"), default=None)
+    q.add_argument("--format", choices=("json", "csv", "md", "bench-serving"), default=None,
+                   help="json (default), csv, md, or bench-serving: SGLang bench_serving's "
+                   "result lines, one per level")
     q.add_argument("--json", action="store_true", help="same as --format json (the default)")
     q.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     q.set_defaults(func=run_export)
+    q = rsub.add_parser("import", help="read SGLang bench_serving result lines (its "
+                        "--output-file) into the store as a run, marked imported")
+    q.add_argument("file", metavar="FILE")
+    q.add_argument("--label", help="the run's label (default: the exported run's, or the "
+                   "file's name)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=run_import)
     q = rsub.add_parser("delete", help="delete a run and everything measured in it (asks "
                         "first)")
     q.add_argument("run", metavar="ID")
@@ -212,7 +221,7 @@ def compare_text(cmp: Any) -> str:
             headers.append(change_title(cmp.baseline_id))
     rows = []
     for row in cmp.rows():
-        cells = [str(row.concurrency), f"#{row.run.id}"]
+        cells = [row.load if row.rate is not None else str(row.concurrency), f"#{row.run.id}"]
         for col in COMPARE_COLUMNS:
             cells.append(col.text(row.values.get(col.key)))
             if col.change:
@@ -253,10 +262,17 @@ def run_export(args: Any) -> int:
         if args.run:
             raise UserError("runs export: give an ID or --all, not both", EXIT_CONFIG)
         if fmt != "json":
-            raise UserError("runs export --all writes JSON (one run: --format csv|md)",
-                            EXIT_CONFIG)
+            raise UserError("runs export --all writes JSON (one run: --format "
+                            "csv|md|bench-serving)", EXIT_CONFIG)
         with RunStore() as store:
             text = export.run_json(export.all_runs(store))
+    elif fmt == "bench-serving":
+        if not args.run:
+            raise UserError("runs export: give a run ID", EXIT_CONFIG)
+        from dsv4tui.campaign import bench_serving
+
+        with RunStore() as store:
+            text = bench_serving.export_run(store, store.find_run(args.run))
     else:
         if not args.run:
             raise UserError("runs export: give a run ID (or --all)", EXIT_CONFIG)
@@ -273,6 +289,25 @@ def run_export(args: Any) -> int:
         print(f"wrote {safe_text(args.output)}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def run_import(args: Any) -> int:
+    from dsv4tui.campaign import bench_serving
+    from dsv4tui.campaign.labels import check_label
+
+    label = check_label(args.label) if args.label else None
+    with RunStore() as store:
+        run_id, levels = bench_serving.import_file(store, args.file, label)
+        run = store.run(run_id)
+    assert run is not None
+    if args.json:
+        print_json({"run_id": run_id, "label": run.label, "levels": levels,
+                    "source": bench_serving.SOURCE, "file": args.file})
+    else:
+        print(f"imported run {run_id} ({safe_text(run.label)}): {levels} level(s) from "
+              f"{safe_text(args.file)}, {bench_serving.SOURCE} definitions "
+              f"(compare: dsv4tui runs compare ID {run_id})")
     return 0
 
 

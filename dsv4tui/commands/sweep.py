@@ -22,10 +22,29 @@ def register(sub: Any) -> None:
     p = sub.add_parser("sweep", help="sanity, then a concurrency sweep, saved as a run")
     add_target_args(p)
     p.add_argument("--label", required=True, help="the run's name, e.g. nvfp4-marlin")
-    p.add_argument("--levels", help="C:n,C:n,... (default from the config: 1:8,8:32,16:48)")
+    p.add_argument("--levels", help="C:n,C:n,... closed-loop levels (default from the config: "
+                   "1:8,8:32,16:48; with --rates alone: none)")
+    p.add_argument("--rates", help="rate:n,... open-loop levels after the C levels, e.g. "
+                   "2:100,4:200 (requests/s : requests)")
+    p.add_argument("--arrival", choices=("poisson", "constant"),
+                   help="rate levels' arrivals (default poisson, as bench_serving)")
+    p.add_argument("--max-concurrency", type=int, help="at most this many requests of a rate "
+                   "level in flight")
     p.add_argument("--input-len", type=int, help="prompt length in tokens (approximate)")
     p.add_argument("--output-len", type=int, help="output tokens per request (ignore_eos)")
+    p.add_argument("--random-range-ratio", type=float, metavar="R", help="input and output "
+                   "lengths uniform in [L*R, L] (bench_serving's); 1 = fixed (default)")
+    p.add_argument("--dataset", metavar="FILE", help="prompts from this file (ShareGPT JSON, "
+                   "or JSON lines of {\"prompt\": ..., \"output_len\": N}); shipped with the plan")
     p.add_argument("--warmup", type=int, help="uncounted warm-up requests per level")
+    p.add_argument("--seed", type=int, help="prompt and arrival seed, stored with the run "
+                   "(default: random)")
+    p.add_argument("--goodput", metavar="TARGETS", help="ttft:MS,tpot:MS,e2el:MS (any of them): "
+                   "share and rate of requests meeting every target, per level")
+    p.add_argument("--stop-when-saturated", action="store_true",
+                   help="stop after two levels in a row in which the server did not keep up")
+    p.add_argument("--workers", type=int, help="load generator processes per level on the host "
+                   "(default: from the level and the host's cores)")
     p.add_argument("--no-ignore-eos", action="store_true",
                    help="do not send ignore_eos (servers that reject it, e.g. transformers serve)")
     p.add_argument("--no-sanity", action="store_true", help="skip the sanity gate")
@@ -44,22 +63,69 @@ def parse_levels(text: str) -> list[tuple[int, int]]:
     return levels
 
 
+def parse_rates(text: str) -> list[tuple[float, int]]:
+    rates = []
+    for part in text.split(","):
+        r, sep, n = part.strip().partition(":")
+        try:
+            rate = float(r)
+        except ValueError:
+            rate = -1.0
+        if not sep or rate <= 0 or not n.strip().isdigit():
+            raise UserError(f"--rates: {part.strip()!r} is not rate:n (e.g. 2:100,4:200)",
+                            EXIT_CONFIG)
+        rates.append((rate, int(n)))
+    return rates
+
+
+GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+
+
+def parse_goodput(text: str) -> dict[str, float]:
+    """``ttft:500,tpot:50`` -> {"ttft_ms": 500.0, "tpot_ms": 50.0} (vLLM's --goodput keys)."""
+    out: dict[str, float] = {}
+    for part in text.replace(" ", ",").split(","):
+        if not part:
+            continue
+        key, sep, value = part.partition(":")
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = -1.0
+        if not sep or key not in GOODPUT_KEYS or ms <= 0:
+            raise UserError(f"--goodput: {part!r} is not ttft:MS, tpot:MS or e2el:MS (MS > 0)",
+                            EXIT_CONFIG)
+        out[GOODPUT_KEYS[key]] = ms
+    if not out:
+        raise UserError("--goodput: give ttft:MS, tpot:MS and/or e2el:MS", EXIT_CONFIG)
+    return out
+
+
 def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
     data = base.model_dump()
-    if args.levels:
+    if getattr(args, "levels", None):
         data["levels"] = parse_levels(args.levels)
-    for key in ("input_len", "output_len", "warmup"):
-        if getattr(args, key) is not None:
+    if getattr(args, "rates", None):
+        data["rates"] = parse_rates(args.rates)
+        if not getattr(args, "levels", None):
+            data["levels"] = []  # --rates alone: only the rate levels
+    for key in ("input_len", "output_len", "warmup", "arrival", "max_concurrency",
+                "random_range_ratio", "seed", "workers", "dataset"):
+        if getattr(args, key, None) is not None:
             data[key] = getattr(args, key)
+    if getattr(args, "goodput", None):
+        data["goodput"] = parse_goodput(args.goodput)
+    if getattr(args, "stop_when_saturated", False):
+        data["stop_when_saturated"] = True
     if getattr(args, "no_ignore_eos", False):
         data["ignore_eos"] = False
     try:
         return SweepPlan.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "plan"
-        raise UserError(f"sweep: {where}: {err['msg'].removeprefix('Value error, ')}",
-                        EXIT_CONFIG) from None
+        where = ".".join(str(p) for p in err["loc"])
+        raise UserError(f"sweep: {where + ': ' if where else ''}"
+                        f"{err['msg'].removeprefix('Value error, ')}", EXIT_CONFIG) from None
 
 
 class Progress:
@@ -91,7 +157,7 @@ class Progress:
             self.note(f"warning: journal event {ev.get('seq')} ({ev.get('type')}) could not "
                       f"be stored: {ev.get('error')}")
         elif kind == "notice":
-            print(f"note: {ev.get('message')}", file=self.stream, flush=True)
+            self.note(f"note: {ev.get('message')}")
         elif kind == "level_start":
             self.level, self.done, self.errors = ev, 0, 0
             self._line()
@@ -103,7 +169,11 @@ class Progress:
             tok_s = ev.get("output_tok_s")
             ttft = (ev.get("ttft_ms") or {}).get("p50")
             tail = f"  {tok_s:.1f} tok/s" if tok_s is not None else ""
+            good = ev.get("goodput") or {}
+            tail += f"  goodput {100 * good['share']:.0f}%" if good.get("share") is not None else ""
             tail += f"  TTFT p50 {ttft:.0f} ms" if ttft is not None else ""
+            if (ev.get("saturation") or {}).get("saturated"):
+                tail += "  saturated"
             status = ev.get("status") or ("partial" if ev.get("partial") else "done")
             tail += f"  ({status})" if status != "done" else ""
             self._line(final=tail)
@@ -116,8 +186,9 @@ class Progress:
     def _line(self, final: str | None = None) -> None:
         if self.level is None:
             return
-        c, n = self.level.get("concurrency"), self.level.get("requests")
-        text = f"C={c:<4} {self.done}/{n} done, {self.errors} errors"
+        n = self.level.get("requests")
+        name = self.level.get("name") or f"C={self.level.get('concurrency')}"
+        text = f"{name:<6} {self.done}/{n} done, {self.errors} errors"
         if final is not None:
             print(("\r" if self.tty else "") + text + final + ("\033[K" if self.tty else ""),
                   file=self.stream, flush=True)
@@ -129,9 +200,23 @@ def _cell(v: Any, fmt: str = "{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def _goodput_cell(lv: dict[str, Any]) -> str:
+    good = lv.get("goodput") if isinstance(lv.get("goodput"), dict) else None
+    if not good or good.get("share") is None:
+        return "-"
+    rate = good.get("rate")
+    return f"{100 * good['share']:.0f}%" + (f" {rate:.2f}/s" if rate is not None else "")
+
+
 def level_table(levels: list[dict[str, Any]]) -> str:
+    """The per-level table (``sweep``, ``runs show``): C (or the rate), n, ok, err, tok/s,
+    goodput next to it when targets were set, the latency columns, the duration, where the
+    token counts came from, and the status (busy, short outputs, saturated)."""
     from dsv4tui.campaign.columns import LEVEL_COLUMNS, SERVER_NOTE
 
+    rates = any(lv.get("rate") is not None for lv in levels)
+    goodput = any(isinstance(lv.get("goodput"), dict) for lv in levels)
+    first, rest = LEVEL_COLUMNS[0], LEVEL_COLUMNS[1:]
     rows = []
     for lv in levels:
         j = level_json(lv)
@@ -140,11 +225,27 @@ def level_table(levels: list[dict[str, Any]]) -> str:
             status += " (busy)"
         if lv.get("short_outputs"):
             status += f" ({lv['short_outputs']} short)"
-        rows.append([str(j["concurrency"]), str(j["requests"]), _cell(j["completed"], "{}"),
-                     _cell(j["errors"], "{}"), *(c.cell(lv) for c in LEVEL_COLUMNS),
-                     _cell(j["duration_s"]), j["token_count_source"] or "-", status])
-    out = table(rows, ["C", "n", "ok", "err", *(c.header for c in LEVEL_COLUMNS), "dur s",
-                       "tokens", "status"])
+        if (lv.get("saturation") or {}).get("saturated"):
+            status += " (saturated)"
+        rate = lv.get("rate")
+        conc = j["concurrency"]
+        row = [str(conc) if conc or rate is None else "-"]
+        if rates:
+            row.append("-" if rate is None else f"{rate:g}")
+        row += [str(j["requests"]), _cell(j["completed"], "{}"), _cell(j["errors"], "{}"),
+                first.cell(lv)]
+        if goodput:
+            row.append(_goodput_cell(lv))
+        row += [c.cell(lv) for c in rest]
+        if rates:  # how late the client sent against the timeline: an overloaded client shows
+            lag = (lv.get("send_lag_ms") or {}).get("p99")
+            row.append(_cell(lag))
+        row += [_cell(j["duration_s"]), j["token_count_source"] or "-", status]
+        rows.append(row)
+    headers = ["C", *(["rate/s"] if rates else []), "n", "ok", "err", first.header,
+               *(["goodput"] if goodput else []), *(c.header for c in rest),
+               *(["lag p99 ms"] if rates else []), "dur s", "tokens", "status"]
+    out = table(rows, headers)
     if any(isinstance(lv.get("server"), dict) for lv in levels):
         out += "\n" + SERVER_NOTE
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from textual import on
@@ -165,9 +165,19 @@ class PlanInput:
     levels: list[tuple[int, int]]
     input_len: int
     output_len: int
+    rates: list[tuple[float, int]] = field(default_factory=list)
+    goodput: dict[Any, float] | None = None  # {"ttft_ms": 500.0, ...}
+    random_range_ratio: float = 1.0
+    seed: int | None = None
+
+    def plan_fields(self) -> dict[str, Any]:
+        """The SweepPlan fields the dialog sets (over the config's [sweep])."""
+        return {"levels": self.levels, "rates": self.rates, "input_len": self.input_len,
+                "output_len": self.output_len, "goodput": self.goodput,
+                "random_range_ratio": self.random_range_ratio, "seed": self.seed}
 
 
-def parse_levels(text: str) -> list[tuple[int, int]]:
+def parse_levels(text: str, *, required: bool = True) -> list[tuple[int, int]]:
     """``1:8,8:32`` -> [(1, 8), (8, 32)]; ValueError with a message the user can act on."""
     levels = []
     for part in text.replace(" ", "").split(","):
@@ -179,13 +189,56 @@ def parse_levels(text: str) -> list[tuple[int, int]]:
         if int(c) < 1 or int(n) < 1:
             raise ValueError(f"level {part!r}: C and n must be >= 1")
         levels.append((int(c), int(n)))
-    if not levels:
-        raise ValueError("at least one level, e.g. 1:8,8:32")
+    if not levels and required:
+        raise ValueError("at least one level, e.g. 1:8,8:32 (or a rate level, e.g. 2:100)")
     return levels
 
 
+def parse_rates(text: str) -> list[tuple[float, int]]:
+    """``2:100,4:200`` -> [(2.0, 100), (4.0, 200)] (requests/s : requests)."""
+    rates = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        r, sep, n = part.partition(":")
+        try:
+            rate = float(r)
+        except ValueError:
+            rate = -1.0
+        if not sep or not n.isdigit() or rate <= 0 or int(n) < 1:
+            raise ValueError(f"rate level {part!r}: write rate:n, e.g. 2:100 (req/s : requests)")
+        rates.append((rate, int(n)))
+    return rates
+
+
+_GOODPUT = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+
+
+def parse_goodput(text: str) -> dict[str, float] | None:
+    """``ttft:500,tpot:50`` -> {"ttft_ms": 500.0, "tpot_ms": 50.0}; empty -> None."""
+    out: dict[str, float] = {}
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        key, sep, value = part.partition(":")
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = -1.0
+        if not sep or key not in _GOODPUT or ms <= 0:
+            raise ValueError(f"goodput {part!r}: write ttft:MS, tpot:MS or e2el:MS")
+        out[_GOODPUT[key]] = ms
+    return out or None
+
+
+def goodput_text(goodput: dict[str, float] | None) -> str:
+    names = {v: k for k, v in _GOODPUT.items()}
+    return ",".join(f"{names.get(k, k)}:{v:g}" for k, v in (goodput or {}).items())
+
+
 class SweepPlanScreen(ModalScreen[PlanInput | None]):
-    """The sweep plan: label (default ``<checkpoint>_<backend>``), levels, lengths."""
+    """The sweep plan: label (default ``<checkpoint>_<backend>``), closed-loop levels, open-loop
+    rate levels, goodput targets, lengths (with bench_serving's range ratio) and the seed."""
 
     BINDINGS = [("escape", "cancel", "Cancel")]
     DEFAULT_CSS = _MODAL_CSS.format(name="SweepPlanScreen") + """
@@ -217,11 +270,27 @@ class SweepPlanScreen(ModalScreen[PlanInput | None]):
             yield Input(",".join(f"{c}:{n}" for c, n in p.levels), id="plan-levels")
             with Horizontal(classes="dlg-row"):
                 with Vertical():
+                    yield Label("rates (req/s:n, …)")
+                    yield Input(",".join(f"{r:g}:{n}" for r, n in p.rates), id="plan-rates",
+                                placeholder="open loop, e.g. 2:100")
+                with Vertical():
+                    yield Label("goodput targets")
+                    yield Input(goodput_text(p.goodput), id="plan-goodput",
+                                placeholder="ttft:500,tpot:50")
+            with Horizontal(classes="dlg-row"):
+                with Vertical():
                     yield Label("input tokens")
                     yield Input(str(p.input_len), id="plan-in", type="integer")
                 with Vertical():
                     yield Label("output tokens")
                     yield Input(str(p.output_len), id="plan-out", type="integer")
+                with Vertical():
+                    yield Label("range ratio")
+                    yield Input(f"{p.random_range_ratio:g}", id="plan-ratio", type="number")
+                with Vertical():
+                    yield Label("seed")
+                    yield Input("" if p.seed is None else str(p.seed), id="plan-seed",
+                                type="integer", placeholder="random")
             yield Static("", classes="dlg-error")
             with Horizontal(classes="dlg-buttons"):
                 yield Button("Cancel (esc)", id="cancel")
@@ -239,15 +308,23 @@ class SweepPlanScreen(ModalScreen[PlanInput | None]):
                 label = check_label(self.query_one("#plan-label", Input).value)
             except UserError as exc:
                 raise ValueError(exc.message) from None
-            levels = parse_levels(self.query_one("#plan-levels", Input).value)
+            rates = parse_rates(self.query_one("#plan-rates", Input).value)
+            levels = parse_levels(self.query_one("#plan-levels", Input).value,
+                                  required=not rates)
+            goodput = parse_goodput(self.query_one("#plan-goodput", Input).value)
             inp = int(self.query_one("#plan-in", Input).value or "0")
             out = int(self.query_one("#plan-out", Input).value or "0")
             if inp < 1 or out < 1:
                 raise ValueError("input and output tokens must be >= 1")
+            ratio = float(self.query_one("#plan-ratio", Input).value or "1")
+            if not 0 <= ratio <= 1:
+                raise ValueError("range ratio must be between 0 and 1 (1: fixed lengths)")
+            seed_text = self.query_one("#plan-seed", Input).value.strip()
+            seed = int(seed_text) if seed_text else None
         except ValueError as exc:
             err.update(escape(str(exc)))
             return None
-        return PlanInput(label, levels, inp, out)
+        return PlanInput(label, levels, inp, out, rates, goodput, ratio, seed)
 
     @on(Input.Submitted)
     def _submitted(self) -> None:

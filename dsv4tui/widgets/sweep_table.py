@@ -28,7 +28,9 @@ def level_cells(lv: LevelRow) -> tuple[str, ...]:
             continue
         v = col.value(stats)
         values.append(_ms(v) if col.unit == "ms" else fmt_num(v, col.decimals))
-    return (str(lv.concurrency), f"{lv.completed + lv.errors}/{lv.requests}", *values,
+    # an open-loop (rate) level without a max_concurrency cap has no C: "rate"
+    return (str(lv.concurrency) if lv.concurrency else "rate",
+            f"{lv.completed + lv.errors}/{lv.requests}", *values,
             str(lv.errors), lv.status)
 
 

@@ -265,3 +265,43 @@ def test_launch_flags_as_options() -> None:
     assert opts == {"(program)": "/py -m sglang.launch_server", "--tp-size": "8",
                     "--trust-remote-code": "(set)", "--mem-fraction-static": "0.8",
                     "--cuda-graph-bs": "1 2 4", "--dp": "-1"}
+
+
+async def test_the_dashboard_saves_its_screen_and_writes_the_marked_runs_report(
+        two_runs: list[int]) -> None:
+    from plugins.pilot import until
+
+    from dsv4tui import paths
+    from dsv4tui.app import Dsv4App
+    from dsv4tui.screens.runs import CompareScreen
+
+    store = RunStore()
+    app = Dsv4App(store=store, start_mode="runs")
+
+    def said(needle: str) -> str | None:
+        return next((n.message for n in app._notifications if needle in n.message), None)
+
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: said("screen saved to") is not None, 10, "screenshot")
+            [shot] = (paths.data_dir() / "screenshots").glob("dsv4tui-runs-*.svg")
+            assert str(shot) in str(said("screen saved to"))
+            ET.parse(shot)  # Textual's own SVG screenshot
+            await pilot.press("R")  # nothing marked: it says what to do
+            await until(pilot, lambda: said("mark the runs") is not None, 5, "the hint")
+            app.model.runs.marked[:] = two_runs
+            await pilot.press("R")
+            await until(pilot, lambda: said("report written to") is not None, 30, "report")
+            path = Path(str(said("report written to")).split("report written to ", 1)[1])
+            assert path.parent == paths.data_dir() / "reports"
+            assert set(series_runs(figures(path.read_text())["output_tok_s"])) == set(two_runs)
+            path.unlink()
+            app.load_compare(list(two_runs))
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "compare")
+            app._notifications.clear()
+            await pilot.press("R")
+            await until(pilot, lambda: said("report written to") is not None, 30, "report")
+            assert Path(str(said("report written to")).split("to ", 1)[1]).exists()
+    finally:
+        store.close()

@@ -124,6 +124,9 @@ def test_the_url_carries_a_token_and_nothing_answers_without_it(served: Served) 
                 assert r.headers["Referrer-Policy"] == "no-referrer"
                 cookie = r.cookies
             assert f"ws://127.0.0.1:{served.port}/ws" in page
+            # through a port-forward the browser's address is another: the page follows it
+            async with http.get(served.url, headers={"Host": "127.0.0.1:9000"}) as r:
+                assert r.status == 200 and "ws://127.0.0.1:9000/ws" in await r.text()
             [morsel] = cookie.values()
             assert morsel.value == served.token and morsel["httponly"]
             assert morsel["samesite"] == "Strict"

@@ -201,6 +201,20 @@ def make_server(command: str, *, token: str, bind: str = LOOPBACK, port: int = D
                     self.tabs.discard(task)
 
         async def on_startup(self, app: web.Application) -> None:
+            # aiohttp listens only after its startup hooks: say the URL once it answers
+            self.announcing = asyncio.create_task(self.announce())
+
+        async def announce(self) -> None:
+            probe = {"0.0.0.0": LOOPBACK, "::": "::1", "": LOOPBACK}.get(bind, bind.strip("[]"))
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    _, writer = await asyncio.open_connection(probe, port)
+                except OSError:
+                    await asyncio.sleep(0.02)
+                    continue
+                writer.close()
+                break
             for line in self.banner:
                 print(line, flush=True)
 

@@ -156,6 +156,16 @@ async def test_the_dashboard_in_chromium(served: Served, tmp_path: Path) -> None
         await page.evaluate("document.querySelector('.xterm-helper-textarea').focus()")
         await page.press("?")
         await page.wait_text("Every key and what it does", 20)
+        await page.press("escape")
+        deadline = time.monotonic() + 10  # escape alone (not alt+ the next key), Help closed
+        while "Every key and what it does" in await page.terminal_text():
+            assert time.monotonic() < deadline, "escape did not close Help"
+            await asyncio.sleep(0.1)
+        await page.press("ctrl+s")  # the screen as SVG, on the serving machine
+        shots = Path(os.environ["DSV4TUI_DATA_DIR"]) / "screenshots"
+        await asyncio.to_thread(_wait, "ctrl+s saved no screenshot",
+                                lambda: any(shots.glob("dsv4tui-dashboard-*.svg")), 20)
+        await page.wait_text("screen saved to", 10)
         [tab] = served.tabs()
         await page.close()
         await asyncio.to_thread(_wait, "closing the tab left its dashboard running",

@@ -57,7 +57,9 @@ TERMINAL_TEXT = """
 })()
 """
 
-KEYS = {"?": ("Slash", 191, 8), "q": ("KeyQ", 81, 0), "escape": ("Escape", 27, 0)}
+# key -> (DOM key, code, Windows virtual key code, modifiers: 2 ctrl, 8 shift)
+KEYS = {"?": ("?", "Slash", 191, 8), "q": ("q", "KeyQ", 81, 0),
+        "escape": ("Escape", "Escape", 27, 0), "ctrl+s": ("s", "KeyS", 83, 2)}
 
 
 def chromium_binary() -> str | None:
@@ -214,8 +216,7 @@ class Page:
 
     async def press(self, key: str) -> None:
         """A real key press (keyDown with its text, then keyUp) into the focused terminal."""
-        code, vk, modifiers = KEYS[key]
-        name = "Escape" if key == "escape" else key
+        name, code, vk, modifiers = KEYS[key]
         down: dict[str, Any] = {"type": "keyDown", "key": name, "code": code,
                                 "windowsVirtualKeyCode": vk, "modifiers": modifiers}
         if len(key) == 1:

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -187,12 +188,12 @@ def test_the_html_report_holds_every_number_of_the_compare_table(
 
 def test_markdown_writes_its_charts_beside_it(two_runs: list[int], tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "share" / "fp4.md"
+    out = tmp_path / "share" / "fp4 runs.md"
     assert main(["runs", "report", *map(str, two_runs), "--out", str(out), "--json"]) == 0
     written = json.loads(capsys.readouterr().out)
     assert written["report"] == str(out) and len(written["files"]) == 6
     md = out.read_text()
-    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    links = [unquote(link) for link in re.findall(r"!\[[^\]]*\]\(([^) ]+)\)", md)]
     assert links == [Path(f).name for f in written["files"][1:]]
     for name in links:
         svg = ET.parse(out.parent / name).getroot()

@@ -133,8 +133,9 @@ def chart_svg(cmp: Comparison, spec: ChartSpec, theme: str = "light", *,
             series.append((run.id, cmp.name(run.id), values))
     if not cs or not series:
         return None
+    # text stays text (fonttype none): the SVG names DejaVu Sans (what matplotlib measured
+    # with) and the usual sans-serif fallbacks after it
     rc: Any = {"svg.fonttype": "none", "svg.hashsalt": "dsv4tui", "font.size": 9,
-          "font.family": "DejaVu Sans",
           "axes.edgecolor": th.muted, "axes.labelcolor": th.text, "text.color": th.text,
           "xtick.color": th.muted, "ytick.color": th.muted, "axes.titleweight": "bold",
           "axes.titlesize": 10, "legend.fontsize": 8, "legend.frameon": False}

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from dsv4tui import __version__, paths
 from dsv4tui.campaign import charts as ch
@@ -622,7 +623,7 @@ def to_markdown(report: Report, stem: str, theme: str = "light"
             else:
                 name = chart_file(stem, spec)
                 files[name] = svg
-                lines += [f"![{md_cell(spec.title)}]({name})", ""]
+                lines += [f"![{md_cell(spec.title)}]({quote(name)})", ""]
     if report.facts:
         lines += ["## What differs between the runs", ""]
         workload = cmp.differences()

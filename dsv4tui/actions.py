@@ -71,6 +71,8 @@ ACTIONS: tuple[Action, ...] = (
            key_display="?"),
     Action("quit", "q", "app.quit_app", "Quit",
            "Quit (asks first while a sweep or restart runs)"),
+    Action("screenshot", "ctrl+s", "app.save_screen", "Screenshot",
+           "Save the screen as an SVG file (the data dir's screenshots folder)", show=False),
     # The log view (dashboard tail and the Logs screen).
     Action("log.search", "slash", "search", "Search", "Search the log (enter: find)",
            scope="logs", key_display="/"),
@@ -92,6 +94,9 @@ ACTIONS: tuple[Action, ...] = (
            "Make the highlighted run the compare baseline", scope="runs", show=False),
     Action("runs.export", "e", "export", "Export", "Export the comparison (CSV + JSON)",
            scope="runs"),
+    Action("runs.report", "R", "report", "Report",
+           "Write the report of the marked runs (HTML: comparison, charts, launches, sanity)",
+           scope="runs"),
     Action("runs.reload", "ctrl+r", "reload", "Reload", "Reload the runs from the store",
            scope="runs", show=False),
     Action("runs.failed", "h", "toggle_failed", "Failed",
@@ -102,6 +107,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("compare.baseline", "B", "next_baseline", "Baseline",
            "Next run as the baseline of the % change column", scope="compare"),
     Action("compare.export", "e", "export", "Export", "Export the comparison (CSV + JSON)",
+           scope="compare"),
+    Action("compare.report", "R", "report", "Report",
+           "Write this comparison's report (HTML: the table, charts, launches, sanity)",
            scope="compare"),
     Action("compare.back", "escape", "back", "Back", "Back to the runs list", scope="compare"),
     # The Profile screen (6).

@@ -377,7 +377,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         error = worker.error
         titles = {"connect": "cannot connect", "server": "restart failed",
                   "sanity": "sanity check could not run", "sweep": "sweep stopped",
-                  "store": "run store", "status": "server status", "export": "export failed"}
+                  "store": "run store", "status": "server status", "export": "export failed",
+                  "report": "report failed"}
         title = titles.get(worker.group, f"{worker.name} failed")
         message = (error.message if isinstance(error, UserError)
                    else f"{type(error).__name__}: {error}")
@@ -841,6 +842,58 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         csv_path, json_path = write_compare(view, stem)
         self.call_from_thread(self.notify, f"wrote {csv_path} and {json_path.name}",
                               title="exported", timeout=8, markup=False)
+
+    # -- screenshots and reports (files: written by workers, said by a notification) -------
+    def action_save_screen(self) -> None:
+        """The screen as SVG (Textual's own screenshot), into the data dir's screenshots."""
+        svg = self.export_screenshot()
+        self.write_screenshot(svg, time.strftime(f"dsv4tui-{self.current_mode}-%Y%m%d-%H%M%S"
+                                                 ".svg"))
+
+    @work(group="export", thread=True, exit_on_error=False)
+    def write_screenshot(self, svg: str, name: str) -> None:
+        out = paths.data_dir() / "screenshots"
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / name
+        try:
+            path.write_text(svg, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+        self.call_from_thread(self.notify, f"screen saved to {path}", title="screenshot",
+                              timeout=8, markup=False)
+
+    def action_report_runs(self) -> None:
+        marked = list(self.model.runs.marked)
+        if not marked:
+            self.notify("mark the runs for the report with space, then R", timeout=4)
+            return
+        baseline = self.model.runs.baseline
+        self.write_report(marked, baseline if baseline in marked else None)
+
+    def action_report_compare(self) -> None:
+        view = self.model.runs.compare
+        if view is None or not view.runs:
+            self.notify("nothing to report: compare 2+ runs first (Runs: space, c)", timeout=4)
+            return
+        self.write_report([r.id for r in view.runs], view.baseline_id)
+
+    @work(group="report", thread=True, exit_on_error=False)
+    def write_report(self, ids: list[int], baseline: int | None) -> None:
+        """The report of runs ``ids`` (dsv4tui.campaign.report), into the data dir's
+        reports folder; a missing matplotlib is a warning saying how to get it."""
+        from dsv4tui.campaign import charts, report
+
+        if not charts.available():
+            self.call_from_thread(self.notify, charts.INSTALL_HINT, title="no report",
+                                  severity="warning", timeout=10, markup=False)
+            return
+        store = self._store
+        if store is None:
+            raise UserError("the run store is not open")
+        rep = report.build(store, ids, baseline)
+        path = report.write(rep, report.default_path(report.runs_stem(ids)))[0]
+        self.call_from_thread(self.notify, f"report written to {path}", title="report",
+                              timeout=10, markup=False)
 
     # -- actions (keys and the command palette) ---------------------------------------------
     def action_show(self, mode: str) -> None:

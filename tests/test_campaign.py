@@ -106,6 +106,18 @@ def test_the_story_campaign_runs_every_variant_and_records_what_each_ran(
         assert [(la.backend, la.ok) for la in reversed(launches)] == [
             ("triton", True), ("marlin", True), ("triton", True),
             ("flashinfer_trtllm_routed", False)]
+    # its report was written when it ended, into the data dir's reports folder
+    written = Path(out["report"])
+    assert written.parent == paths.data_dir() / "reports" and out["id"] in written.name
+    html = written.read_text()
+    for name in ("MXFP4_triton", "NVFP4_marlin", "NVFP4_triton", "NVFP4_trtllm_routed",
+                 "no kernel image", "--moe-runner-backend", 'id="compare-table"'):
+        assert name in html, name
+    assert html.count("<figure") >= 3  # tok/s, TTFT, TPOT (+ tensor, tok/s/kW with GPUs)
+    md = Path(os.environ["DSV4TUI_DATA_DIR"]) / "again.md"
+    assert main(["campaign", "report", "local", out["id"], "--out", str(md)]) == 0
+    assert f"wrote the report to {md}" in capsys.readouterr().out
+    assert r"| NVFP4\_trtllm\_routed | failed |" in md.read_text()
 
 
 def test_runner_killed_is_interrupted_then_resumed_to_the_end(

@@ -1,4 +1,4 @@
-"""``dsv4tui campaign start|attach|status|list|cancel|resume``: campaigns the host runs by
+"""``dsv4tui campaign start|attach|status|list|cancel|resume|report``: campaigns the host runs by
 itself (restart -> ready -> sanity -> sweep, per variant), collected into the run store.
 
 ``start NAME`` (``[campaigns.NAME]`` in the config, or ``--file F``) prints the campaign id and
@@ -56,6 +56,17 @@ def register(sub: Any) -> None:
     c.add_argument("id", metavar="ID")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_cancel)
+    rp = cmds.add_parser("report", help="write a campaign's report (its runs compared, "
+                         "charts, launches, sanity, versions); also written when it ends")
+    rp.add_argument("host", metavar="HOST")
+    rp.add_argument("id", metavar="ID")
+    rp.add_argument("--out", "-o", metavar="FILE",
+                    help="where to write it (default: the data dir's reports folder)")
+    rp.add_argument("--format", choices=("html", "md"), default=None,
+                    help="html (default; .md in --out means md) or md")
+    rp.add_argument("--theme", choices=("light", "dark"), default="light")
+    rp.add_argument("--json", action="store_true", help="print what was written as JSON")
+    rp.set_defaults(func=_report)
     r = cmds.add_parser("resume", help="run what an interrupted campaign did not finish")
     r.add_argument("host", metavar="HOST")
     r.add_argument("id", metavar="ID")
@@ -271,6 +282,10 @@ def _finish(args: Any, settings: Any, host_name: str, cid: str,
         row = cstore.get(store, cid)
         info: dict[str, Any] = (_info_from_store(row, store) if row else
                                 {"id": cid, "state": collected.state})
+        if collected.state != "running":
+            written = write_report(store, cid)
+            if written is not None:
+                info["report"] = str(written)
         if args.json:
             print_json(info)
         else:
@@ -281,6 +296,58 @@ def _finish(args: Any, settings: Any, host_name: str, cid: str,
                       f"{cid}", file=sys.stderr)
     failed = [v for v in info.get("variants") or [] if v.get("state") == "failed"]
     return 0 if info.get("state") in ENDED_OK and not failed else EXIT_FAILED
+
+
+def write_report(store: RunStore, cid: str) -> Path | None:
+    """The campaign's report at its end, in the data dir's reports folder; says where (or
+    why there is none: matplotlib missing, nothing to write). Never fails the command."""
+    from dsv4tui.campaign import charts, report
+
+    if not charts.available():
+        _say(f"note: no report written ({charts.INSTALL_HINT}; then dsv4tui campaign report "
+             f"HOST {cid})")
+        return None
+    try:
+        rep = report.build_campaign(store, cid)
+        path = report.write(rep, report.default_path(f"campaign-{cid}"))[0]
+    except UserError as exc:
+        _say(f"warning: the campaign's report could not be written: {exc.message}")
+        return None
+    _say(f"report: {safe_text(str(path))}")
+    return path
+
+
+def _report(args: Any) -> int:
+    """``campaign report HOST ID``: collect what the store lacks (when the host answers),
+    then write the report from the store."""
+    from dsv4tui.campaign import charts, report
+    from dsv4tui.commands.runs import print_written, report_paths
+    from dsv4tui.errors import ConnectError
+
+    settings, _ = load_settings(args)
+    charts.require()
+
+    async def collect(store: RunStore) -> None:
+        from dsv4tui.hosts.resolve import open_host
+
+        async with open_host(args.host, settings) as host:
+            await session.attach(host, store, args.id, follow=False)
+
+    with RunStore() as store:
+        try:
+            run_async(collect(store))
+        except ConnectError as exc:
+            if cstore.get(store, args.id) is None:
+                raise
+            _say(f"note: {args.host} did not answer ({exc.message}); the report holds what "
+                 "the run store has collected")
+        rep = report.build_campaign(store, args.id)
+        path, fmt = report_paths(args.out, args.format, f"campaign-{args.id}")
+        written = report.write(rep, path, fmt, args.theme)
+    for note in rep.notes:
+        _say(f"note: {note}")
+    print_written(written, args.json, campaign=args.id, runs=[f.run.id for f in rep.facts])
+    return 0
 
 
 def _info_from_store(row: cstore.CampaignRow, store: RunStore) -> dict[str, Any]:

@@ -49,13 +49,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def build_app(args: argparse.Namespace) -> Any:
+    """The dashboard for ``args.host`` (``connect``, and each browser tab of ``serve``)."""
     from dsv4tui.app import Dsv4App
     from dsv4tui.hosts.resolve import host_spec
 
     settings, path = load_settings(args)
     spec = host_spec(args.host, settings, accept_new=args.accept_new)
+    return Dsv4App(spec, settings=settings, theme=args.theme, start_mode=args.screen,
+                   config_path=path)
+
+
+def run(args: argparse.Namespace) -> int:
+    app = build_app(args)
     need_terminal("connect")
-    app = Dsv4App(spec, settings=settings, theme=args.theme, start_mode=args.screen,
-                  config_path=path)
     return app.run() or 0

@@ -23,7 +23,8 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def build_app(args: argparse.Namespace) -> Any:
+    """The demo's dashboard (``demo``, and each browser tab of ``serve demo``)."""
     from dsv4tui.app import Dsv4App
     from dsv4tui.config import DEMO, SweepPlan
     from dsv4tui.hosts.resolve import host_spec
@@ -34,7 +35,11 @@ def run(args: argparse.Namespace) -> int:
         # campaign plan would take 10+ minutes; the demo's default is a shorter sweep.
         settings.sweep = SweepPlan(levels=[(1, 4), (8, 16), (16, 32)], output_len=64)
     spec = host_spec(DEMO, settings)
+    return Dsv4App(spec, settings=settings, theme=args.theme, autostart=not args.no_start,
+                   start_mode=args.screen)
+
+
+def run(args: argparse.Namespace) -> int:
+    app = build_app(args)
     need_terminal("demo")
-    app = Dsv4App(spec, settings=settings, theme=args.theme, autostart=not args.no_start,
-                  start_mode=args.screen)
     return app.run() or 0

@@ -1,4 +1,5 @@
-"""``dsv4tui runs list|show ID|compare ID ID ...|export (ID | --all)|import FILE|delete ID``."""
+"""``dsv4tui runs list|show ID [--diff ID]|compare ID ID ...|report ID ID ...|export (ID | --all)|
+import FILE|delete ID [--yes]``."""
 
 from __future__ import annotations
 
@@ -43,6 +44,19 @@ def register(sub: Any) -> None:
                    help="table (default), json, csv (numbers only) or md")
     q.add_argument("--json", action="store_true", help="same as --format json")
     q.set_defaults(func=run_compare)
+    q = rsub.add_parser("report", help="a report to send: the comparison, its charts, what "
+                        "differs between the runs' launches, sanity, GPUs and versions (HTML: "
+                        "one file; md: its SVG charts beside it)")
+    q.add_argument("runs", metavar="ID", nargs="+")
+    q.add_argument("--baseline", metavar="ID",
+                   help="the run the % change is against (default: the first that measured)")
+    q.add_argument("--out", "-o", metavar="FILE", help="where to write it (default: the data "
+                   "dir's reports folder)")
+    q.add_argument("--format", choices=("html", "md"), default=None,
+                   help="html (default; .md in --out means md) or md")
+    q.add_argument("--theme", choices=("light", "dark"), default="light")
+    q.add_argument("--json", action="store_true", help="print what was written as JSON")
+    q.set_defaults(func=run_report)
     q = rsub.add_parser("export", help="a run as JSON (everything), CSV (requests) or "
                         "Markdown; --all: every run as JSON")
     q.add_argument("run", metavar="ID", nargs="?")
@@ -251,6 +265,40 @@ def run_compare(args: Any) -> int:
         sys.stdout.write(export.compare_markdown(cmp))
     else:
         print(compare_text(cmp))
+    return 0
+
+
+def report_paths(out: str | None, fmt: str | None, stem: str) -> tuple[Any, str]:
+    """The report's file and format: ``--out`` (its suffix picks md) or the reports folder."""
+    from pathlib import Path
+
+    from dsv4tui.campaign import report
+
+    path = Path(out).expanduser() if out else None
+    kind = report.format_of(path, fmt)
+    return (path if path is not None else report.default_path(stem, kind)), kind
+
+
+def print_written(written: list[Any], as_json: bool, **extra: Any) -> None:
+    if as_json:
+        print_json({"report": str(written[0]), "files": [str(p) for p in written], **extra})
+        return
+    more = f" (and {len(written) - 1} chart files beside it)" if len(written) > 1 else ""
+    print(f"wrote the report to {safe_text(str(written[0]))}{more}")
+
+
+def run_report(args: Any) -> int:
+    from dsv4tui.campaign import charts, report
+
+    charts.require()  # the one-line install hint (exit 2) before anything is read
+    with RunStore() as store:
+        rep = report.build(store, args.runs, args.baseline)
+    path, fmt = report_paths(args.out, args.format,
+                             report.runs_stem([f.run.id for f in rep.facts]))
+    written = report.write(rep, path, fmt, args.theme)
+    for note in rep.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print_written(written, args.json, runs=[f.run.id for f in rep.facts])
     return 0
 
 

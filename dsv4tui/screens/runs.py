@@ -185,6 +185,7 @@ class RunsScreen(DsvScreen):
             text = (f"{shown}/{len(runs.rows)} runs{filt}{failed} · {n} marked · "
                     f"[$primary]{esc(key['runs.mark'])}[/] mark  "
                     f"[$primary]{esc(key['compare'])}[/] compare (2+)  "
+                    f"[$primary]{esc(key['runs.report'])}[/] report  "
                     f"[$primary]{esc(key['runs.baseline'])}[/] baseline  "
                     f"[$primary]{esc(key['runs.filter'])}[/] filter")
         update_static(self.query_one("#runs-hint", Static), text)
@@ -262,6 +263,9 @@ class RunsScreen(DsvScreen):
 
     async def action_export(self) -> None:
         await self.app.run_action("export")
+
+    async def action_report(self) -> None:
+        await self.app.run_action("report_runs")
 
     async def action_reload(self) -> None:
         await self.app.run_action("reload_runs")
@@ -352,7 +356,7 @@ class CompareScreen(DsvScreen):
         box = self.query_one("#cmp-table-box")
         box.border_title = (f"per level · % change against "
                             f"{esc(f'#{base.id} {base.label}') if base else 'the first run'}"
-                            " · m metric · B baseline · e export")
+                            " · m metric · B baseline · e export · R report")
         diffs = cmp.differences()
         notes = [f"[$warning]workloads differ: {esc('; '.join(diffs))}[/]"] if diffs else []
         servers = cmp.server_args_differences(limit=4)
@@ -377,6 +381,9 @@ class CompareScreen(DsvScreen):
 
     async def action_export(self) -> None:
         await self.app.run_action("export")
+
+    async def action_report(self) -> None:
+        await self.app.run_action("report_compare")
 
     def action_back(self) -> None:
         self.dismiss()

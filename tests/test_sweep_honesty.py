@@ -69,6 +69,19 @@ def requests_total(url: str) -> float:
     return total
 
 
+def requests_seen(url: str, expect: float, before: float) -> float:
+    """Requests the server took since ``before``: those that finished and those aborted when
+    their client gave up (SGLang counts a request when it ends; the aborts land a moment after
+    the client closed), waiting up to 5 s for ``expect``."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        got = scrape(url)
+        seen = (got["requests_total"] or 0.0) + (got.get("aborted_total") or 0.0) - before
+        if seen == expect or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.1)
+
+
 # --- 1. truncated streams and short outputs ------------------------------------------------
 
 def test_truncated_streams_fail_the_sweep(known_server: Callable[..., KnownServer]) -> None:
@@ -266,11 +279,12 @@ def test_a_stalled_server_fails_the_level_at_once(sims: list[SimProcess], tmp_pa
     sim = start_sim(tmp_path, "--sim-fault", "stall")
     sims.append(sim)
     sim.wait_ready()
-    before = requests_total(sim.url)
+    start = scrape(sim.url)
+    before = (start["requests_total"] or 0.0) + (start.get("aborted_total") or 0.0)
     code, events, _ = agent_run("bench", "sweep", "--url", sim.url, "--levels", "2:8,4:8",
                                 "--warmup", "0", "--stall-timeout", "1", "--output-len", "16")
     assert code == 1
-    assert requests_total(sim.url) - before == 3  # the idle probe and the two stuck requests
+    assert requests_seen(sim.url, 3, before) == 3  # the idle probe and the two stuck requests
     reqs = of_type(events, "request")
     assert [r["error_kind"] for r in reqs] == ["stall", "stall"]
     [level] = of_type(events, "level")  # the sweep stops: level C=4 never ran
@@ -278,10 +292,11 @@ def test_a_stalled_server_fails_the_level_at_once(sims: list[SimProcess], tmp_pa
     assert "every request in flight got no bytes for 1.0 s" in level["reason"]
     assert sweep_of(events)["not_run"] == 14
 
-    before = requests_total(sim.url)
+    start = scrape(sim.url)
+    before = (start["requests_total"] or 0.0) + (start.get("aborted_total") or 0.0)
     code, events, _ = agent_run("bench", "sweep", "--url", sim.url, "--levels", "2:8",
                                 "--stall-timeout", "1", "--output-len", "16")
-    assert code == 1 and requests_total(sim.url) - before == 2  # the probe and the warm-up
+    assert code == 1 and requests_seen(sim.url, 2, before) == 2  # the probe and the warm-up
     [level] = of_type(events, "level")
     assert level["failure"] == "stalled" and "during the warm-up" in level["reason"]
     assert not of_type(events, "request") and level["not_run"] == 8

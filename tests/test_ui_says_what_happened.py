@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Static
 
 from dsv4tui import keymap
 from dsv4tui.campaign.columns import LEVEL_COLUMNS
+from dsv4tui.metrics_window import MetricsWindow
 from dsv4tui.screens import model as m
 from dsv4tui.screens.help import HelpScreen
 from dsv4tui.screens.launch import profile_markup
@@ -20,8 +21,8 @@ from dsv4tui.screens.modals import ConfirmScreen
 from dsv4tui.telemetry import Frame, HostTelemetry
 from dsv4tui.widgets.charts import plot_series
 from dsv4tui.widgets.host_bar import DialogBanner
+from dsv4tui.widgets.server_panel import DECODE_STALE_S, ServerPanel
 from dsv4tui.widgets.startup import StartupView
-from dsv4tui.widgets.throughput import DECODE_STALE_S, ThroughputPanel
 
 
 async def settle(pilot: Any) -> None:
@@ -54,17 +55,20 @@ async def test_sweep_table_names_its_statistics() -> None:
 # --- 6: numbers on screen are current --------------------------------------------------------
 
 async def test_decode_numbers_age_out_and_say_so() -> None:
+    """Without /metrics the server panel's gen throughput is the decode log line's, says so,
+    and ages out instead of staying on screen as current."""
     app = frozen_app("dashboard")
+    app.model.server_metrics = MetricsWindow()  # an engine without --enable-metrics
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        panel = app.screen.query_one("#dash-tp", ThroughputPanel)
-        fresh = str(panel._numbers.render())
-        assert "gen 26.5 tok/s" in fresh and "running 16" in fresh
+        panel = app.screen.query_one(ServerPanel)
+        fresh = str(panel.cells["gen"].text.render())
+        assert "gen (log) 26.5 tok/s" in fresh
         app.model.frozen = T0 + DECODE_STALE_S + 61  # no decode line for a minute
         panel.refresh_model()
-        stale = str(panel._numbers.render())
-        assert "gen — (last 26.5 tok/s, 1m1" in stale and "ago)" in stale
-        assert "running 16" not in stale and "running —" in stale
+        stale = str(panel.cells["gen"].text.render())
+        assert "gen — (last 26.5, 1m1" in stale and "ago)" in stale
+        assert "run —" in str(panel.cells["running"].text.render())
 
 
 async def test_a_failed_restart_stops_every_clock() -> None:

@@ -46,7 +46,8 @@ METRICS: Tuple[Tuple[str, Tuple[str, ...], str], ...] = (
     ("generation_tokens_total", ("sglang:generation_tokens_total",
                                  "vllm:generation_tokens_total"), "sum"),
     ("prompt_tokens_total", ("sglang:prompt_tokens_total", "vllm:prompt_tokens_total"), "sum"),
-    ("requests_total", ("sglang:num_requests_total",), "sum"),
+    ("requests_total", ("sglang:num_requests_total",), "sum"),  # counted when they finish
+    ("aborted_total", ("sglang:num_aborted_requests_total",), "sum"),  # cancelled ones
 )
 # Histograms (seconds), per engine: our name -> sample base names in order of preference.
 HISTOGRAMS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (

@@ -26,6 +26,7 @@ class Column:
     # A quantile read from a server's histogram is only known to a bucket: where its
     # [lo, hi] bounds are in the stats (hi None: above the last bound). Cells show the bucket.
     bucket: tuple[str, ...] = ()
+    optional: bool = False  # compare: left out of tables when no run has a value for it
 
     @property
     def header(self) -> str:
@@ -131,7 +132,7 @@ DETAIL_COLUMNS: tuple[Column, ...] = (
 # "vs #<baseline>". goodput: % of the level's requests that met every --goodput target.
 COMPARE_COLUMNS: tuple[Column, ...] = (
     Column("output_tok_s", "tok/s", decimals=1, width=8, change=True),
-    Column("goodput_pct", "goodput", unit="%", decimals=0, width=7),
+    Column("goodput_pct", "goodput", unit="%", decimals=0, width=7, optional=True),
     Column("ttft_p50_ms", "TTFT p50", unit="ms", decimals=0, width=9, change=True),
     Column("ttft_p99_ms", "TTFT p99", unit="ms", decimals=0, width=9),
     Column("tpot_p50_ms", "TPOT p50", unit="ms", decimals=1, width=9),

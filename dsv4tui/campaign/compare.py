@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from dsv4tui.campaign.columns import COMPARE_COLUMNS
+from dsv4tui.campaign.columns import COMPARE_COLUMNS, Column
 from dsv4tui.errors import EXIT_CONFIG, UserError
 
 if TYPE_CHECKING:
@@ -265,6 +265,13 @@ class Comparison:
             p = self.point(run_id, c)
             out.append(None if p is None else p.get(key))
         return out
+
+    def columns(self) -> tuple[Column, ...]:
+        """The compare columns a table shows: every one, less the optional ones no run has a
+        value for (goodput without --goodput targets). Exports keep them all."""
+        rows = self.rows()
+        return tuple(c for c in COMPARE_COLUMNS if not c.optional
+                     or any(r.values.get(c.key) is not None for r in rows))
 
     def rows(self) -> list[CompareRow]:
         """Per load (the Cs, then the rates), per run (in the order given)."""

@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 from dsv4tui import __version__, paths
 from dsv4tui.campaign import charts as ch
-from dsv4tui.campaign.columns import COMPARE_COLUMNS, change_title, fmt_change
+from dsv4tui.campaign.columns import change_title, fmt_change
 from dsv4tui.campaign.compare import Comparison, compare_runs
 from dsv4tui.campaign.export import md_cell
 from dsv4tui.campaign.labels import safe_text
@@ -290,7 +290,7 @@ def compare_header(cmp: Comparison) -> list[str]:
     """The CLI's header (``dsv4tui runs compare``): C, run, each column with its unit, each
     change column naming the baseline."""
     head = ["C", "run"]
-    for col in COMPARE_COLUMNS:
+    for col in cmp.columns():
         head.append(col.header)
         if col.change:
             head.append(change_title(cmp.baseline_id))
@@ -313,7 +313,7 @@ def compare_cells(report: Report) -> list[tuple[Any, list[tuple[str, str | None,
             cells.append(("not run", None, None))
             cells += [("", None, None)] * (len(compare_header(report.comparison)) - 3)
         else:
-            for col in COMPARE_COLUMNS:
+            for col in report.comparison.columns():
                 value = row.values.get(col.key)
                 cells.append((col.text(value), col.key, value))
                 if col.change:

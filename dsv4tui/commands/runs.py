@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from dsv4tui.campaign import export
-from dsv4tui.campaign.columns import COMPARE_COLUMNS, change_title, fmt_change
+from dsv4tui.campaign.columns import change_title, fmt_change
 from dsv4tui.campaign.compare import compare_runs
 from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import print_json, table
@@ -229,14 +229,14 @@ def compare_text(cmp: Any) -> str:
              + ("  <- baseline" if base is not None and r.id == base.id else "")
              for r in cmp.runs]
     headers = ["C", "run"]
-    for col in COMPARE_COLUMNS:
+    for col in cmp.columns():
         headers.append(col.header)
         if col.change:
             headers.append(change_title(cmp.baseline_id))
     rows = []
     for row in cmp.rows():
         cells = [row.load if row.rate is not None else str(row.concurrency), f"#{row.run.id}"]
-        for col in COMPARE_COLUMNS:
+        for col in cmp.columns():
             cells.append(col.text(row.values.get(col.key)))
             if col.change:
                 cells.append("base" if row.is_baseline and row.point is not None

@@ -107,14 +107,18 @@ class DashboardScreen(LogScreen):
 
     # rows of the side panel: the server's numbers (6), sanity, sweep (2), startup
     SIDE_ROWS = 10
+    TINY_ROWS = 5  # compact: gen, run | queue, TTFT, sanity, sweep; tiny: gen (+ run, queue)
 
     def _fit_gpu_box(self) -> None:
         """Few GPUs: the side panel goes compact so that the row is as tall as the GPUs need.
         Too short a terminal for every GPU: the box's bottom border says how many are not
         shown (g focuses the box, then the arrows scroll)."""
         panel = self.one(GpuPanel)
-        self.one(Vertical, "#dash-side").set_class(panel.line_count() < self.SIDE_ROWS,
-                                                   "-compact")
+        side, lines = self.one(Vertical, "#dash-side"), panel.line_count()
+        side.set_class(lines < self.SIDE_ROWS, "-compact")
+        if side.has_class("-tiny") != (lines < self.TINY_ROWS):
+            side.set_class(lines < self.TINY_ROWS, "-tiny")
+            self.one(ServerPanel).refresh_model()  # its gen row carries run and queue then
         self.call_after_refresh(self._count_hidden)
 
     def on_resize(self) -> None:

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Static
 
 from dsv4tui import keymap
-from dsv4tui.campaign.columns import COMPARE_COLUMNS, change_title, fmt_change
+from dsv4tui.campaign.columns import change_title, fmt_change
 from dsv4tui.campaign.compare import Comparison
 from dsv4tui.campaign.labels import safe_text
 from dsv4tui.screens.base import DsvScreen
@@ -285,7 +285,7 @@ def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
     change column against the baseline run it names (``vs #1``)."""
     base = cmp.baseline_id
     headers = ["C", "run"]
-    for col in COMPARE_COLUMNS:
+    for col in cmp.columns():
         headers.append(col.title)
         if col.change:
             headers.append(change_title(base))
@@ -296,7 +296,7 @@ def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
             rows.append([str(row.concurrency), name, "not run"] + [""] * (len(headers) - 3))
             continue
         cells = [str(row.concurrency), name]
-        for col in COMPARE_COLUMNS:
+        for col in cmp.columns():
             cells.append(col.text(row.values.get(col.key), none="n/a", unit=col.unit == "%"))
             if col.change:
                 cells.append("base" if row.is_baseline

@@ -10,6 +10,7 @@ Python, so the Bench screen redraws its chart at most once a second during a swe
 from __future__ import annotations
 
 import asyncio
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,8 +100,10 @@ class Chart(PlotextPlot):
             self._strips = await asyncio.to_thread(self._draw_strips, spec)
         except Exception as exc:  # plotext failed on this data/size: say so in the chart
             base = self.rich_style  # (the key counts as drawn: no retry loop, no dialogs)
-            self._strips = [Strip([Segment(f"chart failed: {type(exc).__name__}: {exc}",
-                                           base)]).crop_extend(0, spec["width"], base)]
+            width = max(1, spec["width"])  # wrapped: a narrow chart still says it all
+            lines = textwrap.wrap(f"chart failed: {type(exc).__name__}: {exc}", width)
+            self._strips = [Strip([Segment(line, base)]).crop_extend(0, width, base)
+                            for line in lines[:max(1, spec["height"])]]
         finally:
             self._strips_key = key
             self._drawing = None

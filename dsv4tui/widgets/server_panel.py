@@ -156,6 +156,11 @@ class ServerPanel(Vertical):
                         f"{fmt_num(float(gen), 1)})[/]")
             else:
                 text = f"gen [b]{fmt_num(float(gen), 1)}[/b] tok/s{badge}"
+            if latest and self.parent is not None and self.parent.has_class("-tiny"):
+                run, queued = latest.get("running"), latest.get("queued")
+                text += "".join(
+                    f" · {label} [b]{fmt_num(float(v), 0) if isinstance(v, (int, float)) else '—'}"
+                    "[/b]" for label, v in (("run", run), ("q", queued)))
             self.cells["gen"].show(text, history)
             return
         # No gauge: the decode log line (SGLang logs one every few seconds while decoding).

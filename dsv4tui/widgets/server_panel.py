@@ -152,8 +152,8 @@ class ServerPanel(Vertical):
             # SGLang sets the gauge on each decode log line and leaves it when idle: with
             # nothing running, the rate is 0 and the gauge is only the last one seen
             if latest and not latest.get("running") and not latest.get("queued"):
-                text = (f"gen [b]0[/b] tok/s [$foreground-muted](idle; last "
-                        f"{fmt_num(float(gen), 1)})[/]")
+                last = f"; last {fmt_num(float(gen), 1)}" if gen else ""
+                text = f"gen [b]0[/b] tok/s [$foreground-muted](idle{last})[/]"
             else:
                 text = f"gen [b]{fmt_num(float(gen), 1)}[/b] tok/s{badge}"
             if latest and self.parent is not None and self.parent.has_class("-tiny"):

@@ -46,6 +46,7 @@ class SshHost:
     connections: list[asyncssh.SSHServerConnection] = field(default_factory=list)
     processes: list[asyncio.subprocess.Process] = field(default_factory=list)
     agent_home: Path | None = None  # the agent's cache dir on the "remote" side, when set
+    refusing: bool = False  # while set, new connections are aborted as they arrive (link down)
 
     def write_known_hosts(self, key: asyncssh.SSHKey | None = None) -> None:
         key = key or self.host_key
@@ -116,6 +117,9 @@ async def serve_ssh(home: Path, remote_home: Path) -> AsyncIterator[SshHost]:
 
     class Server(asyncssh.SSHServer):
         def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+            if host.refusing:
+                conn.abort()
+                return
             host.connections.append(conn)
 
     env = dict(os.environ)

@@ -81,6 +81,10 @@ def updated_text(text: str, host: str, name: str, data: Mapping[str, Any], *,
     hosts = _table(doc, "hosts", header=False)
     host_t = _table(hosts, host, header=make_default)
     if make_default:
+        if isinstance(host_t, Table) and host_t.is_super_table():
+            # an implicit [hosts.H] gets its own header now; tomlkit would give it the
+            # comment of the first [hosts.H.x] header under it (that one keeps its own)
+            host_t.trivia.comment = host_t.trivia.comment_ws = ""
         host_t["default_profile"] = name
     profiles = _table(host_t, "profiles", header=False)
     profiles[name] = profile_table(data, comment)

@@ -102,17 +102,21 @@ class MetricsWindow:
             return None
         return max(0.0, (float(v1) - float(v0)) / (float(t1) - float(t0)))  # type: ignore[arg-type]
 
-    def quantiles(self, key: str, now: float, qs: Sequence[float] = (0.5, 0.99)
-                  ) -> dict[float, float | None]:
-        """``key``'s histogram quantiles (seconds) over the requests of the last window."""
+    def histogram(self, key: str, now: float) -> dict[str, Any] | None:
+        """``key``'s histogram over the requests of the last window (a delta of two scrapes)."""
         latest = self.latest(now)
         if latest is None:
-            return {q: None for q in qs}
+            return None
         old = self._at_or_before(self.samples[-1][0] - self.window_s)
         new_h = (latest.get("histograms") or {}).get(key)
         old_h = (old.get("histograms") or {}).get(key) if old is not None and \
             old is not latest else None
-        d = histogram_delta(new_h, old_h)
+        return histogram_delta(new_h, old_h)
+
+    def quantiles(self, key: str, now: float, qs: Sequence[float] = (0.5, 0.99)
+                  ) -> dict[float, float | None]:
+        """``key``'s histogram quantiles (seconds) over the requests of the last window."""
+        d = self.histogram(key, now)
         return {q: quantile(d, q) for q in qs}
 
     def quantile_history(self, key: str, q: float, points: int = 30) -> tuple[float, ...]:

@@ -180,6 +180,13 @@ def test_config_edit_keeps_the_file_and_validates(tmp_path: Path) -> None:
         config_edit.set_profile(path, "local", "bad", {"model_path": "/m",
                                                       "moe_runner_backend": "fast"})
     assert path.read_text() == before
+    # a host known only through [hosts.H.profiles.P]: its new [hosts.H] header gets no
+    # copy of the comment on the profile's header (which keeps it, once)
+    only = tmp_path / "only.toml"
+    only.write_text('[hosts.box.profiles.main]   # the one I use\nmodel_path = "/m"\n')
+    text, _ = config_edit.set_profile(only, "box", "adopted", data, make_default=True)
+    assert text.count("# the one I use") == 1 and "[hosts.box]\n" in text
+    assert "[hosts.box.profiles.main]   # the one I use" in text
     fresh = tmp_path / "new" / "config.toml"  # no file yet: created
     config_edit.set_profile(fresh, "ct200", "adopted", data, make_default=True)
     assert config.load(fresh)[0].hosts["ct200"].profile()[0] == "adopted"

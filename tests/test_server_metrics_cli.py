@@ -44,9 +44,10 @@ def test_once_from_a_url(served: SimProcess, capsys: pytest.CaptureFixture[str])
     finished = out["requests_total"]
     assert finished >= 2 and out["latency_ms"]["e2e"]["requests"] == finished
     assert out["latency_ms"]["ttft"]["p50"] > 0 and out["running"] == 0
+    assert out["latency_ms"]["ttft"]["p50_bucket"][0] <= out["latency_ms"]["ttft"]["p50"]
     assert main(["server", "metrics", "--url", served.url]) == 0
     text = capsys.readouterr().out
-    assert "since the server started" in text and "TTFT" in text and "as coarse as" in text
+    assert "since the server started" in text and "TTFT" in text and "bucket in brackets" in text
     assert "gen idle" in text  # nothing running: the gauge is only the last one seen
 
 

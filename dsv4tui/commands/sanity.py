@@ -48,7 +48,10 @@ def print_sanity(outcome: SanityOutcome, stream: Any = None) -> None:
         print(f"{mark}  {case.get('name')}: {answer!r} in {case.get('latency_s') or 0:.2f} s{why}",
               file=stream)
     if outcome.error:
-        print(f"sanity could not run: {outcome.error}", file=stream)
+        msg = str(outcome.error)
+        if not msg.startswith("sanity could not run"):
+            msg = f"sanity could not run: {msg}"
+        print(msg, file=stream)
     else:
         ok = sum(1 for c in outcome.cases if c.get("passed"))
         state = "passed" if outcome.passed else "FAILED"

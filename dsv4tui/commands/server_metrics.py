@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from dsv4tui.campaign.labels import safe_text
 from dsv4tui.commands.output import load_settings, print_json, run_async
 from dsv4tui.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
-from dsv4tui.metrics_window import MetricsWindow, mean, quantile
+from dsv4tui.metrics_window import MetricsWindow, mean, quantile, quantile_bucket
 
 HISTOGRAMS = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"), ("queue", "queue"))
 HOME, CLEAR_EOL, CLEAR_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"
@@ -51,12 +51,20 @@ def add_parser(cmds: Any) -> None:
 
 # -- what is shown --------------------------------------------------------------------------
 
-def _quantiles(hist: dict[str, Any] | None) -> dict[str, float | None] | None:
-    if not hist:
+def _ms(v: float | None) -> float | None:
+    return None if v is None else round(v * 1000.0, 3)
+
+
+def _quantiles(hist: dict[str, Any] | None) -> dict[str, Any] | None:
+    """p50/p99 (interpolated inside their bucket), the buckets they fall in (all a histogram
+    really knows: ``[lo, hi]`` ms, hi None above the last bound), the mean, the count."""
+    if not hist or not hist.get("count"):
         return None
-    vals = {"p50": quantile(hist, 0.5), "p99": quantile(hist, 0.99), "mean": mean(hist)}
-    out: dict[str, float | None] = {k: None if v is None else round(v * 1000.0, 3)
-                                    for k, v in vals.items()}
+    out: dict[str, Any] = {"p50": _ms(quantile(hist, 0.5)), "p99": _ms(quantile(hist, 0.99)),
+                           "mean": _ms(mean(hist))}
+    for name, q in (("p50_bucket", 0.5), ("p99_bucket", 0.99)):
+        b = quantile_bucket(hist, q)
+        out[name] = None if b is None else [_ms(b[0]), _ms(b[1])]
     out["requests"] = hist.get("count")  # observations (ITL: tokens)
     return out
 
@@ -77,12 +85,7 @@ def summary(sample: dict[str, Any], window: MetricsWindow | None, now: float
         out["latency_ms"] = {k: _quantiles(hists.get(k)) for k, _ in HISTOGRAMS}
     else:
         out["over"] = f"last_{window.window_s:g}s"
-        lat: dict[str, Any] = {}
-        for key, _ in HISTOGRAMS:
-            q = window.quantiles(key, now, (0.5, 0.99))
-            lat[key] = {"p50": None if q[0.5] is None else round(q[0.5] * 1000.0, 3),
-                        "p99": None if q[0.99] is None else round(q[0.99] * 1000.0, 3)}
-        out["latency_ms"] = lat
+        out["latency_ms"] = {k: _quantiles(window.histogram(k, now)) for k, _ in HISTOGRAMS}
         out["generation_tok_s"] = window.rate("generation_tokens_total", now)
         out["requests_per_s"] = window.rate("requests_total", now)
     return out
@@ -90,6 +93,15 @@ def summary(sample: dict[str, Any], window: MetricsWindow | None, now: float
 
 def _n(v: Any, fmt: str = "{:,.0f}", scale: float = 1.0) -> str:
     return "—" if not isinstance(v, (int, float)) else fmt.format(float(v) * scale)
+
+
+def _bucket(q: dict[str, Any], name: str) -> str:
+    """``≈51 (0-100)``: the interpolated value and the bucket it is known to."""
+    b = q.get(f"{name}_bucket")
+    where = ""
+    if isinstance(b, list) and len(b) == 2:
+        where = f" ({_n(b[0])}-{_n(b[1])})" if b[1] is not None else f" (>{_n(b[0])})"
+    return f"≈{_n(q.get(name), '{:,.1f}')}{where}"
 
 
 def render(where: str, s: dict[str, Any], simulated: bool) -> str:
@@ -123,12 +135,12 @@ def render(where: str, s: dict[str, Any], simulated: bool) -> str:
         extra = ""
         if q.get("mean") is not None:
             extra = f"  mean {_n(q['mean'], '{:,.1f}')}  ({_n(q.get('requests'))} observed)"
-        lines.append(f"  {label:<6} p50 {_n(q['p50'], '{:,.1f}'):>8}  "
-                     f"p99 {_n(q['p99'], '{:,.1f}'):>8}{extra}")
+        lines.append(f"  {label:<6} p50 {_bucket(q, 'p50'):>14}  "
+                     f"p99 {_bucket(q, 'p99'):>14}{extra}")
     if s.get("startup_s"):
         lines.append("startup s: " + " · ".join(f"{k} {v:.1f}"
                                                for k, v in s["startup_s"].items()))
-    lines.append("(quantiles from the server's histogram buckets: as coarse as its bounds)")
+    lines.append("(≈: interpolated inside the histogram bucket in brackets, all the server knows)")
     return "\n".join(lines)
 
 

@@ -284,9 +284,11 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
                               host=host.name)
             started = await session.start(host, spec, store)
             cid = watch.campaign_id = str(started["id"])
-            say(f"sweep {args.label!r} runs on {host.name} (campaign {cid}); measuring "
-                f"{meta.backend or 'unknown'} / {meta.checkpoint or 'unknown'} "
-                f"(from the {meta.source.replace('_', ' ')})"
+            what = (f"measuring {meta.backend or 'unknown'} / {meta.checkpoint or 'unknown'} "
+                    f"(from the {meta.source.replace('_', ' ')})"
+                    if meta.source != "unknown" else
+                    "what the server runs is unknown (no launch record, no /server_info)")
+            say(f"sweep {args.label!r} runs on {host.name} (campaign {cid}); {what}"
                 + ("; the server is SIMULATED" if meta.simulated else ""))
             try:
                 await session.follow_to_end(

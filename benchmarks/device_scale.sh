@@ -14,21 +14,7 @@ out=${1:?usage: device_scale.sh OUTDIR}
 mkdir -p "$out"
 agent=(python3 .agent/agent.pyz)
 log() { printf '\n== %s  %s\n' "$(date +%T)" "$*"; }
-levels() { grep -E '"type":"(level|sweep|error)"' "$1" | python3 -c '
-import json, sys
-for line in sys.stdin:
-    e = json.loads(line)
-    if e["type"] != "level":
-        print(line.strip()[:300]); continue
-    g = e.get("goodput") or {}
-    lag = (e.get("send_lag_ms") or {}).get("p99")
-    sat = (e.get("saturation") or {})
-    print(f"C={e.get(\"concurrency\")} rate={e.get(\"rate\")} n={e[\"requests\"]} ok={e[\"completed\"]}"
-          f" err={e[\"errors\"]} workers={e.get(\"workers\")} tok/s={e[\"output_tok_s\"]:.1f}"
-          f" TTFT p50={e[\"ttft_ms\"][\"p50\"]:.1f} TPOT p50={e[\"tpot_ms\"][\"p50\"]:.2f}"
-          f" in_tok={e.get(\"input_tokens_mean\")} goodput={g.get(\"share\")} lag_p99={lag}"
-          f" saturated={sat.get(\"saturated\")} ({sat.get(\"source\")}) status={e[\"status\"]}")
-'; }
+levels() { python3 benchmarks/level_summary.py "$1"; }
 
 log "machine"
 nproc

@@ -116,7 +116,8 @@ def test_sigkill_fallback_and_lock_contention(agent_env: AgentEnv) -> None:
         sim_argv(port, "--sim-fault", "ignore-sigterm"), port, "--wait-ready"))
     assert code == 0, events
     pid = event(events, "started")["pid"]
-    stopper = agent_env.popen("server", "stop", "--grace", "2")
+    # a grace long enough for two more agent runs while it waits, on a loaded machine too
+    stopper = agent_env.popen("server", "stop", "--grace", "6")
     try:
         deadline = time.monotonic() + 10  # the stop holds the lock while waiting for the drain
         while not (agent_env.home / "server.lock.json").exists() and time.monotonic() < deadline:

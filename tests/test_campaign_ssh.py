@@ -28,7 +28,7 @@ from dsv4tui.store import RunStore
 
 pytestmark = pytest.mark.sshd
 
-CUT_S = 30.0  # > keepalive_s 5 × 3 missed answers: the console notices the loss
+CUT_S = 30.0  # > keepalive_s 5 s x 3 missed answers: the console notices the loss
 
 
 @pytest.fixture(autouse=True)

@@ -16,9 +16,9 @@ from plugins.bench_server import KnownServer, ScriptServer, agent_run, normal_st
 from plugins.sim import SimProcess, free_port, sim_argv, start_sim, subprocess_env
 
 from dsv4tui.agent import arrivals, bench, datasets, stats
+from dsv4tui.campaign.load_text import parse_goodput, parse_levels, parse_rates
 from dsv4tui.cli import main
 from dsv4tui.config import SweepPlan
-from dsv4tui.screens.modals import parse_goodput, parse_levels, parse_rates
 
 # --- arrivals --------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dsv4tui.agent.stats import level_json
+from dsv4tui.campaign.load_text import parse_goodput, parse_levels, parse_rates
 from dsv4tui.campaign.sweep import SweepOutcome, SweepWatch
 from dsv4tui.commands.output import load_settings, print_json, run_async, table
 from dsv4tui.commands.sanity import add_target_args, check_target, print_sanity
@@ -52,61 +53,27 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def parse_levels(text: str) -> list[tuple[int, int]]:
-    levels = []
-    for part in text.split(","):
-        c, sep, n = part.strip().partition(":")
-        if not sep or not c.strip().isdigit() or not n.strip().isdigit():
-            raise UserError(f"--levels: {part.strip()!r} is not C:n (e.g. 1:8,8:32,16:48)",
-                            EXIT_CONFIG)
-        levels.append((int(c), int(n)))
-    return levels
+def _parsed(flag: str, parse: Any, text: str) -> Any:
+    """The core's parser (campaign/load_text, the plan dialog's too), its error as the flag's."""
+    try:
+        value = parse(text)
+    except ValueError as exc:
+        raise UserError(f"{flag}: {exc}", EXIT_CONFIG) from None
+    if not value:
+        raise UserError(f"{flag}: nothing given (e.g. {EXAMPLES[flag]})", EXIT_CONFIG)
+    return value
 
 
-def parse_rates(text: str) -> list[tuple[float, int]]:
-    rates = []
-    for part in text.split(","):
-        r, sep, n = part.strip().partition(":")
-        try:
-            rate = float(r)
-        except ValueError:
-            rate = -1.0
-        if not sep or rate <= 0 or not n.strip().isdigit():
-            raise UserError(f"--rates: {part.strip()!r} is not rate:n (e.g. 2:100,4:200)",
-                            EXIT_CONFIG)
-        rates.append((rate, int(n)))
-    return rates
-
-
-GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
-
-
-def parse_goodput(text: str) -> dict[str, float]:
-    """``ttft:500,tpot:50`` -> {"ttft_ms": 500.0, "tpot_ms": 50.0} (vLLM's --goodput keys)."""
-    out: dict[str, float] = {}
-    for part in text.replace(" ", ",").split(","):
-        if not part:
-            continue
-        key, sep, value = part.partition(":")
-        try:
-            ms = float(value)
-        except ValueError:
-            ms = -1.0
-        if not sep or key not in GOODPUT_KEYS or ms <= 0:
-            raise UserError(f"--goodput: {part!r} is not ttft:MS, tpot:MS or e2el:MS (MS > 0)",
-                            EXIT_CONFIG)
-        out[GOODPUT_KEYS[key]] = ms
-    if not out:
-        raise UserError("--goodput: give ttft:MS, tpot:MS and/or e2el:MS", EXIT_CONFIG)
-    return out
+EXAMPLES = {"--levels": "1:8,8:32,16:48", "--rates": "2:100,4:200",
+            "--goodput": "ttft:500,tpot:50"}
 
 
 def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
     data = base.model_dump()
     if getattr(args, "levels", None):
-        data["levels"] = parse_levels(args.levels)
+        data["levels"] = _parsed("--levels", parse_levels, args.levels)
     if getattr(args, "rates", None):
-        data["rates"] = parse_rates(args.rates)
+        data["rates"] = _parsed("--rates", parse_rates, args.rates)
         if not getattr(args, "levels", None):
             data["levels"] = []  # --rates alone: only the rate levels
     for key in ("input_len", "output_len", "warmup", "arrival", "max_concurrency",
@@ -114,7 +81,7 @@ def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
         if getattr(args, key, None) is not None:
             data[key] = getattr(args, key)
     if getattr(args, "goodput", None):
-        data["goodput"] = parse_goodput(args.goodput)
+        data["goodput"] = _parsed("--goodput", parse_goodput, args.goodput)
     if getattr(args, "stop_when_saturated", False):
         data["stop_when_saturated"] = True
     if getattr(args, "no_ignore_eos", False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from dsv4tui.campaign.labels import check_label, safe_text
+from dsv4tui.campaign.load_text import goodput_text, parse_goodput, parse_levels, parse_rates
 from dsv4tui.errors import UserError
 from dsv4tui.widgets.text import esc as escape  # markup- and control-safe
 
@@ -177,63 +179,13 @@ class PlanInput:
                 "random_range_ratio": self.random_range_ratio, "seed": self.seed}
 
 
-def parse_levels(text: str, *, required: bool = True) -> list[tuple[int, int]]:
-    """``1:8,8:32`` -> [(1, 8), (8, 32)]; ValueError with a message the user can act on."""
-    levels = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        c, sep, n = part.partition(":")
-        if not sep or not c.isdigit() or not n.isdigit():
-            raise ValueError(f"level {part!r}: write C:n, e.g. 8:32")
-        if int(c) < 1 or int(n) < 1:
-            raise ValueError(f"level {part!r}: C and n must be >= 1")
-        levels.append((int(c), int(n)))
-    if not levels and required:
-        raise ValueError("at least one level, e.g. 1:8,8:32 (or a rate level, e.g. 2:100)")
-    return levels
 
-
-def parse_rates(text: str) -> list[tuple[float, int]]:
-    """``2:100,4:200`` -> [(2.0, 100), (4.0, 200)] (requests/s : requests)."""
-    rates = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        r, sep, n = part.partition(":")
-        try:
-            rate = float(r)
-        except ValueError:
-            rate = -1.0
-        if not sep or not n.isdigit() or rate <= 0 or int(n) < 1:
-            raise ValueError(f"rate level {part!r}: write rate:n, e.g. 2:100 (req/s : requests)")
-        rates.append((rate, int(n)))
-    return rates
-
-
-_GOODPUT = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
-
-
-def parse_goodput(text: str) -> dict[str, float] | None:
-    """``ttft:500,tpot:50`` -> {"ttft_ms": 500.0, "tpot_ms": 50.0}; empty -> None."""
-    out: dict[str, float] = {}
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        key, sep, value = part.partition(":")
-        try:
-            ms = float(value)
-        except ValueError:
-            ms = -1.0
-        if not sep or key not in _GOODPUT or ms <= 0:
-            raise ValueError(f"goodput {part!r}: write ttft:MS, tpot:MS or e2el:MS")
-        out[_GOODPUT[key]] = ms
-    return out or None
-
-
-def goodput_text(goodput: dict[str, float] | None) -> str:
-    names = {v: k for k, v in _GOODPUT.items()}
-    return ",".join(f"{names.get(k, k)}:{v:g}" for k, v in (goodput or {}).items())
+def _field(name: str, parse: Callable[[str], Any], text: str) -> Any:
+    """The core's parser of one box; its error names the box."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 class SweepPlanScreen(ModalScreen[PlanInput | None]):
@@ -308,10 +260,11 @@ class SweepPlanScreen(ModalScreen[PlanInput | None]):
                 label = check_label(self.query_one("#plan-label", Input).value)
             except UserError as exc:
                 raise ValueError(exc.message) from None
-            rates = parse_rates(self.query_one("#plan-rates", Input).value)
-            levels = parse_levels(self.query_one("#plan-levels", Input).value,
-                                  required=not rates)
-            goodput = parse_goodput(self.query_one("#plan-goodput", Input).value)
+            rates = _field("rates", parse_rates, self.query_one("#plan-rates", Input).value)
+            levels = _field("levels", lambda t: parse_levels(t, required=not rates),
+                            self.query_one("#plan-levels", Input).value)
+            goodput = _field("goodput", parse_goodput,
+                             self.query_one("#plan-goodput", Input).value)
             inp = int(self.query_one("#plan-in", Input).value or "0")
             out = int(self.query_one("#plan-out", Input).value or "0")
             if inp < 1 or out < 1:

@@ -8,6 +8,7 @@ if it does not resolve, the error lists the known names (and the close ones: a t
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import sys
@@ -41,6 +42,8 @@ class HostSpec:
     env: dict[str, str] = field(default_factory=dict)
     # a bare name that is none of ours: the known names, for the error if it does not resolve
     known: tuple[str, ...] = ()
+    # a host made of nodes: every node's spec in rank order (this spec connects to node 0)
+    group: tuple[HostSpec, ...] = ()
 
     @property
     def simulated(self) -> bool:
@@ -90,6 +93,8 @@ def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> Hos
         cfg = settings.hosts.get(LOCAL, HostConfig())
         return HostSpec(LOCAL, cfg, "local",
                         env={"DSV4TUI_AGENT_HOME": str(paths.local_agent_state_dir())})
+    if name in settings.hosts and settings.hosts[name].nodes:
+        return group_spec(name, settings, accept_new=accept_new)
     if name in settings.hosts:
         cfg = settings.hosts[name]
         return HostSpec(name, cfg, "ssh", target=cfg.ssh or name, accept_new=accept_new)
@@ -102,6 +107,19 @@ def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> Hos
     if name not in aliases and "@" not in name:
         known = ("local", "demo", *settings.hosts, *aliases)
     return HostSpec(name, HostConfig(), "ssh", target=name, accept_new=accept_new, known=known)
+
+
+def group_spec(name: str, settings: Settings, *, accept_new: bool = False) -> HostSpec:
+    """A host made of nodes: node 0's connection (what sweeps, sanity and logs reach: rank 0
+    serves the HTTP API) with the group's profiles, and every node's spec in ``group``."""
+    cfg = settings.hosts[name]
+    assert cfg.nodes
+    nodes = tuple(host_spec(node, settings, accept_new=accept_new) for node in cfg.nodes)
+    first = nodes[0]
+    config = cfg.model_copy(update={"python": cfg.python or first.config.python,
+                                    "connect_timeout_s": first.config.connect_timeout_s,
+                                    "keepalive_s": first.config.keepalive_s})
+    return dataclasses.replace(first, name=name, config=config, group=nodes, known=())
 
 
 def explain_dns(spec: HostSpec, err: ssh.DnsError) -> ssh.DnsError:

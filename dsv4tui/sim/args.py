@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from dsv4tui import sglang_choices as ch
 
-FAULTS = ("wrong-answer", "crash-after:N", "stall", "http-500", "ignore-sigterm", "fail-startup")
+FAULTS = ("wrong-answer", "crash-after:N", "stall", "http-500", "ignore-sigterm", "fail-startup",
+          "nccl-hang")
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Faults:
     http_500: bool = False
     ignore_sigterm: bool = False
     fail_startup: bool = False
+    nccl_hang: bool = False  # a lost peer: NCCL's watchdog lines, then wait (no exit)
 
 
 def _fault(value: str) -> str:

@@ -200,6 +200,8 @@ class Rendezvous:
                       "remote process exiting prematurely.")
         sim.log.plain(f"Last error: socketProgress: Connection closed by remote peer "
                       f"{self.host}<{self.port}> (node rank {rank})")
+        if sim.faults.nccl_hang:  # as NCCL without async error handling: wait in the collective
+            return
         sim.crash([f'  File "{_SITE}/managers/scheduler.py", line 1187, in event_loop_overlap',
                    "    batch_result = self.run_batch(batch)",
                    f'  File "{_SITE}/distributed/device_communicators/pynccl.py", line 152, in '

@@ -26,6 +26,7 @@ from dsv4tui.sim.runtime import SimServer
 from dsv4tui.sim.startup import run_startup, run_warmup
 
 _SITE = "/opt/sglang/python/sglang/srt"
+FOLLOW_PEER_STOP_S = 5.0  # a node whose peer stopped on purpose drains too, after this
 
 
 class _Server(uvicorn.Server):
@@ -118,8 +119,9 @@ async def _serve(sim: SimServer) -> None:
     engine_task = loop.create_task(sim.engine.run())
     await run_startup(sim)
     sim.engine.max_total_tokens = max(sim.max_total_tokens, 1)
-    if sim.rendezvous is not None:
-        sim.rendezvous.on_bye = lambda rank: on_signal(int(signal.SIGTERM))
+    if sim.rendezvous is not None:  # a peer stopped on purpose: follow it, unless told first
+        sim.rendezvous.on_bye = lambda rank: loop.call_later(
+            FOLLOW_PEER_STOP_S, on_signal, int(signal.SIGTERM))
     if sim.node_rank > 0:  # only node rank 0 serves HTTP; the others run their schedulers
         sim.ready = True
         sim.set_phase("ready")

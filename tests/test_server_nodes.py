@@ -1,0 +1,201 @@
+"""A host made of two nodes on this machine -- OpenSSH sshd on 127.0.0.1 (node rank 0) and
+``local`` (node rank 1) -- with the simulator as the server, through the CLI: both ranks start,
+ready only once both joined; a killed rank 1 gets the whole group stopped with its error shown;
+stop leaves no process of either group; every node's GPUs are freed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plugins.sim import REPO, TEST_DECODE_SPEED, TEST_SPEED, free_port, group_alive, reap_server
+from plugins.ssh_server import SshHost
+
+from dsv4tui import cli, group_watch, paths
+
+pytestmark = pytest.mark.sshd
+
+
+@pytest.fixture(autouse=True)
+def _agent_importable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    extra = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + (os.pathsep + extra if extra else ""))
+    # the local node's simulated GPUs (the sshd node has its own: sshd_sim_server)
+    monkeypatch.setenv("DSV4TUI_SIM_STATE", str(tmp_path / "local-sim-state.json"))
+    monkeypatch.setenv("DSV4TUI_SIM_GPUS", "8")
+
+
+def write_config(port: int, init_port: int, *extra: str) -> None:
+    args = ["--sim-speed", f"{TEST_SPEED:g}", "--sim-decode-speed", f"{TEST_DECODE_SPEED:g}",
+            "--sim-gpu", "H200", "--dist-timeout", "20", *extra]
+    paths.config_file().write_text(
+        '[hosts.pair]\nnodes = ["sshdbox", "local"]\ngpus = 8\n'
+        '[hosts.pair.profiles.sim]\n'
+        f'python = {json.dumps(sys.executable)}\nmodule = "dsv4tui.sim.sglang"\n'
+        'model_path = "/models/DeepSeek-V4-Flash"\nserved_model_name = "dsv4-sim"\n'
+        f'port = {port}\ntp_size = 16\nmoe_runner_backend = "triton"\n'
+        f'dist_init_port = {init_port}\n'
+        f'extra_args = {json.dumps(args)}\n'
+        f'env = {{ PYTHONPATH = {json.dumps(str(REPO))} }}\n')
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def status(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, "server", "status", "pair", "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture
+def pair(sshd_sim_server: SshHost) -> Iterator[SshHost]:
+    yield sshd_sim_server
+    group_watch.end("pair")
+    assert sshd_sim_server.agent_home is not None
+    reap_server(sshd_sim_server.agent_home)
+    reap_server(paths.local_agent_state_dir())
+
+
+def _wait(pred: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_two_nodes_start_fail_together_and_stop(pair: SshHost,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    port, init = free_port(), free_port()
+    write_config(port, init, "--sim-fault", "nccl-hang")
+
+    # --dry-run: every node's argv, the ranks from the positions, node 0's address
+    code, out, err = run_cli(capsys, "server", "start", "pair", "--dry-run", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert [(n["node"], n["rank"]) for n in plan["nodes"]] == [("sshdbox", 0), ("local", 1)]
+    for n in plan["nodes"]:
+        argv = n["argv"]
+        assert argv[argv.index("--nnodes") + 1] == "2"
+        assert argv[argv.index("--node-rank") + 1] == str(n["rank"])
+        assert argv[argv.index("--dist-init-addr") + 1] == f"127.0.0.1:{init}"
+    code, out, _ = run_cli(capsys, "server", "start", "pair", "--dry-run")
+    assert "node sshdbox (rank 0) would run:" in out and "node local (rank 1) would run:" in out
+
+    # start: both ranks, each node's phases, ready once rank 0 answers (after both joined)
+    t0 = time.monotonic()
+    code, out, err = run_cli(capsys, "server", "start", "pair")
+    startup = time.monotonic() - t0
+    assert code == 0, out + err
+    assert "[sshdbox] load_weights" in out and "[local] load_weights" in out
+    assert "ready: startup" in out and "every node ready" in out
+    st = status(capsys)
+    assert st["state"] == "ready" and st["health"] == 200
+    nodes = {n["node"]: n for n in st["nodes"]}
+    assert [(n["node"], n["rank"], n["state"]) for n in st["nodes"]] == [
+        ("sshdbox", 0, "ready"), ("local", 1, "ready")]
+    assert all(isinstance(n["pid"], int) for n in st["nodes"])
+    log0 = Path(st["log"]).read_text()
+    assert log0.index("Node rank 1 joined the rendezvous") < \
+        log0.index("The server is fired up and ready to roll!")
+    # each node publishes its own simulated GPUs
+    for path in (pair.agent_home.parent / "sshd-sim-state.json",  # type: ignore[union-attr]
+                 Path(os.environ["DSV4TUI_SIM_STATE"])):
+        sim = json.loads(path.read_text())
+        assert sim["gpu_ids"] == list(range(8)) and sim["phase"] == "ready"
+
+    # kill rank 1: the watcher stops rank 0 (which waits in NCCL) and says what rank 1 did
+    t_kill = time.monotonic()
+    os.kill(nodes["local"]["pid"], signal.SIGKILL)
+    failure = _wait(lambda: (group_watch.last_failure("pair") or {}).get("stopped"), 20,
+                    "the watcher did not stop the group")
+    stopped_in = time.monotonic() - t_kill
+    rec = group_watch.last_failure("pair")
+    assert rec is not None and rec["node"] == "local" and rec["rank"] == 1
+    assert rec["signal"] == 9 and "crashed (signal 9)" in rec["what"]
+    assert failure["nodes"][0]["node"] == "sshdbox"
+    st = status(capsys)
+    assert st["state"] in ("stopped", "crashed") and st["failure"]["node"] == "local"
+    assert not group_alive(nodes["sshdbox"]["pid"]) and not group_alive(nodes["local"]["pid"])
+    code, out, _ = run_cli(capsys, "server", "status", "pair")
+    assert "node local (rank 1) crashed (signal 9)" in out
+    print(f"startup {startup:.1f} s; group stopped {stopped_in:.1f} s after rank 1 died",
+          file=sys.stderr)
+
+    # restart, then stop: no process of either group left, GPU memory freed on both nodes
+    code, out, err = run_cli(capsys, "server", "restart", "pair")
+    assert code == 0, out + err
+    st = status(capsys)
+    pgids = [n["pid"] for n in st["nodes"]]
+    code, out, err = run_cli(capsys, "server", "stop", "pair", "--json", "--grace", "10")
+    assert code == 0, err
+    res = json.loads(out)
+    assert [n["node"] for n in res["nodes"]] == ["sshdbox", "local"]
+    for n in res["nodes"]:
+        assert n["how"] == "sigterm" and n["leftover_pids"] == []
+        assert n["gpu_mem_source"] == "simulated" and n["gpu_mem_freed_mib"] > 100_000
+    assert not any(group_alive(p) for p in pgids)
+    assert status(capsys)["state"] == "stopped"
+
+
+def test_a_rank_that_fails_to_start_stops_the_group(pair: SshHost,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """tp 16 over 2 nodes of 8 GPUs, but the local node's simulated host has 4: its rank dies
+    at init; node 0 is stopped at once (not left waiting) and node 1's error is shown."""
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    monkeypatch.setenv("DSV4TUI_SIM_GPUS", "4")
+    t0 = time.monotonic()
+    code, out, err = run_cli(capsys, "server", "start", "pair")
+    took = time.monotonic() - t0
+    assert code == 1, out + err
+    assert "FAILED: node local (rank 1):" in out and "every node was stopped" in out
+    assert "[local]" in out and "invalid device ordinal" in out
+    st = status(capsys)
+    assert st["nodes"][0]["state"] == "stopped"
+    assert took < 30
+
+
+def test_group_config_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    cases = {
+        '[hosts.pair]\nnodes = ["local", "nowhere"]\n':
+            "hosts.pair.nodes: unknown node 'nowhere': not a [hosts] name, local or an alias",
+        '[hosts.pair]\nnodes = ["local", "local"]\n': "listed twice",
+        '[hosts.pair]\nnodes = ["local", "b"]\n[hosts.b]\nssh = "b"\n'
+        '[hosts.pair.profiles.p]\nmodel_path = "/m"\ntp_size = 12\nnnodes = 2\n'
+        '[hosts.pair2]\nnodes = ["local", "b"]\n': "",
+        '[hosts.pair]\nnodes = ["local", "b"]\n[hosts.b]\nssh = "b"\n'
+        '[hosts.pair.profiles.p]\nmodel_path = "/m"\ntp_size = 15\n':
+            "profiles.p.tp_size = 15 does not divide over the 2 nodes",
+        '[hosts.pair]\nnodes = ["local", "b"]\n[hosts.b]\nssh = "b"\ngpus = 4\n'
+        '[hosts.pair.profiles.p]\nmodel_path = "/m"\ntp_size = 16\n':
+            "profiles.p.tp_size = 16 needs 8 GPUs on each node; b has 4",
+        '[hosts.pair]\nnodes = ["local", "b"]\n[hosts.b]\nssh = "b"\n'
+        '[hosts.pair.profiles.p]\nmodel_path = "/m"\nnnodes = 3\n':
+            "profiles.p.nnodes = 3 does not match the 2 nodes (local, b)",
+        '[hosts.pair]\nnodes = ["local", "b"]\n[hosts.b]\nssh = "b"\n'
+        '[hosts.pair.profiles.p]\nmodel_path = "/m"\nnode_rank = 1\n':
+            "profiles.p.node_rank: each node's rank is its position in nodes",
+    }
+    for text, want in cases.items():
+        paths.config_file().write_text(text)
+        code, _, err = run_cli(capsys, "server", "start", "pair", "--dry-run")
+        if not want:
+            assert code == 0, err
+            continue
+        assert code == 2 and want in err, (text, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

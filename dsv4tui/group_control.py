@@ -262,7 +262,7 @@ def group_state(nodes: list[dict[str, Any]]) -> dict[str, Any]:
     out.update(state=state, nodes=[{"node": n["node"], "rank": n["rank"],
                                     "state": n.get("state"), "pid": n.get("pid"),
                                     "phase": n.get("phase"), "exit_code": n.get("exit_code"),
-                                    "signal": n.get("signal"),
+                                    "signal": n.get("signal"), "log": n.get("log"),
                                     "last_errors": n.get("last_errors") or [],
                                     **({"error": n["error"]} if n.get("error") else {})}
                                    for n in nodes])

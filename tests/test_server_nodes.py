@@ -199,3 +199,69 @@ def test_group_config_errors_are_one_line(capsys: pytest.CaptureFixture[str]) ->
             continue
         assert code == 2 and want in err, (text, err)
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+async def test_the_dashboard_shows_every_node(pair: SshHost,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """16 GPUs grouped by node at 160x48 (one summary row per node at 80x24), both nodes' logs
+    in one view with a node column (filtered by node), a node's error in the host bar."""
+    import asyncio
+
+    from plugins.pilot import until
+
+    from dsv4tui import config
+    from dsv4tui.app import Dsv4App
+    from dsv4tui.hosts.resolve import host_spec
+    from dsv4tui.widgets.gpu_panel import GpuPanel
+    from dsv4tui.widgets.log_view import LogView
+
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    code, out, err = await asyncio.to_thread(run_cli, capsys, "server", "start", "pair")
+    assert code == 0, out + err
+    st = await asyncio.to_thread(status, capsys)
+    settings, _ = config.load()
+    settings.telemetry.interval_s = 0.5
+    app = Dsv4App(host_spec("pair", settings), settings=settings)
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = app.model
+        await until(pilot, lambda: m.telemetry.gpu_count() == 16 and m.telemetry.node_groups
+                    and len(m.telemetry.node_groups[1][1]) == 8, 30, "16 GPUs of two nodes")
+        def nodes_seen() -> set[str | None]:
+            return {ln.node for s in range(m.logs.first, m.logs.next)
+                    if (ln := m.logs.get(s)) is not None and ln.tp is not None}
+
+        await until(pilot, lambda: {"sshdbox", "local"} <= nodes_seen(), 30, "both logs")
+        panel = app.screen.query_one(GpuPanel)
+        text = [line.plain for line in panel.lines(150)]
+        heads = [t for t in text if t.startswith("── ")]
+        assert heads[0].startswith("── sshdbox · rank 0 · 8 GPUs")
+        assert heads[1].startswith("── local · rank 1 · 8 GPUs")
+        rows = [t for t in text if t[:4].strip().isdigit()]
+        assert [int(r[:4]) for r in rows] == list(range(8)) * 2  # numbered on each node
+        assert panel.line_count() == len(text) == 1 + 1 + 2 + 16
+        await pilot.pause(0.5)
+        box = app.screen.query_one("#gpu-box")
+        assert box.border_subtitle == ""  # all 16 GPUs and both headers fit at 160x48
+        # the log: both nodes, a node column, TP ranks 0-15, filter by node
+        lines = [m.logs.get(s) for s in range(m.logs.first, m.logs.next)]
+        assert any(ln and ln.node == "local" and ln.tp == 8 for ln in lines)
+        assert any(ln and ln.node == "sshdbox" and ln.tp == 0 for ln in lines)
+        assert any(ln and ln.text.startswith("local   │ [") for ln in lines)
+        view = app.screen.query_one(LogView)
+        view.cycle_node()
+        assert view.node == "sshdbox"
+        view.cycle_node()
+        assert view.node == "local" and "node: local" in view.status_text()
+        seqs = [view.seq_at(r) for r in range(view.row_count)]
+        assert seqs and all(m.logs.get(s).node == "local" for s in seqs if s is not None)
+        # 80x24: one summary row per node
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.5)
+        text = [line.plain for line in panel.lines(76)]
+        assert len(text) == 1 + 2, text
+        assert text[1].startswith("sshdbox r0 util") and text[2].startswith("local   r1 util")
+        # rank 1 dies: its node's error reaches the host bar
+        os.kill(next(n["pid"] for n in st["nodes"] if n["node"] == "local"), signal.SIGKILL)
+        await until(pilot, lambda: m.server.node_error is not None, 30, "the node's error")
+        app.exit()

@@ -29,6 +29,8 @@ from dsv4tui.errors import ConfigError
 
 LOCAL = "local"
 DEMO = "demo"
+DEMO_PAIR = "demo-pair"  # the two-node demo host (two simulated nodes on this machine)
+DEMO_NODES = ("demo-node0", "demo-node1")
 
 
 class _Model(BaseModel):
@@ -443,8 +445,8 @@ class Settings(_Model):
     @classmethod
     def _reserved(cls, v: dict[str, HostConfig]) -> dict[str, HostConfig]:
         for name in v:
-            if name == DEMO:
-                raise ValueError("'demo' is a built-in host name")
+            if name in (DEMO, DEMO_PAIR, *DEMO_NODES):
+                raise ValueError(f"{name!r} is a built-in host name")
         return v
 
     @model_validator(mode="after")

@@ -121,8 +121,11 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
                 timeout: float = DEFAULT_TIMEOUT_S,
                 on_step: Callable[[StartupStep], None] | None = None,
                 store: RunStore | None = None, overrides: Mapping[str, Any] | None = None,
-                sglang: SglangVersion | None = None) -> StartResult:
-    """Start the profile on every node of ``host`` (a group host: its node 0's Host)."""
+                sglang: SglangVersion | None = None, config_path: str | None = None,
+                watch: bool = True) -> StartResult:
+    """Start the profile on every node of ``host`` (a group host: its node 0's Host); once
+    every node is ready, the group's watcher (group_watch: ``config_path``, else the default
+    config) stops every node when one of them fails later."""
     from dsv4tui import sglang_version
 
     names = _node_names(host)
@@ -138,7 +141,7 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
     def tagged(rank: int) -> Callable[[StartupStep], None] | None:
         if on_step is None:
             return None
-        return lambda step: on_step(dataclasses.replace(step, node=names[rank]))
+        return lambda step: on_step(dataclasses.replace(step, node=names[rank], rank=rank))
 
     async with Nodes(host) as nodes:
         if replace:
@@ -198,11 +201,18 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
     group.status = results[0].status
     group.phases = results[0].phases
     _record(store, group, group.ready or not wait, None)
+    if group.ready and watch:
+        from dsv4tui import group_watch
+
+        group_watch.spawn(host.name, config_path)
     return group
 
 
 async def stop(host: Host, grace: float = DEFAULT_GRACE_S) -> dict[str, Any]:
     """Stop every node's server; ``nodes``: one stopped result each; ``leftover_pids`` of any."""
+    from dsv4tui import group_watch
+
+    group_watch.end(host.name)  # a stop is not a failure: the watcher goes first
     names = _node_names(host)
     async with Nodes(host) as nodes:
         results = await _stop_all(nodes, names, grace)

@@ -42,6 +42,7 @@ class StartupStep:
     text: str | None = None
     event: dict[str, Any] = field(default_factory=dict)
     node: str | None = None  # which node of a host made of nodes (None: the host itself)
+    rank: int | None = None  # ... and its rank
 
 
 @dataclass
@@ -136,8 +137,10 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
                 on_step: Callable[[StartupStep], None] | None = None,
                 store: RunStore | None = None,
                 overrides: Mapping[str, Any] | None = None,
-                sglang: SglangVersion | None = None) -> StartResult:
+                sglang: SglangVersion | None = None,
+                config_path: str | None = None) -> StartResult:
     """Start the profile on ``host`` (``replace``: stop ours first); follow it until ready.
+    (A host made of nodes: every node, and a watcher started with ``config_path``.)
 
     Raises StartupFailed (with the log excerpt) when the server dies or times out, AgentFailed
     for refusals (busy, port taken, already running), ConfigError for an invalid profile.
@@ -150,7 +153,8 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
 
         return await group_control.start(
             host, profile_name, backend, replace=replace, wait=wait, grace=grace,
-            timeout=timeout, on_step=on_step, store=store, overrides=overrides, sglang=sglang)
+            timeout=timeout, on_step=on_step, store=store, overrides=overrides, sglang=sglang,
+            config_path=config_path)
     _, profile = host.config.profile(profile_name)
     # validated against the choice lists of the host's SGLang (``sglang``: already probed)
     found = sglang or await sglang_version.probe(host, profile)

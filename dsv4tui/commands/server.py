@@ -222,7 +222,8 @@ def _start(args: Any) -> int:
             return await server_control.start(
                 host, args.profile, args.backend, replace=args.restart,
                 wait=not getattr(args, "no_wait", False), grace=args.grace, timeout=args.timeout,
-                on_step=None if args.json else _Printer(), store=store, sglang=found)
+                on_step=None if args.json else _Printer(), store=store, sglang=found,
+                config_path=getattr(args, "config", None))
 
     try:
         with RunStore() as store:
@@ -241,10 +242,6 @@ def _start(args: Any) -> int:
     if result.store_error:
         print(f"warning: the launch was not recorded: {safe_text(result.store_error)}",
               file=sys.stderr)
-    if result.nodes is not None and result.ready:
-        from dsv4tui import group_watch
-
-        group_watch.spawn(args.host, getattr(args, "config", None))
     if args.json:
         print_json({"ok": True, **result.to_json()})
     elif result.nodes is not None and result.ready:
@@ -297,12 +294,6 @@ def _stop(args: Any) -> int:
                             f"drain up to {args.grace:g} s, then SIGKILL (a server dsv4tui "
                             "did not start is never stopped); nothing was connected"))
         return 0
-
-    spec = host_spec(args.host, settings)
-    if spec.group:
-        from dsv4tui import group_watch
-
-        group_watch.end(args.host)  # it would take the stop for a failure
 
     async def go() -> dict[str, Any]:
         async with open_host(args.host, settings) as host:

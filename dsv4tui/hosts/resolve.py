@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from dsv4tui import paths
-from dsv4tui.config import DEMO, LOCAL, HostConfig, Settings
+from dsv4tui.config import DEMO, DEMO_NODES, DEMO_PAIR, LOCAL, HostConfig, Settings
 from dsv4tui.errors import ConfigError, UserError
 from dsv4tui.hosts import deploy, ssh, ssh_target
 from dsv4tui.hosts.agent_runner import AgentRunner
@@ -28,6 +28,8 @@ from dsv4tui.hosts.ssh import SshSession
 DEMO_GPUS = 8
 DEMO_GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 DEMO_GPU_MEM_MIB = 97887
+DEMO_PAIR_GPU_NAME = "NVIDIA H200"
+DEMO_PAIR_GPU_MEM_MIB = 143771
 
 
 @dataclass(frozen=True)
@@ -71,14 +73,20 @@ class Host:
         return self.spec.simulated
 
 
-def demo_env() -> dict[str, str]:
+def demo_env(node: str | None = None) -> dict[str, str]:
+    """The demo host's environment; ``node``: one of the two-node demo's nodes (its own
+    agent home and simulated H200s on this machine)."""
     base = paths.data_dir() / "demo"
+    if node is not None:
+        base = base / node
     base.mkdir(parents=True, exist_ok=True)
+    name, mem = (DEMO_GPU_NAME, DEMO_GPU_MEM_MIB) if node is None else \
+        (DEMO_PAIR_GPU_NAME, DEMO_PAIR_GPU_MEM_MIB)
     return {"DSV4TUI_SIM_STATE": str(base / "sim-state.json"),
             "DSV4TUI_SIM_GPUS": str(DEMO_GPUS),
             # the campaign's box, also before the simulated server has started
-            "DSV4TUI_SIM_GPU_NAME": DEMO_GPU_NAME,
-            "DSV4TUI_SIM_GPU_MEM_MIB": str(DEMO_GPU_MEM_MIB),
+            "DSV4TUI_SIM_GPU_NAME": name,
+            "DSV4TUI_SIM_GPU_MEM_MIB": str(mem),
             "DSV4TUI_AGENT_HOME": str(base / "agent")}
 
 
@@ -89,6 +97,13 @@ def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> Hos
         from dsv4tui.sim.demo import demo_host_config
 
         return HostSpec(DEMO, demo_host_config(), "demo", env=demo_env())
+    if name in DEMO_NODES:
+        return HostSpec(name, HostConfig(), "demo", env=demo_env(name))
+    if name == DEMO_PAIR:
+        from dsv4tui.sim.demo import demo_pair_config
+
+        # built in: its names are reserved, so it is not a validated [hosts] entry
+        return group_spec(name, Settings.model_construct(hosts={DEMO_PAIR: demo_pair_config()}))
     if name == LOCAL:
         cfg = settings.hosts.get(LOCAL, HostConfig())
         return HostSpec(LOCAL, cfg, "local",

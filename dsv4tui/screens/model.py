@@ -453,6 +453,8 @@ def apply_status(model: UiModel, ev: dict[str, Any]) -> None:
 def apply_step(su: StartupView, step: Any, now: float) -> None:
     """A ``server_control.StartupStep`` (duck-typed: kind, name, duration_s, percent, text)."""
     kind = step.kind
+    if getattr(step, "rank", None) not in (None, 0) and kind not in ("error", "stopping"):
+        return  # a host made of nodes: the startup view follows node rank 0 (ready last)
     if kind == "stopping":
         su.status = "stopping"
         su.message = step.text

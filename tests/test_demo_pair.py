@@ -1,0 +1,58 @@
+"""The two-node demo host (``demo-pair``, ``dsv4tui demo --nodes 2``): two simulated nodes of
+8 H200 on this machine, one launch at TP 16 across both, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from plugins.sim import REPO, free_port, group_alive, reap_server
+
+from dsv4tui import cli, group_watch, paths
+
+
+@pytest.fixture
+def demo_pair(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    extra = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + (os.pathsep + extra if extra else ""))
+    monkeypatch.setenv("DSV4TUI_DEMO_PORT", str(free_port()))
+    yield
+    group_watch.end("demo-pair")
+    for node in ("demo-node0", "demo-node1"):
+        reap_server(paths.data_dir() / "demo" / node / "agent")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_demo_pair_starts_both_nodes_and_stops_them(demo_pair: None,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "server", "start", "demo-pair", "--json")
+    assert code == 0, out
+    res = json.loads(out)
+    assert res["ready"] and [n["node"] for n in res["nodes"]] == ["demo-node0", "demo-node1"]
+    code, out = run(capsys, "server", "status", "demo-pair", "--json")
+    st = json.loads(out)
+    assert st["state"] == "ready" and [n["state"] for n in st["nodes"]] == ["ready", "ready"]
+    for node in ("demo-node0", "demo-node1"):  # each node: its own simulated 8 H200
+        sim = json.loads(Path(paths.data_dir() / "demo" / node / "sim-state.json").read_text())
+        assert sim["gpu_name"] == "NVIDIA H200" and len(sim["gpu_ids"]) == 8
+    pids = [n["pid"] for n in st["nodes"]]
+    code, out = run(capsys, "server", "stop", "demo-pair", "--grace", "10")
+    assert code == 0, out
+    assert "node demo-node0 (rank 0): stopped pid" in out
+    assert "node demo-node1 (rank 1): stopped pid" in out
+    assert not any(group_alive(p) for p in pids)
+    assert group_watch.last_failure("demo-pair") is None  # a stop is not a failure
+
+
+def test_demo_names_are_reserved(capsys: pytest.CaptureFixture[str]) -> None:
+    paths.config_file().write_text('[hosts.demo-pair]\nssh = "x"\n')
+    code, out = run(capsys, "server", "status", "demo-pair", "--dry-run")
+    assert code == 2 and "'demo-pair' is a built-in host name" in out

@@ -89,7 +89,8 @@ def _node_names(host: Host) -> list[str]:
 
 async def _stop_all(nodes: list[Host], names: list[str], grace: float,
                     on_step: Callable[[StartupStep], None] | None = None,
-                    skip: int | None = None) -> list[dict[str, Any]]:
+                    ranks: list[int] | None = None) -> list[dict[str, Any]]:
+    """Every node's (or ``ranks``') ``server stop``, all at once."""
     async def one(rank: int) -> dict[str, Any]:
         try:
             events = await nodes[rank].agent.call("server", "stop", "--grace", f"{grace:g}")
@@ -104,7 +105,8 @@ async def _stop_all(nodes: list[Host], names: list[str], grace: float,
                                 event=ev, node=names[rank]))
         return out
 
-    return list(await asyncio.gather(*(one(r) for r in range(len(nodes)) if r != skip)))
+    wanted = range(len(nodes)) if ranks is None else ranks
+    return list(await asyncio.gather(*(one(r) for r in wanted)))
 
 
 def _failure_rank(failures: dict[int, BaseException]) -> int:
@@ -183,11 +185,16 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
         if failures:
             rank = _failure_rank(failures)
             exc = failures[rank]
-            stopped = await _stop_all(nodes, names, FAIL_STOP_GRACE_S, on_step)
+            # what this start launched goes (a refusal, e.g. already running, launched nothing
+            # there: a group that runs is not stopped by a second start)
+            launched = [p.rank for p, r in zip(plans, results, strict=True) if r.pid]
+            stopped = await _stop_all(nodes, names, FAIL_STOP_GRACE_S, on_step, launched)
             group.previous_stop = {"nodes": stopped}
             message = exc.message if isinstance(exc, UserError) else str(exc) or \
                 type(exc).__name__
-            message = f"node {names[rank]} (rank {rank}): {message}; every node was stopped"
+            what = ("every node was stopped" if len(launched) == len(plans) else
+                    "the nodes it started were stopped" if launched else "nothing was started")
+            message = f"node {names[rank]} (rank {rank}): {message}; {what}"
             _record(store, group, False, message)
             if isinstance(exc, AgentFailed) and exc.kind not in _STARTUP_FAILURES:
                 raise AgentFailed(exc.kind, message, exc.exit_code, exc.event) from None

@@ -44,6 +44,11 @@ def test_demo_pair_starts_both_nodes_and_stops_them(demo_pair: None,
         sim = json.loads(Path(paths.data_dir() / "demo" / node / "sim-state.json").read_text())
         assert sim["gpu_name"] == "NVIDIA H200" and len(sim["gpu_ids"]) == 8
     pids = [n["pid"] for n in st["nodes"]]
+    # a second start is refused by the nodes and leaves the running group alone
+    code, out = run(capsys, "server", "start", "demo-pair")
+    assert code != 0 and "already running" in out and "nothing was started" in out
+    code, out = run(capsys, "server", "status", "demo-pair", "--json")
+    assert json.loads(out)["state"] == "ready"
     code, out = run(capsys, "server", "stop", "demo-pair", "--grace", "10")
     assert code == 0, out
     assert "node demo-node0 (rank 0): stopped pid" in out
@@ -56,3 +61,12 @@ def test_demo_names_are_reserved(capsys: pytest.CaptureFixture[str]) -> None:
     paths.config_file().write_text('[hosts.demo-pair]\nssh = "x"\n')
     code, out = run(capsys, "server", "status", "demo-pair", "--dry-run")
     assert code == 2 and "'demo-pair' is a built-in host name" in out
+
+
+def test_campaigns_on_a_host_made_of_nodes_are_refused(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    paths.config_file().write_text('[campaigns.c]\nhost = "demo-pair"\n'
+                                   'variants = [{name = "a"}]\n')
+    code, out = run(capsys, "campaign", "start", "c", "--dry-run")
+    assert code == 2 and "demo-pair is a host made of nodes" in out
+    assert len(out.strip().splitlines()) == 1

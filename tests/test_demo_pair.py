@@ -44,6 +44,14 @@ def test_demo_pair_starts_both_nodes_and_stops_them(demo_pair: None,
         sim = json.loads(Path(paths.data_dir() / "demo" / node / "sim-state.json").read_text())
         assert sim["gpu_name"] == "NVIDIA H200" and len(sim["gpu_ids"]) == 8
     pids = [n["pid"] for n in st["nodes"]]
+    # a sweep targets node 0's endpoint; its GPU summary covers both nodes' 16 GPUs
+    code, out = run(capsys, "sweep", "demo-pair", "--label", "pair", "--levels", "4:8",
+                    "--output-len", "32", "--input-len", "16", "--no-sanity", "--json")
+    assert code == 0, out
+    code, out = run(capsys, "runs", "show", "1", "--json")
+    [level] = json.loads(out)["levels"]
+    assert [g["gpu"] for g in level["gpus"]] == list(range(16))
+    assert all(g["frames"] >= 1 for g in level["gpus"])
     # a second start is refused by the nodes and leaves the running group alone
     code, out = run(capsys, "server", "start", "demo-pair")
     assert code != 0 and "already running" in out and "nothing was started" in out

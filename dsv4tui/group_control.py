@@ -44,12 +44,18 @@ FAIL_STOP_GRACE_S = 5.0  # a group that lost a rank has nothing to drain: stop i
 _STARTUP_FAILURES = ("crashed", "timeout")
 
 
+# node name -> its live connection, where something keeps one (the dashboard's supervisors):
+# used instead of a new connection, and never closed here
+SHARED: dict[str, Callable[[], Host | None]] = {}
+
+
 class Nodes:
     """The connected nodes of a group host, in rank order (node 0: ``host`` itself)."""
 
     def __init__(self, host: Host) -> None:
         self.host = host
         self.hosts: list[Host] = []
+        self._borrowed: set[int] = set()
 
     async def __aenter__(self) -> list[Host]:
         from dsv4tui.hosts.resolve import connect
@@ -57,6 +63,11 @@ class Nodes:
         specs = list(self.host.spec.group)
 
         async def one(rank: int) -> Host:
+            live = SHARED.get(specs[rank].name)
+            shared = live() if live is not None else None
+            if shared is not None:
+                self._borrowed.add(id(shared))
+                return shared
             try:
                 return await connect(specs[rank])
             except UserError as exc:
@@ -75,7 +86,7 @@ class Nodes:
 
     async def close(self) -> None:
         for h in self.hosts:
-            if h is not self.host:
+            if h is not self.host and id(h) not in self._borrowed:
                 with contextlib.suppress(Exception):
                     await h.session.close()
 

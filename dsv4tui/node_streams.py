@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dsv4tui import group_control
 from dsv4tui.node_telemetry import NodeFrames
 from dsv4tui.telemetry import Frame, FrameError, HostTelemetry
 
@@ -25,6 +26,12 @@ if TYPE_CHECKING:
 LOG_HISTORY_LINES = 2000
 _ERROR_KINDS = ("traceback", "oom", "nccl_error", "no_kernel_image", "warmup_failed", "fatal",
                 "child_failed", "exception")
+
+
+def _connected(sup: HostSupervisor) -> Any:
+    from dsv4tui.hosts.session import ConnectionState
+
+    return sup.host if sup.state is ConnectionState.CONNECTED else None
 
 
 def node_column(node: str, width: int, line: str) -> str:
@@ -61,10 +68,13 @@ class NodeStreams:
             sup.add_stream("telemetry", ["telemetry", "--interval", f"{self.interval:g}"],
                            functools.partial(self.node_frame, name))
             self.supervisors[name] = sup
+            # server status / start / stop of the group reuse this node's connection
+            group_control.SHARED[name] = functools.partial(_connected, sup)
             sup.start()
 
     async def stop(self) -> None:
-        for sup in self.supervisors.values():
+        for name, sup in self.supervisors.items():
+            group_control.SHARED.pop(name, None)
             await sup.stop()
 
     def _stream_error(self, node: str, stream: str, err: Any) -> None:

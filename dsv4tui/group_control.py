@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dsv4tui import node_group
@@ -52,12 +52,16 @@ SHARED: dict[str, Callable[[], Host | None]] = {}
 class Nodes:
     """The connected nodes of a group host, in rank order (node 0: ``host`` itself)."""
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: Host, *, tolerant: bool = False) -> None:
+        """``tolerant``: a node that cannot be reached is None in the list (its one-line
+        reason in ``errors``) instead of failing the whole group."""
         self.host = host
-        self.hosts: list[Host] = []
+        self.hosts: list[Any] = []
+        self.tolerant = tolerant
+        self.errors: dict[int, str] = {}
         self._borrowed: set[int] = set()
 
-    async def __aenter__(self) -> list[Host]:
+    async def __aenter__(self) -> list[Any]:
         from dsv4tui.hosts.resolve import connect
 
         specs = list(self.host.spec.group)
@@ -71,6 +75,7 @@ class Nodes:
             try:
                 return await connect(specs[rank])
             except UserError as exc:
+                self.errors[rank] = exc.message
                 raise UserError(f"node {specs[rank].name} (rank {rank}): {exc.message}",
                                 exc.exit_code) from None
 
@@ -78,15 +83,14 @@ class Nodes:
                                       return_exceptions=True)
         self.hosts = [h for h in others if not isinstance(h, BaseException)]
         failed = next((h for h in others if isinstance(h, BaseException)), None)
-        if failed is not None:
+        if failed is not None and not (self.tolerant and isinstance(failed, UserError)):
             await self.close()
             raise failed
-        self.hosts = [self.host, *self.hosts]
-        return self.hosts
+        return [self.host, *(None if isinstance(h, BaseException) else h for h in others)]
 
     async def close(self) -> None:
         for h in self.hosts:
-            if h is not self.host and id(h) not in self._borrowed:
+            if h is not None and h is not self.host and id(h) not in self._borrowed:
                 with contextlib.suppress(Exception):
                     await h.session.close()
 
@@ -247,8 +251,9 @@ def group_stopped(results: list[dict[str, Any]]) -> dict[str, Any]:
             if any(f is not None for f in freed) else None}
 
 
-async def node_status(nodes: list[Host], names: list[str], profile_name: str | None,
-                      config: Any) -> list[dict[str, Any]]:
+async def node_status(nodes: Sequence[Host | None], names: list[str], profile_name: str | None,
+                      config: Any, errors: dict[int, str] | None = None
+                      ) -> list[dict[str, Any]]:
     """Every node's ``status`` event (``node``, ``rank`` added; an unreachable node's error)."""
     args = ["server", "status"]
     if config.profiles:
@@ -256,8 +261,12 @@ async def node_status(nodes: list[Host], names: list[str], profile_name: str | N
         args += ["--port", str(profile.port), "--host", profile.host]
 
     async def one(rank: int) -> dict[str, Any]:
+        node = nodes[rank]
+        if node is None:  # not reachable (Nodes(tolerant=True))
+            return {"node": names[rank], "rank": rank, "state": "unreachable", "pid": None,
+                    "error": (errors or {}).get(rank, "not reachable")}
         try:
-            events = await nodes[rank].agent.call(*args)
+            events = await node.agent.call(*args)
         except UserError as exc:
             return {"node": names[rank], "rank": rank, "state": "unknown", "pid": None,
                     "error": exc.message}
@@ -299,5 +308,7 @@ def group_state(nodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def status(host: Host, profile_name: str | None = None) -> dict[str, Any]:
     names = _node_names(host)
-    async with Nodes(host) as nodes:
-        return group_state(await node_status(nodes, names, profile_name, host.config))
+    group = Nodes(host, tolerant=True)  # an unreachable node is a node's state, not an error
+    async with group as nodes:
+        return group_state(await node_status(nodes, names, profile_name, host.config,
+                                             group.errors))

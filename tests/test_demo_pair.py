@@ -78,3 +78,21 @@ def test_campaigns_on_a_host_made_of_nodes_are_refused(capsys: pytest.CaptureFix
     code, out = run(capsys, "campaign", "start", "c", "--dry-run")
     assert code == 2 and "demo-pair is a host made of nodes" in out
     assert len(out.strip().splitlines()) == 1
+
+
+def test_a_node_that_cannot_be_reached_is_its_state(capsys: pytest.CaptureFixture[str]) -> None:
+    paths.config_file().write_text(
+        '[hosts.b]\nssh = "127.0.0.1:1"\nconnect_timeout_s = 3\n'
+        '[hosts.pair]\nnodes = ["local", "b"]\n'
+        '[hosts.pair.profiles.p]\nmodel_path = "/m"\ntp_size = 16\n')
+    code, out = run(capsys, "server", "status", "pair", "--json")
+    assert code == 0, out
+    st = json.loads(out)
+    assert st["state"] == "partial"
+    assert [(n["node"], n["state"]) for n in st["nodes"]] == [("local", "stopped"),
+                                                              ("b", "unreachable")]
+    assert "connection refused" in st["nodes"][1]["error"]
+    code, out = run(capsys, "hosts", "--json")
+    rows = {r["name"]: r for r in json.loads(out)["hosts"]} if out.lstrip().startswith("{") \
+        else {r["name"]: r for r in json.loads(out)}
+    assert rows["pair"]["nodes"] == ["local", "b"] and rows["demo-pair"]["nodes"]

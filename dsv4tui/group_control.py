@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from dsv4tui.sglang_version import SglangVersion
     from dsv4tui.store import RunStore
 
-FAIL_STOP_GRACE_S = 5.0  # a group that lost a rank has nothing to drain: stop it quickly
+FAIL_STOP_GRACE_S = 5.0
+BUSY_RETRIES = 10  # half a second apart  # a group that lost a rank has nothing to drain: stop it quickly
 _STARTUP_FAILURES = ("crashed", "timeout")
 
 
@@ -107,10 +108,17 @@ async def _stop_all(nodes: list[Host], names: list[str], grace: float,
                     ranks: list[int] | None = None) -> list[dict[str, Any]]:
     """Every node's (or ``ranks``') ``server stop``, all at once."""
     async def one(rank: int) -> dict[str, Any]:
-        try:
-            events = await nodes[rank].agent.call("server", "stop", "--grace", f"{grace:g}")
-        except UserError as exc:
-            return {"node": names[rank], "rank": rank, "how": "error", "error": exc.message}
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                events = await nodes[rank].agent.call("server", "stop", "--grace", f"{grace:g}")
+                break
+            except AgentFailed as exc:  # a start cancelled a moment ago may still hold the lock
+                if exc.kind != "busy" or attempt == BUSY_RETRIES:
+                    return {"node": names[rank], "rank": rank, "how": "error",
+                            "error": exc.message}
+                await asyncio.sleep(0.5)
+            except UserError as exc:
+                return {"node": names[rank], "rank": rank, "how": "error", "error": exc.message}
         ev: dict[str, Any] = next((e for e in events if e.get("type") == "stopped"),
                                   {"how": "not_running"})
         out = {"node": names[rank], "rank": rank,
@@ -202,7 +210,12 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
             exc = failures[rank]
             # what this start launched goes (a refusal, e.g. already running, launched nothing
             # there: a group that runs is not stopped by a second start)
-            launched = [p.rank for p, r in zip(plans, results, strict=True) if r.pid]
+            def refused(rank: int) -> bool:  # said no before launching anything there
+                exc = failures.get(rank)
+                return results[rank].pid is None and isinstance(exc, AgentFailed) and \
+                    exc.kind not in _STARTUP_FAILURES
+
+            launched = [p.rank for p in plans if not refused(p.rank)]
             stopped = await _stop_all(nodes, names, FAIL_STOP_GRACE_S, on_step, launched)
             group.previous_stop = {"nodes": stopped}
             message = exc.message if isinstance(exc, UserError) else str(exc) or \

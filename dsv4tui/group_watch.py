@@ -30,6 +30,9 @@ from dsv4tui import paths
 
 POLL_S = 1.0
 STOP_GRACE_S = 5.0
+LOST_POLLS = 3  # a node unreachable this many polls in a row: connect again
+RECONNECT_S = 5.0
+GIVE_UP_S = 1800.0  # nothing reachable for this long: the watcher ends
 _RUNNING = ("starting", "ready", "stopping")
 _DOWN = ("crashed", "stopped")
 
@@ -151,7 +154,6 @@ def failure_record(node: dict[str, Any]) -> dict[str, Any]:
 
 async def watch(host_name: str, config: Path | None) -> int:
     from dsv4tui import config as cfg
-    from dsv4tui import group_control
     from dsv4tui.hosts.resolve import connect, host_spec
 
     settings, _ = cfg.load(config)
@@ -159,31 +161,63 @@ async def watch(host_name: str, config: Path | None) -> int:
     if not spec.group:
         print(f"{host_name} is not a host made of nodes", file=sys.stderr)
         return 2
-    host = await connect(spec)
     names = [s.name for s in spec.group]
-    try:
-        async with group_control.Nodes(host) as nodes:
-            while True:
-                status = await group_control.node_status(nodes, names, None, host.config)
-                bad = failed_node(status)
-                if bad is not None:
-                    record = failure_record(bad)
-                    print(f"{time.strftime('%H:%M:%S')} node {bad['node']} (rank {bad['rank']}) "
-                          f"{record['what']}: stopping every node", flush=True)
-                    _write(_dir() / f"{_safe(host_name)}.failure.json", record)
-                    stopped = await group_control._stop_all(nodes, names, STOP_GRACE_S)
-                    record["stopped"] = group_control.group_stopped(stopped)
-                    _write(_dir() / f"{_safe(host_name)}.failure.json", record)
-                    return 0
-                if all(n.get("state") in _DOWN for n in status):
-                    crashed = root_node(status)
-                    if crashed is not None:  # they all went down together (an NCCL error)
-                        _write(_dir() / f"{_safe(host_name)}.failure.json",
-                               failure_record(crashed))
-                    return 0
-                await asyncio.sleep(POLL_S)
-    finally:
-        await host.session.close()
+    down_since: float | None = None
+    while True:  # a lost link: connect again (a node's server runs on without us)
+        try:
+            host = await connect(spec)
+        except Exception as exc:
+            down_since = down_since or time.monotonic()
+            if time.monotonic() - down_since > GIVE_UP_S:
+                print(f"{time.strftime('%H:%M:%S')} giving up: {exc}", file=sys.stderr)
+                return 1
+            await asyncio.sleep(RECONNECT_S)
+            continue
+        try:
+            done = await _watch_connected(host, host_name, names)
+        except Exception as exc:  # a node not reachable, a link dropped
+            print(f"{time.strftime('%H:%M:%S')} {exc}; connecting again", file=sys.stderr,
+                  flush=True)
+            done = None
+        finally:
+            await host.session.close()
+        if done is not None:
+            return done
+        down_since = down_since or time.monotonic()
+        if time.monotonic() - down_since > GIVE_UP_S:
+            return 1
+        await asyncio.sleep(RECONNECT_S)
+
+
+async def _watch_connected(host: Any, host_name: str, names: list[str]) -> int | None:
+    """Poll every node until the group is down (its exit code) or a node is unreachable
+    for LOST_POLLS polls in a row (None: connect again)."""
+    from dsv4tui import group_control
+
+    lost = 0
+    async with group_control.Nodes(host) as nodes:
+        while True:
+            status = await group_control.node_status(nodes, names, None, host.config)
+            lost = lost + 1 if any(n.get("error") for n in status) else 0
+            if lost >= LOST_POLLS:
+                return None
+            bad = failed_node(status)
+            if bad is not None:
+                record = failure_record(bad)
+                print(f"{time.strftime('%H:%M:%S')} node {bad['node']} (rank {bad['rank']}) "
+                      f"{record['what']}: stopping every node", flush=True)
+                _write(_dir() / f"{_safe(host_name)}.failure.json", record)
+                stopped = await group_control._stop_all(nodes, names, STOP_GRACE_S)
+                record["stopped"] = group_control.group_stopped(stopped)
+                _write(_dir() / f"{_safe(host_name)}.failure.json", record)
+                return 0
+            if all(n.get("state") in _DOWN for n in status):
+                crashed = root_node(status)
+                if crashed is not None:  # they all went down together (an NCCL error)
+                    _write(_dir() / f"{_safe(host_name)}.failure.json",
+                           failure_record(crashed))
+                return 0
+            await asyncio.sleep(POLL_S)
 
 
 def main(argv: list[str] | None = None) -> int:

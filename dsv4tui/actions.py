@@ -85,6 +85,8 @@ ACTIONS: tuple[Action, ...] = (
            scope="logs", show=False),
     Action("log.rank", "t", "cycle_rank", "Rank", "Filter by TP rank: all, TP0, TP1 ...",
            scope="logs", show=False),
+    Action("log.node", "o", "cycle_node", "Node", "Filter by node (a host made of nodes): "
+           "all, node 0, node 1 ...", scope="logs", show=False),
     # The Runs screen.
     Action("runs.mark", "space", "toggle_mark", "Mark", "Mark / unmark the run for compare",
            scope="runs"),

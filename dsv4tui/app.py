@@ -28,7 +28,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from dsv4tui import keymap, paths, themes
+from dsv4tui import app_nodes, keymap, paths, themes
 from dsv4tui.app_campaign import CampaignWatcher
 from dsv4tui.config import HostConfig, ServerProfile, Settings
 from dsv4tui.errors import ConfigError, ConnectError, UserError
@@ -213,6 +213,7 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         self.host_facts: dict[str, Any] = {}  # the GPUs' compute capability, SGLang version
         self._adopt_offered: set[Any] = set()  # foreign pids the adopt step was offered for
         self._supervisor: Any = None
+        self._node_streams: Any = None  # a host made of nodes: the other nodes (app_nodes)
         self._store: Any = store
         self._sweep_cid: str | None = None  # the host-side campaign of the running sweep
         self._own_cid: str | None = None  # ... when this console started it
@@ -403,6 +404,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         self.model.gpu_interval = interval
         sup.add_stream("telemetry", ["telemetry", "--interval", f"{interval:g}"],
                        self._on_telemetry_event)
+        if spec.group:  # a host made of nodes: every other node's GPUs and log too
+            self._node_streams = app_nodes.start(self, spec, interval)
         self._follow_metrics()
         host = await sup.wait_connected()
         self.load_host_facts()
@@ -488,7 +491,10 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
             frame = Frame.from_event(ev)
         except FrameError:
             return
-        self.model.telemetry.add(frame)
+        if self._node_streams is not None:  # node 0's frame, merged with the other nodes'
+            frame = self._node_streams.frames.feed(self.model.telemetry, self._node_streams.node0, frame)
+        else:
+            self.model.telemetry.add(frame)
         self.post_message(GpuFrame(self.model.conn.host, frame))
 
     def host(self) -> Any:
@@ -512,6 +518,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
             self.mark(SERVER, PROFILES)
         if status.get("log"):
             self._follow_log(str(status["log"]))
+        if self._node_streams is not None and isinstance(status.get("nodes"), list):
+            self._node_streams.follow_logs(status["nodes"])
         self._offer_adopt(status)
         return status
 
@@ -543,6 +551,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         kind = ev.get("type")
         if kind == "lines":
             lines = ev.get("lines") or []
+            if self._node_streams is not None:
+                lines = self._node_streams.lines(self._node_streams.node0, lines)
             if ev.get("first_line") == 1 and len(self.model.logs) and self._log_dedup:
                 lines = _skip_seen(self.model.logs.tail(20), lines)
             self._log_dedup = True
@@ -1277,6 +1287,9 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
 
     async def on_unmount(self) -> None:
         self._stopping = True
+        if self._node_streams is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._node_streams.stop(), 5)
         if self._supervisor is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._supervisor.stop(), 5)

@@ -29,6 +29,8 @@ from dsv4tui.errors import ConfigError
 
 LOCAL = "local"
 DEMO = "demo"
+DEMO_PAIR = "demo-pair"  # the two-node demo host (two simulated nodes on this machine)
+DEMO_NODES = ("demo-node0", "demo-node1")
 
 
 class _Model(BaseModel):
@@ -84,9 +86,16 @@ class ServerProfile(_Model):
     bytes_per_param: float | None = Field(
         None, gt=0, description="Bytes per weight for the roofline (0.5 for FP4, 1 for FP8, 2 for "
         "BF16). Default: from quantization/checkpoint.")
-    nnodes: int | None = Field(None, ge=1)
-    node_rank: int | None = Field(None, ge=0)
-    dist_init_addr: str | None = None
+    nnodes: int | None = Field(None, ge=1, description="--nnodes (a host made of nodes: "
+                               "the number of its nodes, set for you)")
+    node_rank: int | None = Field(None, ge=0, description="--node-rank (a host made of nodes: "
+                                  "each node's position, set for you)")
+    dist_init_addr: str | None = Field(None, description="--dist-init-addr HOST:PORT (a host "
+                                       "made of nodes: default node 0's address and "
+                                       "dist_init_port)")
+    dist_init_port: int | None = Field(None, ge=1, le=65535, description="The port of the "
+                                       "default --dist-init-addr on node 0 (a host made of "
+                                       "nodes; default 20000).")
 
     @field_validator(*(f for f in sglang_choices.CHOICE_FIELDS if f != "speculative_algorithm"))
     @classmethod
@@ -278,6 +287,44 @@ class HostConfig(_Model):
     default_profile: str | None = None
     connect_timeout_s: float = Field(10.0, gt=0)
     keepalive_s: float = Field(15.0, gt=0)
+    nodes: list[str] | None = Field(
+        None, description="A host made of several nodes: the hosts (config hosts, ~/.ssh/config "
+        "aliases or local) that run one launch together, node rank = position.")
+    gpus: int | None = Field(None, ge=1, description="GPUs of this host (of each node, for a "
+                             "host made of nodes), when known: tp/ep sizes are checked "
+                             "against it.")
+
+    @model_validator(mode="after")
+    def _group(self) -> HostConfig:
+        if self.nodes is None:
+            return self
+        if len(self.nodes) < 2:
+            raise ValueError("nodes: a host made of nodes needs at least 2 (one host is "
+                             "[hosts.NAME] with ssh)")
+        dupes = sorted({n for n in self.nodes if self.nodes.count(n) > 1})
+        if dupes:
+            raise ValueError(f"nodes: {dupes[0]!r} is listed twice (each node runs one rank)")
+        if self.ssh is not None:
+            raise ValueError("a host made of nodes has no ssh of its own: each node has its "
+                             "own (set ssh on the node hosts)")
+        n = len(self.nodes)
+        for name, prof in self.profiles.items():
+            where = f"profiles.{name}"
+            if prof.nnodes is not None and prof.nnodes != n:
+                raise ValueError(f"{where}.nnodes = {prof.nnodes} does not match the {n} nodes "
+                                 f"({', '.join(self.nodes)}); leave it out")
+            if prof.node_rank is not None:
+                raise ValueError(f"{where}.node_rank: each node's rank is its position in "
+                                 "nodes; leave it out")
+            for field in ("tp_size", "ep_size"):
+                size = getattr(prof, field)
+                if size is not None and size % n:
+                    raise ValueError(f"{where}.{field} = {size} does not divide over the {n} "
+                                     "nodes")
+                if size is not None and self.gpus is not None and size // n > self.gpus:
+                    raise ValueError(f"{where}.{field} = {size} needs {size // n} GPUs on each "
+                                     f"of the {n} nodes; they have {self.gpus}")
+        return self
 
     @model_validator(mode="after")
     def _default_profile(self) -> HostConfig:
@@ -398,9 +445,43 @@ class Settings(_Model):
     @classmethod
     def _reserved(cls, v: dict[str, HostConfig]) -> dict[str, HostConfig]:
         for name in v:
-            if name == DEMO:
-                raise ValueError("'demo' is a built-in host name")
+            if name in (DEMO, DEMO_PAIR, *DEMO_NODES):
+                raise ValueError(f"{name!r} is a built-in host name")
         return v
+
+    @model_validator(mode="after")
+    def _nodes_known(self) -> Settings:
+        """Every node of a host made of nodes is a host of its own (not another group),
+        and its known GPU count fits the profiles' tp/ep sizes."""
+        groups = {k: h for k, h in self.hosts.items() if h.nodes}
+        if not groups:
+            return self
+        from dsv4tui.hosts.ssh_target import ssh_config_aliases
+
+        aliases = set(ssh_config_aliases())
+        for name, host in groups.items():
+            assert host.nodes is not None
+            for node in host.nodes:
+                if node in groups:
+                    raise PydanticCustomError(
+                        "config_key", "{why}", {"key": f"hosts.{name}.nodes", "why": f"node {node!r} is "
+                                                "itself a host made of nodes"})
+                if node not in self.hosts and node != LOCAL and node not in aliases:
+                    raise PydanticCustomError(
+                        "config_key", "{why}", {"key": f"hosts.{name}.nodes", "why": f"unknown node "
+                                                f"{node!r}: not a [hosts] name, local or an "
+                                                "alias in ~/.ssh/config"})
+                gpus = self.hosts[node].gpus if node in self.hosts else None
+                for pname, prof in host.profiles.items():
+                    n = len(host.nodes)
+                    for field in ("tp_size", "ep_size"):
+                        size = getattr(prof, field)
+                        if size is not None and gpus is not None and size // n > gpus:
+                            raise PydanticCustomError(
+                                "config_key", "{why}", {"key": f"hosts.{name}.nodes", "why": (
+                                    f"profiles.{pname}.{field} = {size} needs {size // n} GPUs "
+                                    f"on each node; {node} has {gpus}")})
+        return self
 
 
 def _format_error(path: Path, exc: ValidationError) -> str:

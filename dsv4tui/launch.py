@@ -87,6 +87,8 @@ class Launch:
                                               "changes": self.changes})]
         if self.workdir:
             args += ["--workdir", self.workdir]
+        if self.profile.get("node_rank"):
+            args += ["--node-rank", str(self.profile["node_rank"])]
         if self.api_key_env:
             args += ["--api-key-env", self.api_key_env]
         if replace:

@@ -41,6 +41,8 @@ class StartupStep:
     percent: int | None = None
     text: str | None = None
     event: dict[str, Any] = field(default_factory=dict)
+    node: str | None = None  # which node of a host made of nodes (None: the host itself)
+    rank: int | None = None  # ... and its rank
 
 
 @dataclass
@@ -57,9 +59,12 @@ class StartResult:
     launch_id: int | None = None  # the run store's record of this launch
     started_at: float | None = None  # when the server process started (the host's clock)
     store_error: str | None = None
+    nodes: list[dict[str, Any]] | None = None  # a host made of nodes: node, rank, pid, argv
 
     def to_json(self) -> dict[str, Any]:
-        return {"host": self.host, "profile": self.profile, "pid": self.pid, "ready": self.ready,
+        extra = {"nodes": self.nodes} if self.nodes is not None else {}
+        return {**extra, "host": self.host, "profile": self.profile, "pid": self.pid,
+                "ready": self.ready,
                 "launch_id": self.launch_id,
                 "startup_s": self.startup_s, "phases": self.phases,
                 "backend": self.launch.backend, "checkpoint": self.launch.checkpoint,
@@ -132,8 +137,10 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
                 on_step: Callable[[StartupStep], None] | None = None,
                 store: RunStore | None = None,
                 overrides: Mapping[str, Any] | None = None,
-                sglang: SglangVersion | None = None) -> StartResult:
+                sglang: SglangVersion | None = None,
+                config_path: str | None = None) -> StartResult:
     """Start the profile on ``host`` (``replace``: stop ours first); follow it until ready.
+    (A host made of nodes: every node, and a watcher started with ``config_path``.)
 
     Raises StartupFailed (with the log excerpt) when the server dies or times out, AgentFailed
     for refusals (busy, port taken, already running), ConfigError for an invalid profile.
@@ -141,6 +148,13 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
     """
     from dsv4tui import sglang_version
 
+    if host.spec.group:  # a host made of nodes: every node (group_control)
+        from dsv4tui import group_control
+
+        return await group_control.start(
+            host, profile_name, backend, replace=replace, wait=wait, grace=grace,
+            timeout=timeout, on_step=on_step, store=store, overrides=overrides, sglang=sglang,
+            config_path=config_path)
     _, profile = host.config.profile(profile_name)
     # validated against the choice lists of the host's SGLang (``sglang``: already probed)
     found = sglang or await sglang_version.probe(host, profile)
@@ -218,13 +232,23 @@ async def restart(host: Host, profile_name: str | None = None, backend: str | No
 
 
 async def stop(host: Host, grace: float = DEFAULT_GRACE_S) -> dict[str, Any]:
-    """Stop the server we started on ``host``; the ``stopped`` event."""
+    """Stop the server we started on ``host``; the ``stopped`` event (a host made of
+    nodes: every node's, in ``nodes``)."""
+    if host.spec.group:
+        from dsv4tui import group_control
+
+        return await group_control.stop(host, grace)
     events = await host.agent.call("server", "stop", "--grace", f"{grace:g}")
     return next((e for e in events if e.get("type") == "stopped"), {"how": "not_running"})
 
 
 async def status(host: Host, profile_name: str | None = None) -> dict[str, Any]:
-    """The ``status`` event; the port/host checked for a foreign server come from the profile."""
+    """The ``status`` event; the port/host checked for a foreign server come from the profile
+    (a host made of nodes: the group's state, every node's in ``nodes``)."""
+    if host.spec.group:
+        from dsv4tui import group_control
+
+        return await group_control.status(host, profile_name)
     args = ["server", "status"]
     if host.config.profiles:
         _, profile = host.config.profile(profile_name)

@@ -399,6 +399,8 @@ class HostTelemetry:
         self._last_seen: dict[int, float] = {}
         self._last_sample: dict[int, GpuSample] = {}
         self._last_frame_at: float | None = None
+        # a host made of nodes: (node name, the GPU indices it holds), in rank order
+        self.node_groups: list[tuple[str, list[int]]] | None = None
 
     # -- input ---------------------------------------------------------------------------
     def add(self, frame: Frame, received: float | None = None) -> None:

@@ -467,7 +467,10 @@ def start(args: Any) -> int:
                     "on port %s (stop it first, or restart)" % (state["pid"], state.get("port")))
             with signals_deferred():  # a stop half done leaves a half-dead server group
                 _stop_and_report(state, args.grace, args.gpu_wait)
-        owner = health.port_owner(args.port, health.probe_host(args.host))
+        node_rank = int(getattr(args, "node_rank", 0) or 0)
+        # a node rank > 0 serves no HTTP: the port is node rank 0's (maybe on this machine)
+        owner = health.port_owner(args.port, health.probe_host(args.host)) \
+            if node_rank == 0 else None
         if owner is not None:
             raise protocol.AgentError(
                 "port_taken", "port %d is taken by %s; dsv4tui did not start it and will not "
@@ -489,7 +492,8 @@ def start(args: Any) -> int:
         state = {"v": 1, "pid": pid, "pgid": pid, "proc_start": proc_start(pid),
                  "argv": redact(launch_argv), "port": args.port, "host": args.host, "log": log,
                  "workdir": workdir, "started_at": started_at, "profile": profile,
-                 "api_key_env": args.api_key_env, "env": env_extra, "stopped_at": None}
+                 "api_key_env": args.api_key_env, "env": env_extra, "stopped_at": None,
+                 "node_rank": node_rank}
         _write_json(STATE_FILE, state)
         protocol.emit("started", pid=pid, pgid=pid, port=args.port, host=args.host, log=log,
                       workdir=workdir, argv=state["argv"], started_at=started_at)
@@ -767,6 +771,19 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
         base.update(ours=True, pid=pid, pgid=state.get("pgid"), log=state.get("log"),
                     argv=state.get("argv"), profile=state.get("profile"),
                     started_at=state.get("started_at"))
+        if alive(pid, start) and int(state.get("node_rank") or 0) > 0:
+            joined = _worker_joined(parser)
+            base.update(state="ready" if joined else "starting",
+                        phase="ready" if joined else parser.current_phase,
+                        phase_label="joined node rank 0" if joined else
+                        logparse.PHASE_LABELS.get(parser.current_phase, parser.current_phase),
+                        load_percent=parser.load_percent, health=None,
+                        node_rank=int(state["node_rank"]),
+                        uptime_s=round(time.time() - float(state["started_at"]), 1),
+                        startup_s=parser.startup_s)
+            if parser.current_phase == "draining":
+                base.update(state="stopping", phase="draining")
+            return base
         if alive(pid, start):
             hl = health.health(port, probe)
             ready = hl["status"] == 200 or (parser.ready and parser.current_phase == "ready")
@@ -809,6 +826,12 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
     if state and state.get("stop"):
         base["last_stop"] = state["stop"]
     return base
+
+
+def _worker_joined(parser: logparse.LogParser) -> bool:
+    """A node rank > 0 (no HTTP server of its own) is up once its CUDA graphs are captured:
+    it has joined node rank 0's process group and serves its requests."""
+    return parser.current_phase in ("http_up", "warmup", "ready")
 
 
 def _report_crash(state: Dict[str, Any]) -> None:
@@ -856,17 +879,21 @@ def wait_ready(state: Dict[str, Any], timeout: float, live: bool = False) -> int
         _, events = tail.poll()
         _emit_wait_events(events, started, clock)
         ready = tail.parser.ready
-        if not ready and time.monotonic() >= next_probe:
+        worker = int(state.get("node_rank") or 0) > 0
+        if worker:
+            ready = _worker_joined(tail.parser)
+        elif not ready and time.monotonic() >= next_probe:
             next_probe = time.monotonic() + 0.5
             ready = tail.parser.current_phase in ("warmup", "ready") and \
                 health.health(int(state["port"]), probe, 1.0)["status"] == 200
         if ready:
             _, events = tail.poll()  # the log's own ready line, if it is there already
             _emit_wait_events(events, started, clock)
-            if not clock.get("ready"):  # /health said ready before the log did: say so
+            if not clock.get("ready"):  # /health (or a node's join) said ready first
                 elapsed = round(time.time() - started, 3)
                 protocol.emit("log_event", elapsed_s=elapsed, event={
-                    "kind": "phase", "name": "ready", "clock": "agent", "source": "health",
+                    "kind": "phase", "name": "ready", "clock": "agent",
+                    "source": "joined" if worker else "health",
                     "duration_s": round(max(elapsed - clock["mark"], 0.0), 3)})
             fields = status_fields(state)
             if fields.get("state") == "starting":  # the log said ready; /health may lag a beat
@@ -933,6 +960,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--profile-json", help="the profile, recorded in the state file")
     s.add_argument("--api-key-env", help="name of an env var holding the API key on this host")
     s.add_argument("--replace", action="store_true", help="stop our running server first")
+    s.add_argument("--node-rank", type=int, default=0,
+                   help="this node's rank in a launch across nodes (> 0: no HTTP port of its "
+                   "own; ready once it joined node rank 0)")
     s.add_argument("--wait-ready", action="store_true", help="follow startup until ready")
     s.add_argument("--timeout", type=float, default=1800.0, help="for --wait-ready (s)")
     s.add_argument("--grace", type=float, default=DEFAULT_GRACE_S, help="drain time (s)")

@@ -57,6 +57,10 @@ class Collector:
         self.cid = cid
         self.gpu_names = list(gpu_names)
         self.simulated = simulated
+        # a host made of nodes: the other nodes' per-GPU rows over [t0, t1], numbered from
+        # the given index on (node_gpus.NodeGpuSampler.summary)
+        self.extra_gpus: Any = None
+        self._level_windows: dict[tuple[str, int], tuple[float, float]] = {}
         cstore.ensure(store, cid, host=host, name=cid, kind="campaign")
         self.reload()
 
@@ -187,12 +191,16 @@ class Collector:
                 store.add_request(rid, ev)
         elif kind == "level":
             rid = self._run_id(ev)
+            if isinstance(ev.get("started_at"), (int, float)) and \
+                    isinstance(ev.get("finished_at"), (int, float)):
+                self._level_windows[(str(ev.get("run")), int(ev.get("level") or 0))] = (
+                    float(ev["started_at"]), float(ev["finished_at"]))
             if rid is not None:
                 store.add_level(rid, ev)
         elif kind == "level_gpus":
             rid = self._run_id(ev)
             if rid is not None and ev.get("gpus"):
-                store.set_level_gpus(rid, int(ev.get("level") or 0), ev["gpus"])
+                store.set_level_gpus(rid, int(ev.get("level") or 0), self._every_node(ev))
         elif kind == "run_end":
             rid = self._run_id(ev)
             if rid is not None:
@@ -226,6 +234,16 @@ class Collector:
                 self._close_open_runs(ev.get("reason") or "the campaign runner stopped before "
                                       "the run finished", None)
                 cstore.update(store, cid, state=state, error=ev.get("reason"))
+
+    def _every_node(self, ev: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A level's GPU rows: node 0's (the runner's) and, on a host made of nodes, the
+        other nodes' over the same window."""
+        rows = list(ev["gpus"])
+        window = self._level_windows.get((str(ev.get("run")), int(ev.get("level") or 0)))
+        if self.extra_gpus is None or window is None:
+            return rows
+        first = max((int(r.get("gpu") or 0) for r in rows), default=-1) + 1
+        return rows + list(self.extra_gpus(window[0], window[1], first))
 
     def _close_open_runs(self, reason: str, at: float | None) -> None:
         """Runs of this campaign still ``running`` when it ended: they did not finish."""

@@ -160,6 +160,11 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
         prefix = f"campaigns.{name}."
     assert name is not None
     config = host_config if host_config is not None else host_spec(camp.host, settings).config
+    if config.nodes:  # the host-side runner restarts the server on one host, not on N
+        raise ConfigError(f"campaign {name}: {camp.host} is a host made of nodes; a campaign "
+                          "restarts the server from one host, not across nodes (not supported "
+                          f"yet): `dsv4tui server restart {camp.host}` then `dsv4tui sweep "
+                          f"{camp.host}` per variant")
     try:
         plan = camp.plan(settings.sweep)
     except ValidationError as exc:

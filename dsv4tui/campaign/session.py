@@ -62,7 +62,18 @@ async def attach(host: Any, store: RunStore, cid: str, *, follow: bool = True,
     to what the host has now). ConnectError when the link drops: attach again later."""
     collector = await asyncio.to_thread(Collector, store, host.name, cid,
                                         gpu_names=gpu_names or [], simulated=host.simulated)
-    return await collect(host.agent, collector, follow=follow, on_event=on_event)
+    spec = getattr(host, "spec", None)
+    if not (follow and spec is not None and spec.group):
+        return await collect(host.agent, collector, follow=follow, on_event=on_event)
+    from dsv4tui.node_gpus import NodeGpuSampler  # a host made of nodes: every node's GPUs
+
+    sampler = NodeGpuSampler(host)
+    collector.extra_gpus = sampler.summary
+    await sampler.start()
+    try:
+        return await collect(host.agent, collector, follow=follow, on_event=on_event)
+    finally:
+        await sampler.stop()
 
 
 async def follow_to_end(connect: Callable[[], Awaitable[Any]], store: RunStore, cid: str, *,

@@ -19,6 +19,9 @@ def register(sub: Any) -> None:
                        "to set up)")
     p.add_argument("--no-start", action="store_true",
                    help="do not start the simulated server (r starts it)")
+    p.add_argument("--nodes", type=int, choices=(1, 2), default=1,
+                   help="2: a host made of two simulated nodes of 8 H200 on this machine "
+                   "(demo-pair: one launch at TP 16 across both)")
     add_app_args(p)
     p.set_defaults(func=run)
 
@@ -26,7 +29,7 @@ def register(sub: Any) -> None:
 def build_app(args: argparse.Namespace) -> Any:
     """The demo's dashboard (``demo``, and each browser tab of ``serve demo``)."""
     from dsv4tui.app import Dsv4App
-    from dsv4tui.config import DEMO, SweepPlan
+    from dsv4tui.config import DEMO, DEMO_PAIR, SweepPlan
     from dsv4tui.hosts.resolve import host_spec
 
     settings, _ = load_settings(args)
@@ -34,7 +37,7 @@ def build_app(args: argparse.Namespace) -> Any:
         # The simulator decodes at the campaign's real speed (~23 tok/s at C=16), so the full
         # campaign plan would take 10+ minutes; the demo's default is a shorter sweep.
         settings.sweep = SweepPlan(levels=[(1, 4), (8, 16), (16, 32)], output_len=64)
-    spec = host_spec(DEMO, settings)
+    spec = host_spec(DEMO_PAIR if getattr(args, "nodes", 1) == 2 else DEMO, settings)
     return Dsv4App(spec, settings=settings, theme=args.theme, autostart=not args.no_start,
                    start_mode=args.screen)
 

@@ -22,9 +22,15 @@ def run(args: argparse.Namespace) -> int:
         {"name": "local", "source": "built-in", "ssh": None, "profiles": sorted(
             settings.hosts["local"].profiles) if "local" in settings.hosts else []},
         {"name": "demo", "source": "built-in (simulated)", "ssh": None, "profiles": ["mxfp4", "nvfp4"]},
+        {"name": "demo-pair", "source": "built-in (simulated, 2 nodes)", "ssh": None,
+         "nodes": ["demo-node0", "demo-node1"], "profiles": ["pro-2x8"]},
     ]
     for name, host in settings.hosts.items():
-        if name != "local":
+        if name != "local" and host.nodes:  # a host made of nodes: each node has its ssh
+            rows.append({"name": name, "source": f"config ({len(host.nodes)} nodes)",
+                         "ssh": None, "nodes": list(host.nodes),
+                         "profiles": sorted(host.profiles)})
+        elif name != "local":
             rows.append({"name": name, "source": "config", "ssh": host.ssh or name,
                          "profiles": sorted(host.profiles)})
     seen = {r["name"] for r in rows}
@@ -33,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"hosts": rows})
         return 0
-    print(table([[r["name"], r["source"], r["ssh"] or "-", ", ".join(r["profiles"]) or "-"]
+    print(table([[r["name"], r["source"], r["ssh"] or ("nodes " + ", ".join(r["nodes"])
+                                                    if r.get("nodes") else "-"),
+                  ", ".join(r["profiles"]) or "-"]
                  for r in rows], ["HOST", "SOURCE", "SSH", "PROFILES"]))
     print("(any other host name or IP, or user@host[:port], is an SSH target too)")
     return 0

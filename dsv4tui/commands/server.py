@@ -106,6 +106,8 @@ def _dry_run(args: Any) -> int:
     settings, _ = load_settings(args)
     spec = host_spec(args.host, settings)
     misfit = check_backend(spec.config, args.profile, args.backend, args.force)
+    if spec.group:
+        return _dry_run_nodes(args, spec, misfit)
     _, launch = server_control.plan(spec.config, args.profile, args.backend)
     if args.json:
         print_json({"host": args.host, "dry_run": True, "backend_misfit": misfit,
@@ -122,6 +124,29 @@ def _dry_run(args: Any) -> int:
     return 0
 
 
+def _dry_run_nodes(args: Any, spec: Any, misfit: str | None) -> int:
+    """--dry-run on a host made of nodes: every node's argv."""
+    from dsv4tui.node_group import plan_nodes
+
+    plans = plan_nodes(spec.config, list(spec.group), args.profile, args.backend)
+    if args.json:
+        print_json({"host": args.host, "dry_run": True, "backend_misfit": misfit,
+                    "profile": plans[0].launch.profile_name,
+                    "nodes": [p.to_json() for p in plans]})
+        return 0
+    _print_plan(args.host, plans[0].launch, args.restart)
+    print(safe_text(f"  {len(plans)} nodes; dist init address "
+                    f"{plans[0].launch.profile.get('dist_init_addr')}"))
+    if misfit:
+        print(f"  warning: {safe_text(misfit)} (--force)")
+    for p in plans:
+        print(safe_text(f"  node {p.node} (rank {p.rank}) would run: "
+                        f"{p.launch.command_line()}"))
+    print(safe_text(f"  log file:  {plans[0].launch.log_file} on each node  (relative paths: in "
+                    "the agent's cache dir)"))
+    return 0
+
+
 class _Printer:
     """Prints startup steps as they happen (a rewritten progress line on a terminal)."""
 
@@ -129,15 +154,27 @@ class _Printer:
         self.tty = sys.stdout.isatty()
         self.progress = False
 
+    def __call__(self, step: server_control.StartupStep) -> None:
+        if step.node is not None:
+            self.node = f"[{step.node}] "
+        self._step(step)
+        self.node = ""
+
+    node = ""  # "[h200b] " while a node's step prints
+
     def _line(self, text: str) -> None:
         if self.progress:
             sys.stdout.write("\r\x1b[K")
             self.progress = False
+        if self.node:
+            text = "  " + self.node + text.lstrip()
         print(text, flush=True)
 
-    def __call__(self, step: server_control.StartupStep) -> None:
+    def _step(self, step: server_control.StartupStep) -> None:
         ev = step.event
-        if step.kind == "stopping":
+        if step.kind == "stopping" and not ev:
+            self._line(f"  {safe_text(step.text)} ...")
+        elif step.kind == "stopping":
             self._line(f"  stopping our server (pid {ev.get('pid')}, drain up to "
                        f"{ev.get('grace_s'):g} s) ...")
         elif step.kind == "stopped":
@@ -145,7 +182,8 @@ class _Printer:
         elif step.kind == "started":
             self._line(f"  started pid {ev.get('pid')}; log {safe_text(ev.get('log'))}")
         elif step.kind == "progress" and self.tty:
-            sys.stdout.write(f"\r  load_weights  {step.percent:3d}%  (+{step.elapsed_s or 0:.1f} s)")
+            sys.stdout.write(f"\r  {self.node}load_weights  {step.percent:3d}%  "
+                             f"(+{step.elapsed_s or 0:.1f} s)")
             sys.stdout.flush()
             self.progress = True
         elif step.kind == "phase":
@@ -184,7 +222,8 @@ def _start(args: Any) -> int:
             return await server_control.start(
                 host, args.profile, args.backend, replace=args.restart,
                 wait=not getattr(args, "no_wait", False), grace=args.grace, timeout=args.timeout,
-                on_step=None if args.json else _Printer(), store=store, sglang=found)
+                on_step=None if args.json else _Printer(), store=store, sglang=found,
+                config_path=getattr(args, "config", None))
 
     try:
         with RunStore() as store:
@@ -205,6 +244,13 @@ def _start(args: Any) -> int:
               file=sys.stderr)
     if args.json:
         print_json({"ok": True, **result.to_json()})
+    elif result.nodes is not None and result.ready:
+        print(f"ready: startup {result.startup_s:.1f} s (launch -> every node ready), "
+              f"port {result.launch.port} on node {result.nodes[0]['node']}")
+        for n in result.nodes:
+            print(safe_text(f"  node {n['node']} (rank {n['rank']}): pid {n.get('pid')}, ready "
+                            f"after {n.get('startup_s') or 0:.1f} s"))
+        print("  a watcher stops every node if one of them fails")
     elif result.ready:
         print(f"ready: startup {result.startup_s:.1f} s (launch -> ready), pid {result.pid}, "
               f"port {result.launch.port}")
@@ -256,9 +302,13 @@ def _stop(args: Any) -> int:
     ev = run_async(go())
     if args.json:
         print_json({k: v for k, v in ev.items() if k not in ("type", "v")})
+    elif ev.get("nodes") is not None:
+        for n in ev["nodes"]:
+            text = n["error"] if n.get("error") else stop_text(n)
+            print(safe_text(f"{args.host} node {n['node']} (rank {n['rank']}): {text}"))
     else:
         print(safe_text(f"{args.host}: {stop_text(ev)}"))
-    return EXIT_FAILED if ev.get("leftover_pids") else 0
+    return EXIT_FAILED if ev.get("leftover_pids") or ev.get("errors") else 0
 
 
 def _duration(seconds: float | None) -> str:
@@ -319,6 +369,16 @@ def _status(args: Any) -> int:
     from dsv4tui.hosts.resolve import host_spec, open_host
 
     settings, _ = load_settings(args)
+    if args.dry_run and host_spec(args.host, settings).group:
+        spec = host_spec(args.host, settings)
+        nodes = [{"node": s.name, "rank": r} for r, s in enumerate(spec.group)]
+        if args.json:
+            print_json({"host": args.host, "dry_run": True, "action": "status", "nodes": nodes})
+        else:
+            print(safe_text(f"would ask every node of {args.host} ("
+                            f"{', '.join(s.name for s in spec.group)}) about its server; "
+                            "nothing was connected"))
+        return 0
     if args.dry_run:
         spec = host_spec(args.host, settings)
         agent_args = ["server", "status"]
@@ -339,11 +399,45 @@ def _status(args: Any) -> int:
             return await server_control.status(host, args.profile)
 
     ev = run_async(go())
+    if ev.get("nodes") is not None:
+        from dsv4tui import group_watch
+
+        failure = group_watch.last_failure(args.host)
+        if failure and ev.get("state") != "ready":
+            ev["failure"] = failure
     if args.json:
         print_json({k: v for k, v in ev.items() if k not in ("type", "v")})
+    elif ev.get("nodes") is not None:
+        print(safe_text(group_status_text(args.host, ev), keep_newlines=True))
     else:
         print(safe_text(status_text(args.host, ev), keep_newlines=True))
     return 0
+
+
+def group_status_text(host: str, ev: dict[str, Any]) -> str:
+    """A host made of nodes: the group's state, then one line per node (errors under it)."""
+    nodes = ev["nodes"]
+    head = status_text(host, ev).split("\n")[0] if ev.get("state") in ("ready", "starting") \
+        else f"{host}: {ev.get('state')}"
+    lines = [f"{head} ({len(nodes)} nodes)"]
+    for n in nodes:
+        what = n.get("state") or "?"
+        if what == "crashed":
+            code, sig = n.get("exit_code"), n.get("signal")
+            how = f"exit code {code}" if code is not None else f"signal {sig}"
+            what += f" ({how})"
+        elif n.get("phase") and what == "starting":
+            what += f" ({n['phase']})"
+        pid = f", pid {n['pid']}" if n.get("pid") else ""
+        lines.append(f"  node {n['node']} (rank {n['rank']}): {what}{pid}"
+                     + (f" - {n['error']}" if n.get("error") else ""))
+        lines += [f"    | {e}" for e in (n.get("last_errors") or [])[-5:]]
+    failure = ev.get("failure")
+    if failure:
+        lines.append(f"  the group was stopped at {failure.get('when')}: node {failure['node']} "
+                     f"(rank {failure['rank']}) {failure.get('what')}")
+        lines += [f"    | {e}" for e in (failure.get("errors") or [])[-8:]]
+    return "\n".join(lines)
 
 
 # -- adopt -----------------------------------------------------------------------------------

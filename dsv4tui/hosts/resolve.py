@@ -8,6 +8,7 @@ if it does not resolve, the error lists the known names (and the close ones: a t
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import sys
@@ -16,7 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from dsv4tui import paths
-from dsv4tui.config import DEMO, LOCAL, HostConfig, Settings
+from dsv4tui.config import DEMO, DEMO_NODES, DEMO_PAIR, LOCAL, HostConfig, Settings
 from dsv4tui.errors import ConfigError, UserError
 from dsv4tui.hosts import deploy, ssh, ssh_target
 from dsv4tui.hosts.agent_runner import AgentRunner
@@ -27,6 +28,8 @@ from dsv4tui.hosts.ssh import SshSession
 DEMO_GPUS = 8
 DEMO_GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 DEMO_GPU_MEM_MIB = 97887
+DEMO_PAIR_GPU_NAME = "NVIDIA H200"
+DEMO_PAIR_GPU_MEM_MIB = 143771
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class HostSpec:
     env: dict[str, str] = field(default_factory=dict)
     # a bare name that is none of ours: the known names, for the error if it does not resolve
     known: tuple[str, ...] = ()
+    # a host made of nodes: every node's spec in rank order (this spec connects to node 0)
+    group: tuple[HostSpec, ...] = ()
 
     @property
     def simulated(self) -> bool:
@@ -68,14 +73,20 @@ class Host:
         return self.spec.simulated
 
 
-def demo_env() -> dict[str, str]:
+def demo_env(node: str | None = None) -> dict[str, str]:
+    """The demo host's environment; ``node``: one of the two-node demo's nodes (its own
+    agent home and simulated H200s on this machine)."""
     base = paths.data_dir() / "demo"
+    if node is not None:
+        base = base / node
     base.mkdir(parents=True, exist_ok=True)
+    name, mem = (DEMO_GPU_NAME, DEMO_GPU_MEM_MIB) if node is None else \
+        (DEMO_PAIR_GPU_NAME, DEMO_PAIR_GPU_MEM_MIB)
     return {"DSV4TUI_SIM_STATE": str(base / "sim-state.json"),
             "DSV4TUI_SIM_GPUS": str(DEMO_GPUS),
             # the campaign's box, also before the simulated server has started
-            "DSV4TUI_SIM_GPU_NAME": DEMO_GPU_NAME,
-            "DSV4TUI_SIM_GPU_MEM_MIB": str(DEMO_GPU_MEM_MIB),
+            "DSV4TUI_SIM_GPU_NAME": name,
+            "DSV4TUI_SIM_GPU_MEM_MIB": str(mem),
             "DSV4TUI_AGENT_HOME": str(base / "agent")}
 
 
@@ -86,10 +97,19 @@ def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> Hos
         from dsv4tui.sim.demo import demo_host_config
 
         return HostSpec(DEMO, demo_host_config(), "demo", env=demo_env())
+    if name in DEMO_NODES:
+        return HostSpec(name, HostConfig(), "demo", env=demo_env(name))
+    if name == DEMO_PAIR:
+        from dsv4tui.sim.demo import demo_pair_config
+
+        # built in: its names are reserved, so it is not a validated [hosts] entry
+        return group_spec(name, Settings.model_construct(hosts={DEMO_PAIR: demo_pair_config()}))
     if name == LOCAL:
         cfg = settings.hosts.get(LOCAL, HostConfig())
         return HostSpec(LOCAL, cfg, "local",
                         env={"DSV4TUI_AGENT_HOME": str(paths.local_agent_state_dir())})
+    if name in settings.hosts and settings.hosts[name].nodes:
+        return group_spec(name, settings, accept_new=accept_new)
     if name in settings.hosts:
         cfg = settings.hosts[name]
         return HostSpec(name, cfg, "ssh", target=cfg.ssh or name, accept_new=accept_new)
@@ -102,6 +122,19 @@ def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> Hos
     if name not in aliases and "@" not in name:
         known = ("local", "demo", *settings.hosts, *aliases)
     return HostSpec(name, HostConfig(), "ssh", target=name, accept_new=accept_new, known=known)
+
+
+def group_spec(name: str, settings: Settings, *, accept_new: bool = False) -> HostSpec:
+    """A host made of nodes: node 0's connection (what sweeps, sanity and logs reach: rank 0
+    serves the HTTP API) with the group's profiles, and every node's spec in ``group``."""
+    cfg = settings.hosts[name]
+    assert cfg.nodes
+    nodes = tuple(host_spec(node, settings, accept_new=accept_new) for node in cfg.nodes)
+    first = nodes[0]
+    config = cfg.model_copy(update={"python": cfg.python or first.config.python,
+                                    "connect_timeout_s": first.config.connect_timeout_s,
+                                    "keepalive_s": first.config.keepalive_s})
+    return dataclasses.replace(first, name=name, config=config, group=nodes, known=())
 
 
 def explain_dns(spec: HostSpec, err: ssh.DnsError) -> ssh.DnsError:

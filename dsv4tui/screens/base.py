@@ -273,3 +273,7 @@ class LogScreen(DsvScreen):
     def action_cycle_rank(self) -> None:
         if (panel := self._panel()) is not None:
             panel.cycle_rank()
+
+    def action_cycle_node(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.cycle_node()

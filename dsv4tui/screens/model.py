@@ -56,6 +56,8 @@ class ServerInfo:
     log_path: str | None = None
     url: str | None = None
     pid: int | None = None
+    nodes: list[dict[str, Any]] | None = None  # a host made of nodes: node, rank, state, pid
+    node_error: str | None = None  # the last error of any node ("h200b: NCCL error ...")
 
     def uptime_s(self, now: float | None = None) -> float | None:
         if self.started_at is None or self.state not in ("ready", "starting"):
@@ -425,6 +427,10 @@ def apply_status(model: UiModel, ev: dict[str, Any]) -> None:
     srv.phase = ev.get("phase")
     srv.pid = ev.get("pid")
     srv.log_path = ev.get("log") or srv.log_path
+    if isinstance(ev.get("nodes"), list):
+        srv.nodes = ev["nodes"]
+        if state == "ready":
+            srv.node_error = None  # a fresh group: the errors of the last one are history
     if ev.get("port"):
         host = ev.get("host") or "127.0.0.1"
         srv.url = f"http://{host}:{ev.get('port')}"
@@ -447,6 +453,8 @@ def apply_status(model: UiModel, ev: dict[str, Any]) -> None:
 def apply_step(su: StartupView, step: Any, now: float) -> None:
     """A ``server_control.StartupStep`` (duck-typed: kind, name, duration_s, percent, text)."""
     kind = step.kind
+    if getattr(step, "rank", None) not in (None, 0) and kind not in ("error", "stopping"):
+        return  # a host made of nodes: the startup view follows node rank 0 (ready last)
     if kind == "stopping":
         su.status = "stopping"
         su.message = step.text

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from dsv4tui import sglang_choices as ch
 
-FAULTS = ("wrong-answer", "crash-after:N", "stall", "http-500", "ignore-sigterm", "fail-startup")
+FAULTS = ("wrong-answer", "crash-after:N", "stall", "http-500", "ignore-sigterm", "fail-startup",
+          "nccl-hang")
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Faults:
     http_500: bool = False
     ignore_sigterm: bool = False
     fail_startup: bool = False
+    nccl_hang: bool = False  # a lost peer: NCCL's watchdog lines, then wait (no exit)
 
 
 def _fault(value: str) -> str:
@@ -90,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--decode-log-interval", type=int, default=40)
     a("--nnodes", type=int, default=1)
     a("--node-rank", type=int, default=0)
-    a("--dist-init-addr")
+    a("--dist-init-addr", "--nccl-init-addr")
+    a("--dist-timeout", type=int, help="seconds the ranks wait for each other at init")
     a("--max-running-requests", type=int)
     a("--max-total-tokens", type=int)
     a("--context-length", type=int)

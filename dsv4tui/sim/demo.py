@@ -63,3 +63,23 @@ def demo_host_config(port: int | None = None) -> HostConfig:
     return HostConfig(profiles={"mxfp4": demo_profile("MXFP4", port=port),
                                 "nvfp4": demo_profile("NVFP4", port=port)},
                       default_profile="mxfp4")
+
+
+DEMO_PAIR_GPU = "H200"
+DEMO_PAIR_DIST_OFFSET = 100  # node 0's rendezvous port: the demo port + this
+
+
+def demo_pair_config(port: int | None = None) -> HostConfig:
+    """The two-node demo host (``demo-pair``): DeepSeek-V4 at TP 16 over two simulated nodes
+    of 8 H200 each, both on this machine (node 0 serves HTTP on the demo port; node 1 joins
+    it at 127.0.0.1, on the demo port + DEMO_PAIR_DIST_OFFSET)."""
+    profile = demo_profile("MXFP4", port=port, extra_args=["--sim-gpu", DEMO_PAIR_GPU])
+    profile = profile.model_copy(update={"tp_size": 16, "model_path": "/models/DeepSeek-V4-Pro",
+                                         "served_model_name": "deepseek-v4-pro",
+                                         "active_params_b": None,
+                                         "dist_init_port": min(
+                                             (port or demo_port()) + DEMO_PAIR_DIST_OFFSET,
+                                             65535)})
+    return HostConfig(nodes=["demo-node0", "demo-node1"], gpus=8,
+                      profiles={"pro-2x8": profile}, default_profile="pro-2x8")
+

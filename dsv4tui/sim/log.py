@@ -12,8 +12,10 @@ class SimLog:
     """Writes log lines with SGLang's rank prefixes (``TP0``, ``DP0 TP3 EP3``)."""
 
     def __init__(self, tp_size: int, dp_size: int = 1, ep_size: int = 1,
-                 stream: TextIO | None = None) -> None:
+                 stream: TextIO | None = None, local_ranks: range | None = None) -> None:
         self.tp_size = max(tp_size, 1)
+        # the TP ranks whose processes run on this node (all of them on one node)
+        self.local_ranks = local_ranks if local_ranks is not None else range(self.tp_size)
         self.dp_size = max(dp_size, 1)
         self.ep_size = max(ep_size, 1)
         self.stream = stream or sys.stderr
@@ -38,12 +40,15 @@ class SimLog:
             except (OSError, ValueError):
                 pass
 
-    def info(self, message: str, rank: int | None = 0) -> None:
+    def info(self, message: str, rank: int | None = -1) -> None:
+        """``rank``: the TP rank of the prefix (default: this node's first), None: none."""
+        if rank == -1:
+            rank = self.local_ranks.start
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         self.write_raw(f"[{stamp}{self.prefix(rank)}] {message}\n")
 
     def all_ranks(self, message: str) -> None:
-        for rank in range(self.tp_size):
+        for rank in self.local_ranks:
             self.info(message, rank)
 
     def plain(self, message: str) -> None:

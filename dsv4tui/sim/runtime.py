@@ -41,7 +41,23 @@ class SimServer:
         self.max_running: int = args.max_running_requests or 256
         self.speed = SpeedModel(self.backend, self.checkpoint, self.gpu, args.tp_size,
                                 args.sim_decode_speed)
-        self.log = SimLog(args.tp_size, args.dp_size, args.ep_size)
+        # several nodes: this node runs TP ranks [first_tp_rank, first_tp_rank + local_tp)
+        self.nnodes = max(int(args.nnodes or 1), 1)
+        self.node_rank = int(args.node_rank or 0)
+        if not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(f"--node-rank {self.node_rank} must be in [0, {self.nnodes})")
+        if self.nnodes > 1 and not args.dist_init_addr:
+            raise ValueError("--nnodes > 1 needs --dist-init-addr HOST:PORT (node 0's)")
+        if max(args.tp_size, 1) % self.nnodes:
+            raise ValueError(f"--tp-size {args.tp_size} does not divide over --nnodes "
+                             f"{self.nnodes}")
+        self.local_tp = max(args.tp_size, 1) // self.nnodes
+        self.first_tp_rank = self.node_rank * self.local_tp
+        self.peer_running = 0  # rank 0's running requests, as a node rank > 0 hears them
+        self.rendezvous: Any = None
+        self.log = SimLog(args.tp_size, args.dp_size, args.ep_size,
+                          local_ranks=range(self.first_tp_rank,
+                                            self.first_tp_rank + self.local_tp))
         # Memory (GB per GPU) follows the phases.
         self.total_gb = self.gpu.mem_total_mib / _GIB
         self.used_gb = 0.0
@@ -82,10 +98,13 @@ class SimServer:
     def snapshot(self) -> dict[str, Any]:
         eng = self.engine
         running = eng.num_running if eng else 0
+        if self.node_rank > 0:
+            running = self.peer_running
         used = self.used_gb + (_DRIVER_RESERVED_GB if self.used_gb else 0.0)
         return {
-            "phase": self.phase, "tp_size": self.args.tp_size,
-            "gpu_ids": list(range(self.args.base_gpu_id, self.args.base_gpu_id + self.args.tp_size)),
+            "phase": self.phase, "tp_size": self.local_tp,
+            "gpu_ids": list(range(self.args.base_gpu_id, self.args.base_gpu_id + self.local_tp)),
+            "nnodes": self.nnodes, "node_rank": self.node_rank,
             "gpu_name": self.gpu.name, "mem_total_mib": self.gpu.mem_total_mib,
             "backend": self.backend, "checkpoint": self.checkpoint,
             "running_requests": running, "queue_requests": len(eng.waiting) if eng else 0,
@@ -111,7 +130,7 @@ class SimServer:
         parent = os.getpid()
         sys.stdout.flush()
         sys.stderr.flush()
-        for _ in range(max(self.args.tp_size, 1) + 1):
+        for _ in range(self.local_tp + (1 if self.node_rank == 0 else 0)):
             pid = os.fork()
             if pid == 0:  # pragma: no cover - runs in the child
                 try:
@@ -137,10 +156,12 @@ class SimServer:
 
     # -- ways out ----------------------------------------------------------------------------
 
-    def crash(self, lines: list[str], rank: int = 0, head: str = "Scheduler hit an exception",
-              exit_code: int = 1) -> NoReturn:
-        """Log a failure the way SGLang does (traceback, then the launcher) and exit."""
-        self.log.info(f"{head}: Traceback (most recent call last):", rank)
+    def crash(self, lines: list[str], rank: int | None = None,
+              head: str = "Scheduler hit an exception", exit_code: int = 1) -> NoReturn:
+        """Log a failure the way SGLang does (traceback, then the launcher) and exit;
+        ``rank``: the TP rank that failed (default: this node's first)."""
+        self.log.info(f"{head}: Traceback (most recent call last):",
+                      self.first_tp_rank if rank is None else rank)
         for line in lines:
             self.log.plain(line)
         self.log.plain("")

@@ -26,6 +26,7 @@ from dsv4tui.sim.runtime import SimServer
 from dsv4tui.sim.startup import run_startup, run_warmup
 
 _SITE = "/opt/sglang/python/sglang/srt"
+FOLLOW_PEER_STOP_S = 5.0  # a node whose peer stopped on purpose drains too, after this
 
 
 class _Server(uvicorn.Server):
@@ -67,6 +68,8 @@ async def _drain(sim: SimServer, signum: int) -> None:
     if sim.draining:
         return
     sim.draining = True
+    if sim.rendezvous is not None:  # the other nodes stop with us, not with an NCCL error
+        await sim.rendezvous.leave()
     engine = sim.engine
     if engine is not None:
         engine.closed = True
@@ -116,6 +119,16 @@ async def _serve(sim: SimServer) -> None:
     engine_task = loop.create_task(sim.engine.run())
     await run_startup(sim)
     sim.engine.max_total_tokens = max(sim.max_total_tokens, 1)
+    if sim.rendezvous is not None:  # a peer stopped on purpose: follow it, unless told first
+        sim.rendezvous.on_bye = lambda rank: loop.call_later(
+            FOLLOW_PEER_STOP_S, on_signal, int(signal.SIGTERM))
+    if sim.node_rank > 0:  # only node rank 0 serves HTTP; the others run their schedulers
+        sim.ready = True
+        sim.set_phase("ready")
+        sim.log.info(f"Node rank {sim.node_rank} is up: its schedulers serve node rank 0's "
+                     "requests (no HTTP server on this node).", sim.first_tp_rank)
+        await engine_task
+        return
     sock = _bind(sim)
     config = uvicorn.Config(build_app(sim), log_config=None, access_log=False, lifespan="off",
                             ws="none", timeout_keep_alive=5)

@@ -84,6 +84,8 @@ async def run_startup(sim: SimServer) -> None:
                    "    torch.get_device_module(self.device).set_device(self.gpu_id)",
                    "RuntimeError: CUDA error: invalid device ordinal"], rank=min(gpus, a.tp_size - 1))
     log.all_ranks("Init torch distributed begin.")
+    if sim.nnodes > 1:
+        await _rendezvous(sim)
     await asyncio.sleep(sim.scaled(T_DIST))
     sim.used_gb = 0.72
     log.all_ranks("Init torch distributed ends. mem usage=0.72 GB")
@@ -119,6 +121,24 @@ async def run_startup(sim: SimServer) -> None:
              f"available_gpu_mem={sim.avail_gb:.2f} GB")
     sim.set_phase("http_up")
     await asyncio.sleep(sim.scaled(T_HTTP))
+
+
+async def _rendezvous(sim: SimServer) -> None:
+    """Several nodes: the TCP rendezvous at --dist-init-addr (sim/rendezvous.py)."""
+    from dsv4tui.sim.rendezvous import DEFAULT_TIMEOUT_S, Rendezvous
+
+    a = sim.args
+    timeout = float(a.dist_timeout) if a.dist_timeout else sim.scaled(DEFAULT_TIMEOUT_S)
+    rdv = Rendezvous(sim, a.dist_init_addr, sim.nnodes, sim.node_rank, timeout)
+    sim.rendezvous = rdv
+    if sim.node_rank == 0:
+        sim.log.info(f"Waiting for {sim.nnodes - 1} more node(s) at {a.dist_init_addr} "
+                     f"(nnodes={sim.nnodes}).", sim.first_tp_rank)
+    else:
+        sim.log.info(f"Connecting to node rank 0 at {a.dist_init_addr} (node_rank="
+                     f"{sim.node_rank}, nnodes={sim.nnodes}).", sim.first_tp_rank)
+    await rdv.join()
+    sim.log.info(f"All {sim.nnodes} nodes joined; world size {a.tp_size}.", sim.first_tp_rank)
 
 
 async def _capture(sim: SimServer, stage: str, seconds: float) -> None:

@@ -247,9 +247,39 @@ class GpuPanel(TelemetryWidget):
         t = self._telemetry
         count = 1 + bool(self._error or t.error)
         gpus = t.gpu_count()
+        if gpus and t.node_groups:
+            return count + self._node_lines(len(t.node_groups), gpus)
         if gpus:
             return count + 1 + gpus
         return count + (0 if (self._error or t.error) else 1)
+
+    def _short_terminal(self) -> bool:
+        from dsv4tui.widgets.gpu_nodes import SUMMARY_BELOW
+
+        try:
+            return 0 < self.app.size.height < SUMMARY_BELOW
+        except Exception:  # no app (yet)
+            return False
+
+    def _node_lines(self, nodes: int, gpus: int) -> int:
+        return nodes + (0 if self._short_terminal() else gpus + 1)
+
+    def _grouped(self, statuses: list[GpuStatus], width: int) -> list[Text | Row]:
+        """A host made of nodes: a header per node over its GPUs, or one row per node."""
+        from dsv4tui.widgets import gpu_nodes
+
+        groups = gpu_nodes.by_node(self._telemetry, statuses)
+        if self._short_terminal():
+            name_w = min(max(len(n) for n, _ in groups), 12)
+            return [gpu_nodes.node_summary(n, r, sts, name_w)
+                    for r, (n, sts) in enumerate(groups)]
+        layout = plan_layout(width)
+        out: list[Text | Row] = [self._titles(layout)]
+        for rank, (node, sts) in enumerate(groups):
+            out.append(gpu_nodes.node_header(node, rank, sts, width))
+            first = sts[0].sample.index if sts else 0
+            out.extend(self._row(s, layout, s.sample.index - first) for s in sts)
+        return out
 
     def lines(self, width: int) -> list[Text | Row]:
         t = self._telemetry
@@ -263,6 +293,9 @@ class GpuPanel(TelemetryWidget):
         if not statuses:
             if not error:
                 lines.append(Text("waiting for telemetry…", style=self._style("na")))
+            return lines
+        if t.node_groups:
+            lines.extend(self._grouped(statuses, width))
             return lines
         layout = plan_layout(width)
         lines.append(self._titles(layout))
@@ -306,11 +339,12 @@ class GpuPanel(TelemetryWidget):
             out.append(title.ljust(layout.spark_w))
         return out
 
-    def _row(self, status: GpuStatus, layout: Layout) -> Row:
+    def _row(self, status: GpuStatus, layout: Layout, shown: int | None = None) -> Row:
         g = status.sample
         stale = status.stale
         out = Row()
-        out.append(f"{g.index:>{IDX_W - 1}} ", "stale" if stale else "header")
+        out.append(f"{g.index if shown is None else shown:>{IDX_W - 1}} ",
+                   "stale" if stale else "header")
         if g.error and not stale:
             out.append(f"{g.name or 'GPU'}: {g.error}", "error")
             return out

@@ -82,6 +82,10 @@ class HostBar(Static):
                 parts.append(f"ckpt [b]{escape(ckpt)}[/b]")
             if srv.tp_size:
                 parts.append(f"TP{srv.tp_size}")
+        if srv.nodes:
+            parts.append(f"{len(srv.nodes)} nodes")
+        if srv.node_error:  # an error on any node of a host made of nodes
+            parts.append(f"[$error b]error on {escape(srv.node_error)}[/]")
         text = " │ ".join(parts)
         if m.simulated:
             text += "  " + sim_badge()

@@ -19,6 +19,9 @@ MAX_LINE = 2000  # longer lines are cut (a 1 MB line must not become a 1 MB stri
 
 _PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<prefix>(?: [A-Z]{2,4}\d+)*)\]")
 _TP = re.compile(r"\bTP(\d+)\b")
+# a host made of nodes: the console puts each line's node in a column, ``h200b │ [...] ...``
+NODE_SEP = " │ "
+_NODE = re.compile(r"^(?P<node>[\w.@-]{1,40}) *│ ")
 _ERROR = re.compile(
     r"Traceback \(most recent call last\)|\bERROR\b|\bCRITICAL\b|\bFATAL\b|"
     r"^\s*[A-Za-z_][\w.]*(?:Error|Exception)\b|\b[A-Z]\w*(?:Error|Exception): |"
@@ -38,6 +41,7 @@ class LogLine(NamedTuple):
     text: str
     level: int
     tp: int | None
+    node: str | None = None  # a host made of nodes: the node the line came from
 
 
 class LogLines:
@@ -47,11 +51,12 @@ class LogLines:
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
         self.capacity = capacity
-        self._ring: list[tuple[str, int, int | None] | None] = [None] * capacity
+        self._ring: list[tuple[str, int, int | None, str | None] | None] = [None] * capacity
         self.first = 0
         self.next = 0
         self.max_width = 0
         self.ranks: set[int] = set()
+        self.nodes: list[str] = []  # in the order first seen
         self.errors = 0
         self._in_traceback = False
 
@@ -59,6 +64,15 @@ class LogLines:
         return self.next - self.first
 
     def classify(self, text: str) -> LogLine:
+        full, node = text, None
+        if "│" in text:
+            n = _NODE.match(text)
+            if n:
+                node, text = n.group("node"), text[n.end():]
+        line = self._classify(text)
+        return LogLine(full, line.level, line.tp, node)
+
+    def _classify(self, text: str) -> LogLine:
         m = _PREFIX.match(text) if text.startswith("[") else None
         tp: int | None = None
         if m and m.group("prefix"):
@@ -88,7 +102,7 @@ class LogLines:
         if not text.isprintable():  # colour codes dropped, other controls shown as escapes:
             text = safe_line(text)  # a server's log line cannot drive the terminal
         line = self.classify(text)
-        self._ring[self.next % self.capacity] = (line[0], line[1], line[2])
+        self._ring[self.next % self.capacity] = (line[0], line[1], line[2], line[3])
         self.next += 1
         if self.next - self.first > self.capacity:
             self.first = self.next - self.capacity
@@ -96,6 +110,8 @@ class LogLines:
             self.max_width = len(text)
         if line.tp is not None:
             self.ranks.add(line.tp)
+        if line.node is not None and line.node not in self.nodes:
+            self.nodes.append(line.node)
         if line.level == ERROR:
             self.errors += 1
         return line
@@ -117,6 +133,7 @@ class LogLines:
         self._ring = [None] * self.capacity
         self.first = self.next = self.max_width = self.errors = 0
         self.ranks.clear()
+        self.nodes.clear()
         self._in_traceback = False
 
     def tail(self, n: int, min_level: int = INFO) -> list[str]:

@@ -61,6 +61,7 @@ class LogView(ScrollView, can_focus=True):
     follow: reactive[bool] = reactive(True, init=False)
     min_level: reactive[int] = reactive(INFO, init=False)
     rank: reactive[int | None] = reactive(None, init=False)
+    node: reactive[str | None] = reactive(None, init=False)  # a host made of nodes
 
     class Changed(Message):
         """Follow state, pending count, filters or search changed (for the status line)."""
@@ -119,11 +120,13 @@ class LogView(ScrollView, can_focus=True):
     def _wanted(self, line: LogLine) -> bool:
         if line.level < self.min_level:
             return False
+        if self.node is not None and line.node != self.node:
+            return False
         return self.rank is None or line.tp is None or line.tp == self.rank
 
     @property
     def filtered(self) -> bool:
-        return self.min_level != INFO or self.rank is not None
+        return self.min_level != INFO or self.rank is not None or self.node is not None
 
     def _rebuild_index(self) -> None:
         if not self.filtered:
@@ -238,6 +241,19 @@ class LogView(ScrollView, can_focus=True):
 
     def watch_rank(self) -> None:
         self._refilter()
+
+    def watch_node(self) -> None:
+        self._refilter()
+
+    def cycle_node(self) -> None:
+        """All nodes -> node 0 -> node 1 ... -> all (a host made of nodes)."""
+        nodes = list(self.lines.nodes)
+        if self.node is None:
+            self.node = nodes[0] if nodes else None
+        elif self.node in nodes and nodes.index(self.node) + 1 < len(nodes):
+            self.node = nodes[nodes.index(self.node) + 1]
+        else:
+            self.node = None
 
     def _refilter(self) -> None:
         anchor = self.match_seq if self.match_seq is not None else self.seq_at(int(self.scroll_y))
@@ -393,6 +409,8 @@ class LogView(ScrollView, can_focus=True):
             parts.append("paused (f: follow)")
         if self.min_level != INFO:
             parts.append(f"level: {LEVEL_NAMES[self.min_level]}")
+        if self.node is not None:
+            parts.append(f"node: {self.node}")
         if self.rank is not None:
             parts.append(f"rank: TP{self.rank}")
         if self.search_text:
@@ -511,3 +529,6 @@ class LogPanel(Vertical):
 
     def cycle_rank(self) -> None:
         self.view.cycle_rank()
+
+    def cycle_node(self) -> None:
+        self.view.cycle_node()

@@ -188,6 +188,19 @@ def _sshd_binary() -> str | None:
 
 @pytest.fixture
 def sshd_server(isolated_env: Path, tmp_path: Path) -> Iterator[SshHost]:
+    yield from run_sshd(isolated_env, tmp_path)
+
+
+@pytest.fixture
+def sshd_sim_server(isolated_env: Path, tmp_path: Path) -> Iterator[SshHost]:
+    """``sshd_server`` whose commands also get a simulated GPU host of their own (8 GPUs, the
+    simulator's state file in the test's directory): a second simulated node on this machine."""
+    yield from run_sshd(isolated_env, tmp_path, {
+        "DSV4TUI_SIM_STATE": str(tmp_path / "sshd-sim-state.json"), "DSV4TUI_SIM_GPUS": "8"})
+
+
+def run_sshd(isolated_env: Path, tmp_path: Path,
+             extra_env: dict[str, str] | None = None) -> Iterator[SshHost]:
     sshd = _sshd_binary()
     if sshd is None:
         if os.environ.get("DSV4TUI_REQUIRE_SSHD") == "1":
@@ -208,8 +221,9 @@ def sshd_server(isolated_env: Path, tmp_path: Path) -> Iterator[SshHost]:
     # the real home of the user sshd runs commands as
     agent_home = tmp_path / "sshd-agent-home"
     agent_home.mkdir()
+    env = {"DSV4TUI_AGENT_HOME": str(agent_home), **(extra_env or {})}
     (work / "authorized_keys").write_text(
-        f'environment="DSV4TUI_AGENT_HOME={agent_home}" '
+        "".join(f'environment="{k}={v}",' for k, v in env.items()).rstrip(",") + " "
         + client_key.export_public_key().decode())
     (work / "authorized_keys").chmod(0o600)
     (work / "sshd_config").write_text(
@@ -217,7 +231,7 @@ def sshd_server(isolated_env: Path, tmp_path: Path) -> Iterator[SshHost]:
         f"PidFile {work / 'sshd.pid'}\nAuthorizedKeysFile {work / 'authorized_keys'}\n"
         "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"
-        "PermitUserEnvironment DSV4TUI_AGENT_HOME\n"
+        f"PermitUserEnvironment {','.join(env)}\n"
         "Subsystem sftp internal-sftp\nLogLevel ERROR\n")
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", exist_ok=True)

@@ -240,6 +240,35 @@ def frozen_app(mode: str = "dashboard", theme: str = "dark") -> FrozenApp:
     return app
 
 
+def frozen_pair_app(theme: str = "dark") -> FrozenApp:
+    """The dashboard of a host made of two nodes (16 GPUs, two nodes' logs), frozen."""
+    from dsv4tui.node_streams import node_column
+    from dsv4tui.node_telemetry import NodeFrames
+    from dsv4tui.sim.demo import demo_pair_config
+
+    model = frozen_model()
+    model.conn.host = "demo-pair"
+    cfg = demo_pair_config(port=30000)
+    model.telemetry = HostTelemetry("demo-pair", clock=lambda: T0)
+    one = HostTelemetry("node", clock=lambda: T0)
+    _frames(one)  # 40 frames of one node; both nodes carry them
+    frames = NodeFrames(list(cfg.nodes or []), clock=lambda: T0)
+    assert one.latest is not None
+    for node in frames.nodes:
+        frames.feed(model.telemetry, node, one.latest)
+    logs = [model.logs.get(i) for i in range(model.logs.first, model.logs.next)]
+    model.logs.clear()
+    model.logs.nodes[:] = list(frames.nodes)
+    for i, line in enumerate(x for x in logs if x is not None):
+        model.logs.append(node_column(frames.nodes[i % 2], 10, line.text))
+    srv = model.server
+    srv.tp_size = 16
+    srv.nodes = [{"node": n, "rank": r, "state": "ready", "pid": 4000 + r}
+                 for r, n in enumerate(frames.nodes)]
+    return FrozenApp(settings=Settings(theme=theme), model=model, start_mode="dashboard",
+                     initial="dashboard")
+
+
 if __name__ == "__main__":
     app = frozen_app(*(sys.argv[1:3]))
     app.run()

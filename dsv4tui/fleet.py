@@ -145,6 +145,7 @@ class Fleet:
                                  on_stream_error=self._error_handler(summary))
             self._members[spec.name] = _Member(spec, sup, summary)
         self._tasks: list[asyncio.Task[None]] = []
+        self._runs_wake = asyncio.Event()
         self._started = False
 
     # -- what the faces read ----------------------------------------------------------------
@@ -338,7 +339,13 @@ class Fleet:
             if self.on_change is not None:
                 for name in self._members:
                     self.on_change(name)
-            await asyncio.sleep(self.runs_every)
+            self._runs_wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._runs_wake.wait(), self.runs_every)
+
+    def reread_runs(self) -> None:
+        """Read the run store again now (a host's dashboard may have stored a run)."""
+        self._runs_wake.set()
 
     def _read_runs(self) -> dict[str, Any]:
         if self._store is None:
@@ -411,6 +418,21 @@ def state_text(s: HostSummary) -> str:
     return text
 
 
+_NAME_NOISE = ("NVIDIA ", " Blackwell Server Edition", " Server Edition",
+               " Workstation Edition")
+
+
+def short_model(summary: str, *, one_kind: bool = True) -> str:
+    """``8× NVIDIA RTX PRO 6000 Blackwell Server Edition`` -> ``RTX PRO 6000`` (the count has
+    its own column; a mixed host keeps its counts: ``4× H200 + 4× H100``)."""  # noqa: RUF002
+    text = summary
+    for noise in _NAME_NOISE:
+        text = text.replace(noise, "")
+    if one_kind and " + " not in text:
+        text = text.split("× ", 1)[-1]  # noqa: RUF001
+    return text
+
+
 def cells(s: HostSummary) -> dict[str, str]:
     """The row of ``s``, one string per :data:`COLUMNS` key ("—" where nothing is known,
     "n/a" where the host cannot say)."""
@@ -422,11 +444,9 @@ def cells(s: HostSummary) -> dict[str, str]:
     power = dash
     if s.power_w is not None:
         power = f"{s.power_w / 1000:.2f} kW" if s.power_w >= 1000 else f"{s.power_w:.0f} W"
-    model = s.gpu_model or dash
-    if s.gpu_model and s.gpu_count:
-        model = s.gpu_model.split("× ", 1)[-1] if " + " not in s.gpu_model else s.gpu_model  # noqa: RUF001
+    model = short_model(s.gpu_model, one_kind=bool(s.gpu_count)) if s.gpu_model else dash
     if s.simulated:
-        model = f"{model} (SIMULATED)" if model != dash else "SIMULATED"
+        model = f"{model} SIMULATED" if model != dash else "SIMULATED"
     if s.telemetry_error and not known:
         model = s.telemetry_error
     server = s.server or dash

@@ -16,12 +16,12 @@ from dsv4tui import paths
 from dsv4tui.config import HostConfig
 from dsv4tui.hosts.resolve import HostSpec
 
-# name, GPU count, GPU name, memory per GPU (MiB)
-DEMO_FLEET: tuple[tuple[str, int, str, int], ...] = (
-    ("sim-h200", 8, "NVIDIA H200", 143771),
-    ("sim-b200", 8, "NVIDIA B200", 183359),
-    ("sim-pro6000", 8, "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887),
-    ("sim-h100", 4, "NVIDIA H100 80GB HBM3", 81559),
+# name, GPU count, the simulator's GPU (dsv4tui.sim.speed.GPUS)
+DEMO_FLEET: tuple[tuple[str, int, str], ...] = (
+    ("sim-h200", 8, "h200"),
+    ("sim-b200", 8, "b200"),
+    ("sim-pro6000", 8, "rtx-pro-6000"),
+    ("sim-h100", 4, "h100"),
 )
 OFFLINE = "offline"
 OFFLINE_TARGET = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
@@ -31,19 +31,29 @@ PORT_BASE = 30100  # sim-h200 serves on 30100, sim-b200 on 30101, ...
 def demo_specs(count: int | None = None, *, offline: bool = True) -> list[HostSpec]:
     """The demo fleet's hosts (the first ``count`` simulated ones, cycling through the models
     for more), plus the unreachable one when ``offline``."""
-    from dsv4tui.sim.demo import demo_host_config
-
     n = len(DEMO_FLEET) if count is None else max(1, count)
     specs = []
     for i in range(n):
-        base, gpus, gpu_name, mem = DEMO_FLEET[i % len(DEMO_FLEET)]
+        base, gpus, gpu = DEMO_FLEET[i % len(DEMO_FLEET)]
         name = base if i < len(DEMO_FLEET) else f"{base}-{i // len(DEMO_FLEET) + 1}"
-        specs.append(HostSpec(name, demo_host_config(port=PORT_BASE + i), "demo",
-                              env=sim_env(name, gpus, gpu_name, mem)))
+        specs.append(demo_spec(name, gpus, gpu, PORT_BASE + i))
     if offline:
         specs.append(HostSpec(OFFLINE, HostConfig(ssh=OFFLINE_TARGET, connect_timeout_s=5),
                               "ssh", target=OFFLINE_TARGET))
     return specs
+
+
+def demo_spec(name: str, gpus: int, gpu: str, port: int) -> HostSpec:
+    """One simulated host: ``gpus`` simulated ``gpu`` (a dsv4tui.sim.speed.GPUS key), the
+    demo's two profiles on ``port`` at TP ``gpus``."""
+    from dsv4tui.sim.demo import demo_profile
+    from dsv4tui.sim.speed import GPUS
+
+    spec = GPUS[gpu]
+    profiles = {key: demo_profile(ckpt, port=port, extra_args=["--sim-gpu", gpu]).model_copy(
+        update={"tp_size": gpus}) for key, ckpt in (("mxfp4", "MXFP4"), ("nvfp4", "NVFP4"))}
+    return HostSpec(name, HostConfig(profiles=profiles, default_profile="mxfp4"), "demo",
+                    env=sim_env(name, gpus, spec.name, spec.mem_total_mib))
 
 
 def sim_env(name: str, gpus: int, gpu_name: str, mem_mib: int) -> dict[str, str]:

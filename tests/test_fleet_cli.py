@@ -82,7 +82,7 @@ async def test_fleet_all_reachable_exit_0_and_table(sim_gpus: None, ssh_server: 
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["HOST", "STATE", "GPUS"]
     assert lines[2].startswith("testbox") and "connected" in lines[2]
-    assert "NVIDIA H200 (SIMULATED)" in lines[2] and "stopped" in lines[2]
+    assert "H200 SIMULATED" in lines[2] and "stopped" in lines[2]
     assert lines[3].startswith("local")
     assert not any(line.startswith("✗") for line in lines)
 
@@ -166,6 +166,6 @@ def test_cells_say_n_a_and_dash_never_a_fake_zero() -> None:
                     mem_used_mib=8 * 120_000, mem_total_mib=8 * 143_771, power_w=5120.0,
                     server="ready", profile="nvfp4", backend="marlin", best_tok_s=1234.4)
     c = cells(s)
-    assert c["model"] == "NVIDIA H200" and c["tensor"] == "n/a" and c["util"] == "97%"
+    assert c["model"] == "H200" and c["tensor"] == "n/a" and c["util"] == "97%"
     assert c["power"] == "5.12 kW" and c["best"] == "1,234" and c["mem"].startswith("83%")
     assert s.to_json()["mem_pct"] == pytest.approx(83.47, abs=0.01)

@@ -21,7 +21,8 @@ from plugins.ssh_server import SshHost
 
 from dsv4tui.cli import main
 from dsv4tui.config import HostConfig, Settings
-from dsv4tui.fleet import Fleet, HostSummary, cells, problems
+from dsv4tui.fleet import Fleet, HostSummary
+from dsv4tui.fleet_rows import cells, problems
 from dsv4tui.hosts.resolve import host_spec
 from dsv4tui.store import RunStore
 

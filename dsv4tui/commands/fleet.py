@@ -59,7 +59,7 @@ def specs(args: argparse.Namespace) -> list[Any]:
 
 def render(summaries: list[Any]) -> str:
     from dsv4tui.campaign.labels import safe_text
-    from dsv4tui.fleet import COLUMNS, cells, problems
+    from dsv4tui.fleet_rows import COLUMNS, cells, problems
 
     rows = [[safe_text(cells(s)[key]) for key, _ in COLUMNS] for s in summaries]
     out = table(rows, [title for _, title in COLUMNS])

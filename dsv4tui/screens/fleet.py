@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Container
 from textual.message import Message
@@ -18,7 +18,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from dsv4tui.campaign.labels import safe_text
-from dsv4tui.fleet import COLUMNS, HostSummary, cells, problems
+from dsv4tui.fleet import HostSummary
+from dsv4tui.fleet_rows import WIDE, cells, columns, problems
 from dsv4tui.widgets.text import esc, update_static
 
 _STATE_STYLE = {"connected": "bold green", "connecting": "yellow", "reconnecting": "yellow",
@@ -73,6 +74,8 @@ class FleetScreen(Screen[None]):
         self._selected = selected
         self._rows: dict[str, tuple[str, ...]] = {}
         self._problems: list[str] = []
+        self._compact = False
+        self._last: list[HostSummary] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="fleet-title", markup=True)
@@ -81,29 +84,47 @@ class FleetScreen(Screen[None]):
                                                zebra_stripes=True)
             yield table
             yield Static("", id="fleet-problems", markup=False)
-        yield Static("[b $accent]enter[/] open its dashboard  [b $accent]0[/] (there) back "
-                     "to the fleet  [b $accent]q[/] quit", id="fleet-keys", markup=True)
+        yield Static("[b $accent]enter[/] open the host's dashboard ([b $accent]0[/] there: "
+                     "back here)  [b $accent]↑↓[/] host  [b $accent]q[/] quit", id="fleet-keys",
+                     markup=True)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, title in COLUMNS:
+        self._set_columns(self.app.size.width < WIDE)
+        self.query_one(DataTable).focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        compact = event.size.width < WIDE
+        if compact != self._compact and self._last:
+            self._set_columns(compact)
+            self.show(self._last)
+
+    def _set_columns(self, compact: bool) -> None:
+        """The full table from WIDE columns on, the compact one below (rows re-added)."""
+        table: DataTable[Text] = self.query_one(DataTable)
+        if self._rows:
+            self._selected = self.highlighted() or self._selected
+        self._compact = compact
+        self._rows.clear()
+        table.clear(columns=True)
+        for key, title in columns(compact):
             table.add_column(title, key=key)
-        table.focus()
 
     def show(self, summaries: Sequence[HostSummary]) -> None:
         """Redraw: new rows added, changed cells updated, nothing else touched."""
+        self._last = list(summaries)
         table: DataTable[Text] = self.query_one(DataTable)
+        cols = columns(self._compact)
         with self.app.batch_update():
             for s in summaries:
-                row = {k: safe_text(v) for k, v in cells(s).items()}
-                values = tuple(row[key] for key, _ in COLUMNS)
+                row = {k: safe_text(v) for k, v in cells(s, self._compact).items()}
+                values = tuple(row[key] for key, _ in cols)
                 old = self._rows.get(s.host)
                 if old is None:
-                    table.add_row(*(_styled(k, row[k], s) for k, _ in COLUMNS), key=s.host)
+                    table.add_row(*(_styled(k, row[k], s) for k, _ in cols), key=s.host)
                     if s.host == self._selected:
                         table.move_cursor(row=table.get_row_index(s.host))
                 elif old != values:
-                    for (key, _), before, now in zip(COLUMNS, old, values, strict=True):
+                    for (key, _), before, now in zip(cols, old, values, strict=True):
                         if before != now or key in ("state", "server"):
                             table.update_cell(s.host, key, _styled(key, now, s),
                                               update_width=True)

@@ -170,3 +170,19 @@ def test_cells_say_n_a_and_dash_never_a_fake_zero() -> None:
     assert c["model"] == "H200" and c["tensor"] == "n/a" and c["util"] == "97%"
     assert c["power"] == "5.12 kW" and c["best"] == "1,234" and c["mem"].startswith("83%")
     assert s.to_json()["mem_pct"] == pytest.approx(83.47, abs=0.01)
+
+
+@pytest.mark.parametrize("argv", [["connect", "local", "demo"], ["demo", "--fleet"]])
+def test_no_fleet_view_without_a_terminal(argv: list[str],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2  # pytest's stdin/stdout are not terminals
+    captured = capsys.readouterr()
+    assert captured.out == "" and "needs a terminal" in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_fleet_usage_errors_name_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--hosts", "3"]) == 2
+    assert "--hosts goes with --fleet" in capsys.readouterr().err
+    assert main(["fleet", "--demo", "local"]) == 2
+    assert "--demo takes no HOST" in capsys.readouterr().err

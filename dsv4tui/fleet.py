@@ -30,7 +30,7 @@ from dsv4tui.hosts.supervisor import HostSupervisor
 from dsv4tui.telemetry import STALE_TICKS, Frame, FrameError, model_summary
 
 STREAM = "fleet:telemetry"  # the fleet's own stream name (a host's dashboard adds its own)
-STATUS_EVERY_S = 5.0
+STATUS_EVERY_S = 10.0  # the server state changes slowly; each poll is an agent process
 RUNS_EVERY_S = 30.0
 SETTLE_TIMEOUT_S = 20.0
 

@@ -25,7 +25,7 @@ DEMO_FLEET: tuple[tuple[str, int, str], ...] = (
 )
 OFFLINE = "offline"
 OFFLINE_TARGET = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
-PORT_BASE = 30100  # sim-h200 serves on 30100, sim-b200 on 30101, ...
+PORT_BASE = 30300  # sim-h200 serves on 30300, sim-b200 on 30301, ...
 
 
 def demo_specs(count: int | None = None, *, offline: bool = True) -> list[HostSpec]:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from plugins.pilot import until
+from plugins.sim import free_port, sim_profile
 from plugins.ssh_server import SshHost
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from dsv4tui.app import Dsv4App
 from dsv4tui.app_fleet import BACK, FleetApp, browse
@@ -22,6 +23,7 @@ from dsv4tui.config import HostConfig, Settings
 from dsv4tui.fleet import STREAM, Fleet
 from dsv4tui.hosts.resolve import host_spec
 from dsv4tui.screens.fleet import FleetScreen
+from dsv4tui.widgets.fleet_table import FleetTable
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -47,15 +49,20 @@ def silent_port() -> Iterator[int]:
 
 
 def _settings(silent_port: int) -> Settings:
+    """``refused``, ``hangs``, and ``local``/``testbox`` with a profile on a free port (so
+    their status is about that port, whatever else runs on this machine)."""
     settings = Settings()
+    settings.hosts["local"] = HostConfig(profiles={"sim": sim_profile(free_port())})
+    settings.hosts["testbox"] = HostConfig(ssh="testbox",
+                                           profiles={"sim": sim_profile(free_port())})
     settings.hosts["refused"] = HostConfig(ssh="nobody@127.0.0.1:1")
     settings.hosts["hangs"] = HostConfig(ssh=f"nobody@127.0.0.1:{silent_port}",
                                          connect_timeout_s=60)
     return settings
 
 
-def _cell(table: DataTable[Any], row: str, column: str) -> str:
-    return str(table.get_cell(row, column))
+def _cell(table: FleetTable, row: str, column: str) -> str:
+    return table.cell(row, column)
 
 
 async def test_fleet_view_live_beside_unreachable_hosts(sim_gpus: None, ssh_server: SshHost,
@@ -69,14 +76,14 @@ async def test_fleet_view_live_beside_unreachable_hosts(sim_gpus: None, ssh_serv
         async with app.run_test(size=(160, 48)) as pilot:
             screen = app.screen
             assert isinstance(screen, FleetScreen)
-            table: DataTable[Any] = screen.query_one(DataTable)
+            table = screen.query_one(FleetTable)
             await until(pilot, lambda: table.row_count == 4, 10, "a row per host")
             await until(pilot, lambda: "refused" in str(
                 screen.query_one("#fleet-problems", Static).render()), 20, "the reason")
             await until(pilot, lambda: _cell(table, "local", "gpus") == "8"
                         and _cell(table, "testbox", "gpus") == "8", 60, "both hosts' GPUs")
             await until(pilot, lambda: _cell(table, "testbox", "server") == "stopped", 30,
-                        "the server status over SSH")
+                        f"the server status over SSH {fleet.summary('testbox')}")
             # live: frames keep coming while one host is refused and one hangs
             frames = {n: fleet.summary(n).frames for n in ("local", "testbox")}
             await until(pilot, lambda: all(fleet.summary(n).frames >= frames[n] + 3
@@ -109,7 +116,7 @@ async def test_enter_opens_the_dashboard_and_back_keeps_the_connections(
         async with app.run_test(size=(160, 48)) as pilot:
             if isinstance(app, FleetApp):
                 seen.append("fleet")
-                table: DataTable[Any] = app.screen.query_one(DataTable)
+                table = app.screen.query_one(FleetTable)
                 if seen.count("fleet") == 1:
                     await until(pilot, lambda: table.row_count == 3
                                 and _cell(table, "testbox", "gpus") == "8"

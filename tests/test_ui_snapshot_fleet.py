@@ -31,16 +31,18 @@ async def test_frozen_rows() -> None:
     app = frozen_fleet_app()
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
-        from textual.widgets import DataTable, Static
+        from textual.widgets import Static
 
-        table = app.screen.query_one(DataTable)
+        from dsv4tui.widgets.fleet_table import FleetTable
+
+        table = app.screen.query_one(FleetTable)
         assert table.row_count == 5
         assert app.screen.highlighted() == "h200b"  # type: ignore[attr-defined]
-        assert str(table.get_cell("b200", "state")) == "reconnecting · retry 12s"
-        assert str(table.get_cell("ct200", "state")) == "connected · stale"
-        assert str(table.get_cell("ct200", "model")) == "RTX PRO 6000"
-        assert str(table.get_cell("gpu-old", "model")) == "no NVIDIA driver on gpu-old"
-        assert str(table.get_cell("h200a", "best")) == "2,875"
+        assert table.cell("b200", "state") == "reconnecting · retry 12s"
+        assert table.cell("ct200", "state") == "connected · stale"
+        assert table.cell("ct200", "model") == "RTX PRO 6000"
+        assert table.cell("gpu-old", "model") == "no NVIDIA driver on gpu-old"
+        assert table.cell("h200a", "best") == "2,875"
         problems = str(app.screen.query_one("#fleet-problems", Static).render())
         assert problems.splitlines() == ["✗ b200: connection refused by 10.0.0.7:22",
                                          "✗ gpu-old: telemetry: no NVIDIA driver on gpu-old"]

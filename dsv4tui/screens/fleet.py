@@ -15,11 +15,12 @@ from textual.app import ComposeResult
 from textual.containers import Container
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from dsv4tui.campaign.labels import safe_text
 from dsv4tui.fleet import HostSummary
 from dsv4tui.fleet_rows import WIDE, cells, columns, problems
+from dsv4tui.widgets.fleet_table import FleetTable
 from dsv4tui.widgets.text import esc, update_static
 
 _STATE_STYLE = {"connected": "bold green", "connecting": "yellow", "reconnecting": "yellow",
@@ -47,14 +48,13 @@ def _styled(key: str, value: str, s: HostSummary) -> Text:
 class FleetScreen(Screen[None]):
     """Every host of the fleet; ``enter`` opens the highlighted host's dashboard."""
 
-    BINDINGS = [("q", "app.quit", "Quit"), ("r", "refresh", "Refresh")]
+    BINDINGS = [("q", "app.quit", "Quit")]
 
     DEFAULT_CSS = """
     FleetScreen { layout: vertical; }
     FleetScreen #fleet-title { height: 1; padding: 0 1; background: $boost; }
-    FleetScreen #fleet-body { height: 1fr; }
-    FleetScreen DataTable { height: auto; max-height: 100%; }
-    FleetScreen #fleet-problems { height: auto; padding: 0 1; color: $error; }
+    FleetScreen #fleet-body { height: 1fr; overflow-x: auto; overflow-y: auto; }
+    FleetScreen #fleet-problems { height: auto; padding: 1 1 0 1; color: $error; }
     FleetScreen #fleet-keys {
         dock: bottom; height: 1; padding: 0 1; background: $panel; color: $foreground;
         text-wrap: nowrap; text-overflow: ellipsis;
@@ -72,7 +72,6 @@ class FleetScreen(Screen[None]):
         super().__init__(name="fleet")
         self.fleet_title = title
         self._selected = selected
-        self._rows: dict[str, tuple[str, ...]] = {}
         self._problems: list[str] = []
         self._compact = False
         self._last: list[HostSummary] = []
@@ -80,78 +79,51 @@ class FleetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="fleet-title", markup=True)
         with Container(id="fleet-body"):
-            table: DataTable[Text] = DataTable(id="fleet-table", cursor_type="row",
-                                               zebra_stripes=True)
-            yield table
+            yield FleetTable(id="fleet-table")
             yield Static("", id="fleet-problems", markup=False)
         yield Static("[b $accent]enter[/] open the host's dashboard ([b $accent]0[/] there: "
                      "back here)  [b $accent]↑↓[/] host  [b $accent]q[/] quit", id="fleet-keys",
                      markup=True)
 
     def on_mount(self) -> None:
-        self._set_columns(self.app.size.width < WIDE)
-        self.query_one(DataTable).focus()
+        self._compact = self.app.size.width < WIDE
+        self.query_one(FleetTable).focus()
 
     def on_resize(self, event: events.Resize) -> None:
         compact = event.size.width < WIDE
-        if compact != self._compact and self._last:
-            self._set_columns(compact)
-            self.show(self._last)
-
-    def _set_columns(self, compact: bool) -> None:
-        """The full table from WIDE columns on, the compact one below (rows re-added)."""
-        table: DataTable[Text] = self.query_one(DataTable)
-        if self._rows:
-            self._selected = self.highlighted() or self._selected
-        self._compact = compact
-        self._rows.clear()
-        table.clear(columns=True)
-        for key, title in columns(compact):
-            table.add_column(title, key=key)
+        if compact != self._compact:
+            self._compact = compact
+            if self._last:
+                self.show(self._last)
 
     def show(self, summaries: Sequence[HostSummary]) -> None:
-        """Redraw: new rows added, changed cells updated, nothing else touched."""
+        """Redraw: only the rows whose text changed are drawn again."""
         self._last = list(summaries)
-        table: DataTable[Text] = self.query_one(DataTable)
-        cols = columns(self._compact)
-        with self.app.batch_update():
-            for s in summaries:
-                row = {k: safe_text(v) for k, v in cells(s, self._compact).items()}
-                values = tuple(row[key] for key, _ in cols)
-                old = self._rows.get(s.host)
-                if old is None:
-                    table.add_row(*(_styled(k, row[k], s) for k, _ in cols), key=s.host)
-                    if s.host == self._selected:
-                        table.move_cursor(row=table.get_row_index(s.host))
-                elif old != values:
-                    for (key, _), before, now in zip(cols, old, values, strict=True):
-                        if before != now or key in ("state", "server"):
-                            table.update_cell(s.host, key, _styled(key, now, s),
-                                              update_width=True)
-                self._rows[s.host] = values
-            connected = sum(1 for s in summaries if s.connected)
-            sim = " · [b $warning]SIMULATED[/] hosts marked" if any(
-                s.simulated for s in summaries) else ""
-            update_static(self.query_one("#fleet-title", Static),
-                          f"[b]dsv4tui[/] · {esc(self.fleet_title)} · {len(summaries)} hosts · "
-                          f"{connected} connected{sim}", fixed_height=True)
-            lines = problems(summaries)
-            if lines != self._problems:
-                self._problems = lines
-                self.query_one("#fleet-problems", Static).update(
-                    "\n".join(f"✗ {safe_text(line)}" for line in lines))
+        table = self.query_one(FleetTable)
+        cols = list(columns(self._compact))
+        rows = []
+        for s in summaries:
+            row = {k: safe_text(v) for k, v in cells(s, self._compact).items()}
+            rows.append((s.host, {k: _styled(k, row[k], s) for k, _ in cols}))
+        first = table.row_count == 0
+        table.set_rows(cols, rows)
+        if first and self._selected:
+            table.move_to(self._selected)
+        connected = sum(1 for s in summaries if s.connected)
+        sim = " · [b $warning]SIMULATED[/] hosts marked" if any(
+            s.simulated for s in summaries) else ""
+        update_static(self.query_one("#fleet-title", Static),
+                      f"[b]dsv4tui[/] · {esc(self.fleet_title)} · {len(summaries)} hosts · "
+                      f"{connected} connected{sim}", fixed_height=True)
+        lines = problems(summaries)
+        if lines != self._problems:
+            self._problems = lines
+            self.query_one("#fleet-problems", Static).update(
+                "\n".join(f"✗ {safe_text(line)}" for line in lines))
 
     def highlighted(self) -> str | None:
-        table: DataTable[Text] = self.query_one(DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        return str(key.value) if key.value is not None else None
+        return self.query_one(FleetTable).highlighted()
 
-    @on(DataTable.RowSelected)
-    def _selected_row(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is not None:
-            self.post_message(self.Open(str(event.row_key.value)))
-
-    def action_refresh(self) -> None:
-        self.app.refresh()
+    @on(FleetTable.Selected)
+    def _selected_row(self, event: FleetTable.Selected) -> None:
+        self.post_message(self.Open(event.key))

@@ -186,3 +186,30 @@ def test_fleet_usage_errors_name_the_option(capsys: pytest.CaptureFixture[str]) 
     assert "--hosts goes with --fleet" in capsys.readouterr().err
     assert main(["fleet", "--demo", "local"]) == 2
     assert "--demo takes no HOST" in capsys.readouterr().err
+
+
+async def test_demo_fleet_json() -> None:
+    """``fleet --demo``: the demo fleet's simulated hosts (each its own GPUs) and the one
+    that cannot be reached."""
+    code, out, err = await fleet_cli("--demo", "--json")
+    assert code == 4 and err == ""
+    hosts = {h["host"]: h for h in json.loads(out)["hosts"]}
+    assert list(hosts) == ["sim-h200", "sim-b200", "sim-pro6000", "sim-h100", "offline"]
+    assert hosts["sim-h100"]["gpu_count"] == 4
+    assert hosts["sim-h100"]["gpu_model"] == "4× NVIDIA H100 80GB HBM3"  # noqa: RUF001
+    assert hosts["sim-b200"]["gpu_model"] == "8× NVIDIA B200"  # noqa: RUF001
+    assert all(h["simulated"] for n, h in hosts.items() if n != "offline")
+    assert "refused" in hosts["offline"]["error"]
+
+
+async def test_unknown_host_key_is_refused_in_the_fleet_too(sim_gpus: None,
+                                                            ssh_server: SshHost) -> None:
+    """The fleet checks host keys as every command does: an unknown key is that host's
+    one-line error (with its fingerprint), the other hosts answer."""
+    ssh_server.forget_known_hosts()
+    code, out, err = await fleet_cli("testbox", "local", "--json")
+    assert code == 4 and err == ""
+    hosts = {h["host"]: h for h in json.loads(out)["hosts"]}
+    assert hosts["testbox"]["state"] == "failed"
+    assert "host key" in hosts["testbox"]["error"] and "SHA256:" in hosts["testbox"]["error"]
+    assert hosts["local"]["gpu_count"] == 8

@@ -12,6 +12,7 @@ from dsv4tui.fleet import HostSummary
 from dsv4tui.telemetry import fmt_pct
 
 WIDE = 150  # the full table's width; narrower terminals get the compact one
+MEDIUM = 115  # from here on the compact table keeps the GPU model and the profile
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("host", "HOST"), ("state", "STATE"), ("gpus", "GPUS"), ("model", "MODEL"),
@@ -26,8 +27,21 @@ COMPACT_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+MEDIUM_COLUMNS: tuple[tuple[str, str], ...] = (
+    *COMPACT_COLUMNS[:3], ("model", "MODEL"), *COMPACT_COLUMNS[3:8], ("profile", "PROFILE"),
+    *COMPACT_COLUMNS[8:],
+)
+
+
 def columns(compact: bool = False) -> tuple[tuple[str, str], ...]:
     return COMPACT_COLUMNS if compact else COLUMNS
+
+
+def columns_for(width: int) -> tuple[bool, tuple[tuple[str, str], ...]]:
+    """(compact cells?, the columns) for a terminal ``width`` columns wide."""
+    if width >= WIDE:
+        return False, COLUMNS
+    return True, MEDIUM_COLUMNS if width >= MEDIUM else COMPACT_COLUMNS
 
 
 def _pct(value: float | None) -> str:

@@ -7,7 +7,8 @@ run. A host that cannot be reached shows its one-line reason and delays no other
 
 ``--json``: ``{"hosts": [...]}``, one object per host with its ``host`` name and either its
 figures or the one-line ``error``. Exit code: 0 when every host answered, 4 when at least one
-could not be reached (it is in the output with its error), 2 for bad usage.
+could not be connected (unreachable, or refused by its host key or authentication: it is in the
+output with its error), 2 for bad usage.
 ``--demo``: the simulated demo fleet (``dsv4tui demo --fleet`` shows it live).
 """
 

@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 from dsv4tui.campaign.labels import safe_text
 from dsv4tui.fleet import HostSummary
-from dsv4tui.fleet_rows import WIDE, cells, columns, problems
+from dsv4tui.fleet_rows import cells, columns_for, problems
 from dsv4tui.widgets.fleet_table import FleetTable
 from dsv4tui.widgets.text import esc, update_static
 
@@ -73,7 +73,7 @@ class FleetScreen(Screen[None]):
         self.fleet_title = title
         self._selected = selected
         self._problems: list[str] = []
-        self._compact = False
+        self._width = 0
         self._last: list[HostSummary] = []
 
     def compose(self) -> ComposeResult:
@@ -86,24 +86,25 @@ class FleetScreen(Screen[None]):
                      markup=True)
 
     def on_mount(self) -> None:
-        self._compact = self.app.size.width < WIDE
+        self._width = self.app.size.width
         self.query_one(FleetTable).focus()
 
     def on_resize(self, event: events.Resize) -> None:
-        compact = event.size.width < WIDE
-        if compact != self._compact:
-            self._compact = compact
+        if columns_for(event.size.width) != columns_for(self._width):
+            self._width = event.size.width
             if self._last:
                 self.show(self._last)
+        self._width = event.size.width
 
     def show(self, summaries: Sequence[HostSummary]) -> None:
         """Redraw: only the rows whose text changed are drawn again."""
         self._last = list(summaries)
         table = self.query_one(FleetTable)
-        cols = list(columns(self._compact))
+        compact, chosen = columns_for(self._width)
+        cols = list(chosen)
         rows = []
         for s in summaries:
-            row = {k: safe_text(v) for k, v in cells(s, self._compact).items()}
+            row = {k: safe_text(v) for k, v in cells(s, compact).items()}
             rows.append((s.host, {k: _styled(k, row[k], s) for k, _ in cols}))
         first = table.row_count == 0
         table.set_rows(cols, rows)

@@ -11,6 +11,8 @@ up/down (home/end), ``enter`` (or a click on the highlighted row) posts :class:`
 
 from __future__ import annotations
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
@@ -138,9 +140,13 @@ class FleetTable(Widget, can_focus=True):
         base = self.rich_style
         if y == 0:
             base = base + self.get_component_rich_style("fleet-table--header")
-        elif y - 1 == self.cursor:
-            base = base + self.get_component_rich_style("fleet-table--cursor")
-        return strip.extend_cell_length(width).crop(0, width).apply_style(base)
+        line = strip.extend_cell_length(width).crop(0, width).apply_style(base)
+        if y - 1 == self.cursor and y:
+            # over the cells' own colours: the highlighted row reads in the cursor's colours
+            cursor = self.get_component_rich_style("fleet-table--cursor")
+            line = Strip([Segment(text, (style or Style()) + cursor, control)
+                          for text, style, control in line], line.cell_length)
+        return line
 
     # -- keys and the mouse -----------------------------------------------------------------
     def _move(self, row: int) -> None:

@@ -77,13 +77,13 @@ def cells(s: HostSummary, compact: bool = False) -> dict[str, str]:
     """The row of ``s``, one string per :data:`COLUMNS` key ("—" where nothing is known,
     "n/a" where the host cannot say)."""
     dash = "—"
-    known = s.frames > 0
+    known = s.frames > 0 and s.connected  # a lost host's last figures are not shown as now
     mem = dash
-    if s.mem_total_mib:
+    if s.mem_total_mib and known:
         mem = _pct(s.mem_pct) if compact else (
             f"{_pct(s.mem_pct)} {(s.mem_used_mib or 0) / 1024:.0f}/{s.mem_total_mib / 1024:.0f}G")
     power = dash
-    if s.power_w is not None:
+    if s.power_w is not None and known:
         kw = "kW" if compact else " kW"
         power = f"{s.power_w / 1000:.2f}{kw}" if s.power_w >= 1000 else f"{s.power_w:.0f} W"
     model = short_model(s.gpu_model, one_kind=bool(s.gpu_count)) if s.gpu_model else dash
@@ -91,8 +91,8 @@ def cells(s: HostSummary, compact: bool = False) -> dict[str, str]:
         model = f"{model} SIMULATED" if model != dash else "SIMULATED"
     if s.telemetry_error and not known:
         model = s.telemetry_error
-    server = s.server or dash
-    if s.status_error and s.server is None:
+    server = (s.server or dash) if s.connected else dash
+    if s.status_error and s.server is None and s.connected:
         server = "unknown"
     return {
         "host": s.host, "state": state_text(s, compact),

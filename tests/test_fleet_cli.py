@@ -213,3 +213,16 @@ async def test_unknown_host_key_is_refused_in_the_fleet_too(sim_gpus: None,
     assert hosts["testbox"]["state"] == "failed"
     assert "host key" in hosts["testbox"]["error"] and "SHA256:" in hosts["testbox"]["error"]
     assert hosts["local"]["gpu_count"] == 8
+
+
+def test_a_lost_host_shows_no_figures_as_current() -> None:
+    s = HostSummary("h200a", state="reconnecting", retry_in=3.0, frames=9, gpu_count=8,
+                    gpu_model="8× NVIDIA H200", util_pct=97.0, power_w=5120.0,  # noqa: RUF001
+                    mem_used_mib=1.0, mem_total_mib=2.0, server="ready", best_tok_s=10.0,
+                    error="h200a: connection lost")
+    c = cells(s)
+    assert (c["util"], c["power"], c["mem"], c["server"]) == ("—", "—", "—", "—")
+    assert c["gpus"] == "8" and c["model"] == "H200" and c["best"] == "10"  # facts, the store
+    assert c["state"] == "reconnecting · retry 3s"
+    assert s.to_json() == {"host": "h200a", "state": "reconnecting",
+                           "error": "h200a: connection lost"}

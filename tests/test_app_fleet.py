@@ -188,3 +188,27 @@ async def test_zero_outside_a_fleet_says_so() -> None:
         await pilot.pause(0.2)
         assert app.is_running
         assert any("not opened from a fleet" in str(n.message) for n in app._notifications)
+
+
+async def test_a_dropped_link_reconnects_and_the_others_go_on(sim_gpus: None,
+                                                              ssh_server: SshHost) -> None:
+    """The SSH link of one host drops: its row says so (figures not shown as current), the
+    other host's frames keep coming, and the fleet reconnects it by itself."""
+    from dsv4tui.fleet_rows import cells
+
+    fleet = Fleet([host_spec(n, Settings()) for n in ("testbox", "local")], interval=0.5)
+    fleet.start()
+    tick = _Sleeper()
+    try:
+        box, local = fleet.summary("testbox"), fleet.summary("local")
+        await until(tick, lambda: box.frames > 1 and local.frames > 1, 60, "both streaming")
+        ssh_server.drop_connections()
+        await until(tick, lambda: box.state in ("lost", "reconnecting"), 20, "the drop seen")
+        assert cells(box)["util"] == "—" and "lost" in (box.error or "")
+        frames = local.frames
+        await until(tick, lambda: local.frames > frames + 2, 20, "local goes on")
+        got = box.frames
+        await until(tick, lambda: box.connected and box.frames > got + 1, 60, "reconnected")
+        assert box.error is None and cells(box)["util"] != "—"
+    finally:
+        await fleet.stop()

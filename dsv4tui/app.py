@@ -1264,6 +1264,7 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server_control.stop(self.host(), grace=5), 15)
         await self.release_supervisor(10)
+        await self.settle_screens()  # a screen mounting in the background (_warm_modes)
         if self._hangup:
             if self._store is not None:
                 with contextlib.suppress(Exception):

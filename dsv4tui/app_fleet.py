@@ -99,8 +99,9 @@ class FleetMember:
 
     async def _back(self) -> None:
         app: Any = self
-        app._stopping = True
+        app._stopping = True  # no more background screens are mounted (_warm_modes)
         await self.release_supervisor(5)
+        await app.settle_screens()
         app.exit(BACK)
 
 

@@ -46,6 +46,8 @@ ACTIONS: tuple[Action, ...] = (
            show=False),
     Action("screen.campaign", "7", "app.show('campaign')", "Campaign",
            "Campaign: variants x levels of a campaign the host runs by itself", show=False),
+    Action("screen.fleet", "0", "app.fleet", "Fleet",
+           "Fleet: back to every host (a dashboard opened from the fleet)", show=False),
     Action("backend", "b", "app.pick_backend", "Backend",
            "Pick the MoE runner backend (then restart)"),
     Action("attention", "a", "app.pick_attention", "Attention",

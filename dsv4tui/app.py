@@ -30,6 +30,7 @@ from textual.worker import Worker, WorkerState
 
 from dsv4tui import app_nodes, keymap, paths, themes
 from dsv4tui.app_campaign import CampaignWatcher
+from dsv4tui.app_fleet import FleetMember
 from dsv4tui.config import HostConfig, ServerProfile, Settings
 from dsv4tui.errors import ConfigError, ConnectError, UserError
 from dsv4tui.responsive import ResponsiveApp
@@ -175,7 +176,7 @@ def model_for(name: str, config: HostConfig, *, simulated: bool) -> m.UiModel:
     return model
 
 
-class Dsv4App(CampaignWatcher, ResponsiveApp):
+class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
     """``Dsv4App(spec=host_spec(...), settings=...)`` runs live; ``Dsv4App(model=frozen)``
     shows a frozen model (snapshot tests) without any host."""
 
@@ -393,11 +394,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
     # -- connection -------------------------------------------------------------------------
     @work(group="connect", exclusive=True, exit_on_error=False)
     async def connect_host(self) -> None:
-        from dsv4tui.hosts.supervisor import HostSupervisor
-
         spec = self.spec
-        sup = HostSupervisor(spec, on_state=self._on_supervisor_state,
-                             on_stream_error=self._on_stream_error)
+        sup = self.new_supervisor(spec)  # the fleet's, when opened from one (app_fleet)
         self._supervisor = sup
         self.model.conn.retry_in = sup.retry_in
         interval = self.settings.telemetry.interval_s
@@ -1275,9 +1273,8 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
             self.notify("stopping the simulated server …", timeout=5)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server_control.stop(self.host(), grace=5), 15)
-        if self._supervisor is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._supervisor.stop(), 10)
+        await self.release_supervisor(10)
+        await self.settle_screens()  # a screen mounting in the background (_warm_modes)
         if self._hangup:
             if self._store is not None:
                 with contextlib.suppress(Exception):
@@ -1290,9 +1287,7 @@ class Dsv4App(CampaignWatcher, ResponsiveApp):
         if self._node_streams is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._node_streams.stop(), 5)
-        if self._supervisor is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._supervisor.stop(), 5)
+        await self.release_supervisor(5)
         if self._store is not None:
             with contextlib.suppress(Exception):
                 self._store.close()

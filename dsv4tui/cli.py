@@ -17,7 +17,7 @@ from dsv4tui.errors import EXIT_CONFIG, EXIT_INTERRUPTED, UserError
 COMMAND_MODULES = (
     "config_cmd", "hosts_cmd", "check", "trust", "gpus", "server", "logs", "parse_log",
     "sanity", "sweep", "campaign", "runs", "store_cmd", "profile", "roofline", "demo",
-    "connect", "serve",
+    "connect", "serve", "fleet",
 )
 
 

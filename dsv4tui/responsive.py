@@ -67,6 +67,8 @@ class ResponsiveApp(App[int]):
         A mode's first visit composes and mounts its screen and runs Textual's stylesheet pass
         over it: 100-250 ms on a small machine, the slowest key press of a session. Done here,
         the first press of ``4`` is as quick as the second."""
+        if getattr(self, "_stopping", False):
+            return  # quitting (or back to the fleet): a screen mounting now would be torn down
         for mode in self._mode_names():
             if mode in self._screen_stacks:
                 continue
@@ -77,6 +79,16 @@ class ResponsiveApp(App[int]):
             self.set_timer(0.3, self._warm_modes)
             return
         self.call_after_refresh(self._freeze_heap)
+
+    async def settle_screens(self, timeout: float = 2.0) -> None:
+        """Wait (a little) for a screen mounting in the background to finish: an App that
+        exits while one mounts tears it down under its own on_mount (NoMatches)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline and any(
+                not screen.is_mounted for stack in self._screen_stacks.values()
+                for screen in stack):
+            await asyncio.sleep(0.02)
 
     def _freeze_heap(self) -> None:
         """Move what exists now (screens, widgets, caches) out of the cyclic GC's sight.

@@ -42,7 +42,8 @@ def imports(path: Path) -> set[str]:
 
 
 # The UI: Textual screens and widgets, the App and what it is built from, the key bindings.
-UI = ("screens", "widgets", "themes", "app.py", "app_campaign.py", "responsive.py", "keymap.py")
+UI = ("screens", "widgets", "themes", "app.py", "app_campaign.py", "app_fleet.py", "responsive.py",
+      "keymap.py")
 
 
 def core_modules() -> list[Path]:

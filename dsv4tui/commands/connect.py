@@ -1,4 +1,5 @@
-"""`dsv4tui connect HOST`: open the dashboard attached to HOST."""
+"""`dsv4tui connect HOST`: open the dashboard attached to HOST; `connect HOST HOST ...`: the
+Fleet view of those hosts (each row's ``enter`` opens its dashboard, ``0`` goes back)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("connect", help="open the dashboard for HOST (a config host, an "
-                       "~/.ssh/config alias, user@host[:port], local or demo)")
-    p.add_argument("host", metavar="HOST")
+                       "~/.ssh/config alias, user@host[:port], local or demo); several hosts: "
+                       "the Fleet view of them all")
+    p.add_argument("host", metavar="HOST", nargs="+")
     p.add_argument("--accept-new", action="store_true",
                    help="trust an unknown host key on first use (a changed key is still refused)")
     add_app_args(p)
@@ -55,12 +57,32 @@ def build_app(args: argparse.Namespace) -> Any:
     from dsv4tui.hosts.resolve import host_spec
 
     settings, path = load_settings(args)
-    spec = host_spec(args.host, settings, accept_new=args.accept_new)
+    name = args.host if isinstance(args.host, str) else args.host[0]
+    spec = host_spec(name, settings, accept_new=args.accept_new)
     return Dsv4App(spec, settings=settings, theme=args.theme, start_mode=args.screen,
                    config_path=path)
 
 
 def run(args: argparse.Namespace) -> int:
+    hosts = [args.host] if isinstance(args.host, str) else list(args.host)
+    if len(hosts) > 1:
+        return run_fleet(args, hosts)
     app = build_app(args)
     need_terminal("connect")
     return app.run() or 0
+
+
+def run_fleet(args: argparse.Namespace, hosts: list[str]) -> int:
+    """The Fleet view of ``hosts``, connected in parallel (dsv4tui.app_fleet.browse)."""
+    from dsv4tui.app_fleet import browse
+    from dsv4tui.commands.output import run_async
+    from dsv4tui.fleet import Fleet, specs_for
+
+    settings, path = load_settings(args)
+    specs = specs_for(hosts, settings, accept_new=args.accept_new)  # a bad name fails here
+    need_terminal("connect")
+
+    async def main() -> int:
+        fleet = Fleet(specs, interval=max(1.0, settings.telemetry.interval_s))
+        return await browse(fleet, settings=settings, theme=args.theme, config_path=path)
+    return run_async(main())

@@ -12,6 +12,10 @@ from typing import Any
 
 from dsv4tui.commands.connect import add_app_args, need_terminal
 from dsv4tui.commands.output import load_settings
+from dsv4tui.config import SweepPlan
+from dsv4tui.errors import EXIT_CONFIG, UserError
+
+FLEET_STARTS = 2  # the demo fleet starts the simulated server on this many hosts
 
 
 def register(sub: Any) -> None:
@@ -22,6 +26,10 @@ def register(sub: Any) -> None:
     p.add_argument("--nodes", type=int, choices=(1, 2), default=1,
                    help="2: a host made of two simulated nodes of 8 H200 on this machine "
                    "(demo-pair: one launch at TP 16 across both)")
+    p.add_argument("--fleet", action="store_true",
+                   help="the Fleet view of several simulated hosts (and one unreachable)")
+    p.add_argument("--hosts", type=int, default=None, metavar="N",
+                   help="with --fleet: how many simulated hosts (default 4)")
     add_app_args(p)
     p.set_defaults(func=run)
 
@@ -29,7 +37,7 @@ def register(sub: Any) -> None:
 def build_app(args: argparse.Namespace) -> Any:
     """The demo's dashboard (``demo``, and each browser tab of ``serve demo``)."""
     from dsv4tui.app import Dsv4App
-    from dsv4tui.config import DEMO, DEMO_PAIR, SweepPlan
+    from dsv4tui.config import DEMO, DEMO_PAIR
     from dsv4tui.hosts.resolve import host_spec
 
     settings, _ = load_settings(args)
@@ -43,6 +51,43 @@ def build_app(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fleet:
+        return run_fleet(args)
+    if args.hosts is not None:
+        raise UserError("demo: --hosts goes with --fleet", EXIT_CONFIG)
     app = build_app(args)
     need_terminal("demo")
     return app.run() or 0
+
+
+def run_fleet(args: argparse.Namespace) -> int:
+    """The demo fleet (dsv4tui.fleet_demo) in the Fleet view; the simulated servers it
+    started on the first hosts are stopped when it ends."""
+    from dsv4tui import fleet_demo
+    from dsv4tui.app_fleet import browse
+    from dsv4tui.commands.output import run_async
+    from dsv4tui.fleet import Fleet
+
+    if args.hosts is not None and not 1 <= args.hosts <= 64:
+        raise UserError("demo: --hosts must be 1 to 64", EXIT_CONFIG)
+    settings, _ = load_settings(args)
+    if "sweep" not in settings.model_fields_set:
+        settings.sweep = SweepPlan(levels=[(1, 4), (8, 16), (16, 32)], output_len=64)
+    specs = fleet_demo.demo_specs(args.hosts)
+    need_terminal("demo")
+
+    async def main() -> int:
+        import asyncio
+
+        fleet = Fleet(specs)
+        fleet.start()
+        names = [] if args.no_start else [s.name for s in specs if s.simulated][:FLEET_STARTS]
+        starting = asyncio.create_task(fleet_demo.start_servers(fleet, names))
+
+        async def cleanup() -> None:
+            started = await asyncio.wait_for(starting, 30) if not starting.done() \
+                else starting.result()
+            await fleet_demo.stop_servers(fleet, started)
+        return await browse(fleet, settings=settings, theme=args.theme, title="demo fleet",
+                            before_stop=cleanup)
+    return run_async(main())

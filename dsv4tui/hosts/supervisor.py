@@ -77,6 +77,7 @@ class HostSupervisor:
         self._base = backoff_base
         self._cap = backoff_cap
         self._streams: dict[str, _Stream] = {}
+        self._watchers: list[tuple[StateCallback | None, ErrorCallback | None]] = []
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._stopping = False
@@ -95,6 +96,28 @@ class HostSupervisor:
         self.state, self.detail = state, detail
         if self._on_state:
             self._on_state(self)
+        for on_state, _ in list(self._watchers):
+            if on_state:
+                on_state(self)
+
+    def watch(self, on_state: StateCallback | None = None,
+              on_stream_error: ErrorCallback | None = None) -> Callable[[], None]:
+        """Also tell ``on_state`` / ``on_stream_error`` (a second owner of this supervisor:
+        a host's dashboard opened from the fleet); returns the function that stops it."""
+        entry = (on_state, on_stream_error)
+        self._watchers.append(entry)
+
+        def unwatch() -> None:
+            with contextlib.suppress(ValueError):
+                self._watchers.remove(entry)
+        return unwatch
+
+    def _stream_error(self, name: str, error: UserError) -> None:
+        if self._on_stream_error:
+            self._on_stream_error(name, error)
+        for _, on_error in list(self._watchers):
+            if on_error:
+                on_error(name, error)
 
     def backoff(self, attempt: int) -> float:
         return float(min(self._cap, self._base * (2 ** max(0, attempt))))
@@ -230,8 +253,7 @@ class HostSupervisor:
             except ConnectError:
                 return  # the run loop sees the link drop and restarts us after reconnecting
             except AgentFailed as exc:
-                if self._on_stream_error:
-                    self._on_stream_error(stream.name, exc)
+                self._stream_error(stream.name, exc)
                 if exc.exit_code in _FINAL_STREAM_EXIT:
                     return
                 failures += 1

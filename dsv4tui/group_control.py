@@ -265,10 +265,12 @@ def group_stopped(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def node_status(nodes: Sequence[Host | None], names: list[str], profile_name: str | None,
-                      config: Any, errors: dict[int, str] | None = None
+                      config: Any, errors: dict[int, str] | None = None, *, http: bool = True
                       ) -> list[dict[str, Any]]:
-    """Every node's ``status`` event (``node``, ``rank`` added; an unreachable node's error)."""
-    args = ["server", "status"]
+    """Every node's ``status`` event (``node``, ``rank`` added; an unreachable node's error).
+    ``http=False``: from each node's processes and log only (the watcher's poll, which would
+    otherwise put two access-log lines a second into rank 0's log)."""
+    args = ["server", "status"] + ([] if http else ["--no-http"])
     if config.profiles:
         _, profile = config.profile(profile_name)
         args += ["--port", str(profile.port), "--host", profile.host]

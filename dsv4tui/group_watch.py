@@ -197,7 +197,8 @@ async def _watch_connected(host: Any, host_name: str, names: list[str]) -> int |
     lost = 0
     async with group_control.Nodes(host) as nodes:
         while True:
-            status = await group_control.node_status(nodes, names, None, host.config)
+            status = await group_control.node_status(nodes, names, None, host.config,
+                                                     http=False)
             lost = lost + 1 if any(n.get("error") for n in status) else 0
             if lost >= LOST_POLLS:
                 return None

@@ -268,3 +268,24 @@ def test_bad_input_one_error_event(agent_env: AgentEnv, args: list[str], kind: s
     rc, events = agent_env.run(*args)
     assert rc == code
     assert [e["type"] for e in events] == ["error"] and events[0]["kind"] == kind
+
+
+def test_status_without_http_reads_processes_and_log_only(agent_env: AgentEnv) -> None:
+    """The node-group watcher polls every second with --no-http: it must not put two access-log
+    lines a second into the server's log, and must still tell ready from crashed."""
+    port = free_port()
+    log = agent_env.home / "sim.log"
+    code, events = agent_env.run(*agent_env.start_args(sim_argv(port), port, "--log", str(log),
+                                                       "--wait-ready"))
+    assert code == 0, events
+    before = log.read_text().count('"GET /health')
+    assert before > 0  # the simulator logs every request, as uvicorn's access log does
+    for _ in range(3):
+        code, events = agent_env.run("server", "status", "--no-http")
+        status = event(events, "status")
+        assert code == 0 and status["state"] == "ready" and status["health"] is None
+    time.sleep(0.3)
+    assert log.read_text().count('"GET /health') == before  # no request reached the server
+    code, events = agent_env.run("server", "status")  # without it: the health probe
+    assert event(events, "status")["health"] == 200
+    agent_env.run("server", "stop")

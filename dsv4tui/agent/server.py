@@ -755,8 +755,9 @@ def _parse_log(path: Optional[str], secrets: List[str]) -> Dict[str, Any]:
 
 
 def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
-                  host: Optional[str] = None) -> Dict[str, Any]:
-    """The ``status`` event's fields."""
+                  host: Optional[str] = None, http: bool = True) -> Dict[str, Any]:
+    """The ``status`` event's fields. ``http=False``: from the processes and the log alone, no
+    request to the server (a watcher polling every second must not fill its access log)."""
     asked = port
     if state and not state.get("stopped_at") and alive(state.get("pid"), state.get("proc_start")):
         asked = None  # our live server is the answer, whichever port was asked about
@@ -785,7 +786,7 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
                 base.update(state="stopping", phase="draining")
             return base
         if alive(pid, start):
-            hl = health.health(port, probe)
+            hl = health.health(port, probe) if http else {"status": None}
             ready = hl["status"] == 200 or (parser.ready and parser.current_phase == "ready")
             phase = parser.current_phase if not ready or parser.current_phase == "draining" \
                 else "ready"
@@ -796,7 +797,7 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
                         startup_s=parser.startup_s)
             if phase == "draining":
                 base["state"] = "stopping"
-            elif base["state"] == "ready":
+            elif base["state"] == "ready" and http:
                 key_env = state.get("api_key_env")
                 base["server_info"] = health.summarize_server_info(health.server_info(
                     port, probe, os.environ.get(key_env) if key_env else None, timeout=2.0))
@@ -808,6 +809,9 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
                     last_errors=logparse.error_lines(info["events"]), tail=info["tail"])
         return base
     owner = health.port_owner(port, probe)
+    if owner is not None and not http:
+        base.update(state="foreign", foreign=owner)
+        return base
     if owner is not None:
         hl = health.health(port, probe)
         key_env = (state or {}).get("api_key_env")
@@ -917,7 +921,8 @@ def status(args: Any) -> int:
     if args.wait_ready and _ours_alive(state):
         assert state is not None
         return wait_ready(state, args.timeout)
-    protocol.emit("status", **status_fields(state, args.port, args.host))
+    protocol.emit("status", **status_fields(state, args.port, args.host,
+                                            http=not getattr(args, "no_http", False)))
     return 0
 
 
@@ -994,5 +999,7 @@ def add_parser(sub: Any) -> None:
     u.add_argument("--port", type=int, help="port to check (default: our server's, or 30000)")
     u.add_argument("--host", help="the server's --host")
     u.add_argument("--wait-ready", action="store_true", help="if starting, follow until ready")
+    u.add_argument("--no-http", action="store_true",
+                   help="from the processes and the log only: no request to the server")
     u.add_argument("--timeout", type=float, default=1800.0)
     u.set_defaults(func=status)

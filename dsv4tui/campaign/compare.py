@@ -420,6 +420,7 @@ def server_args_differences(facts: Mapping[int, Mapping[str, Any] | None],
     lines: list[str] = []
 
     def differ(label: str, values: dict[int, Any]) -> None:
+        values = {i: v for i, v in values.items() if v is not None}  # unknown is no difference
         if len({repr(v) for v in values.values()}) > 1:
             lines.append(f"{label}: " + ", ".join(f"#{i} {_shown(v)}" for i, v in values.items()))
 
@@ -434,8 +435,8 @@ def server_args_differences(facts: Mapping[int, Mapping[str, Any] | None],
     args = {i: entry[i].get("args") or empty for i in ids}
     missing = [i for i in ids if not args[i]]
     if missing and len(missing) < len(ids):
-        lines.append("server args not recorded for " + ", ".join(f"#{i}" for i in missing)
-                     + " (the server did not report them, or an older run)")
+        lines.append("no server facts for " + ", ".join(f"#{i}" for i in missing)
+                     + " (the server did not report them, an older run, or an imported one)")
     have = [i for i in ids if args[i]]
     if len(have) >= 2:
         keys = sorted({k for i in have for k in args[i]} - SERVER_ARGS_IGNORED)

@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
+from dsv4tui import keymap
 from dsv4tui.screens.base import LogScreen
 from dsv4tui.screens.messages import PROFILES, SANITY, SERVER, STARTUP
 from dsv4tui.screens.model import UiModel
@@ -54,8 +55,15 @@ def profile_markup(model: UiModel, next_backend: str | None = None) -> str:
     return "\n".join(lines)
 
 
-HINT = ("[$primary]b[/] backend  [$primary]p[/] profile  [$primary]r[/] restart  "
-        "[$primary]s[/] sanity")
+HINT_KEYS = (("backend", "backend"), ("attention", "attention"), ("profile", "profile"),
+             ("restart", "restart"), ("sanity", "sanity"))
+
+
+def hint_markup(km: dict[str, str]) -> str:
+    """The panel's keys, as the keymap binds them (remapped keys too)."""
+    parts = [f"[$primary]{escape(keymap.display_key(km.get(i, keymap.BY_ID[i].key)))}[/] {word}"
+             for i, word in HINT_KEYS]
+    return "  ".join(parts[:3]) + "\n" + "  ".join(parts[3:])
 
 
 class LaunchScreen(LogScreen):
@@ -66,7 +74,8 @@ class LaunchScreen(LogScreen):
         with VerticalScroll(id="launch-profile", classes="panel") as left:
             left.border_title = "launch profile"
             yield Static("", id="profile-fields", markup=True)
-            yield Static(HINT, id="launch-hint", markup=True)
+            yield Static(hint_markup(getattr(self.app, "_keymap", None) or {}),
+                         id="launch-hint", markup=True)
         with Vertical(id="launch-right"):
             with Vertical(id="launch-startup", classes="panel") as box:
                 box.border_title = "restart"

@@ -446,7 +446,7 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
         if conn.state == "connected" and was_down:
             self.model.logs.append("──── reconnected ────")
             self.mark(LOGS)
-            self.run_worker(self.refresh_status_worker, group="status", exclusive=True,
+            self.run_worker(self._refresh_status(), group="status", exclusive=True,
                             exit_on_error=False)
             if self._sweep_cid is None and not self._stopping:
                 self.attach_running()  # started while we were away (another console)
@@ -502,11 +502,6 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
         return sup.host
 
     # -- server status and the log stream ---------------------------------------------------
-    async def refresh_status_worker(self) -> None:
-        """``_refresh_status`` as a status worker: handed over uncalled, so a worker that an
-        exclusive newer one cancels before it ran leaves no coroutine never awaited."""
-        await self._refresh_status()
-
     async def _refresh_status(self) -> dict[str, Any]:
         from dsv4tui import server_control
 
@@ -640,7 +635,7 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
             srv.state = "crashed" if excerpt else "unknown"
             self.mark(STARTUP, SERVER)
             if not isinstance(exc, asyncio.CancelledError):
-                self.run_worker(self.refresh_status_worker, group="status", exclusive=True,
+                self.run_worker(self._refresh_status(), group="status", exclusive=True,
                                 exit_on_error=False)
             raise
         su.status, su.ended = "ready", self.model.mono()

@@ -96,7 +96,7 @@ class CampaignWatcher:
                 su.error_lines = [str(x) for x in ev.get("last_errors") or []]
                 model.server.state = "crashed"
             app.mark(STARTUP, SERVER)
-            app.run_worker(app.refresh_status_worker, group="status", exclusive=True,
+            app.run_worker(app._refresh_status(), group="status", exclusive=True,
                             exit_on_error=False)
         elif kind == "run_start":
             app._new_sweep_view(ev, now)

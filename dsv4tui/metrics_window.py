@@ -120,7 +120,9 @@ class MetricsWindow:
         return {q: quantile(d, q) for q in qs}
 
     def quantile_history(self, key: str, q: float, points: int = 30) -> tuple[float, ...]:
-        """The sliding-window quantile at each of the last ``points`` samples (sparklines)."""
+        """The sliding-window quantile at each of the last ``points`` samples (sparklines);
+        0 where a window held no request after the first that did (the line drops, rather than
+        the last value standing for a minute with nothing behind it)."""
         samples = list(self.samples)
         out: list[float] = []
         for i in range(max(0, len(samples) - points), len(samples)):
@@ -136,4 +138,6 @@ class MetricsWindow:
             v = quantile(d, q)
             if v is not None:
                 out.append(v)
+            elif out:
+                out.append(0.0)
         return tuple(out)

@@ -104,3 +104,13 @@ def test_a_failed_scrape_is_an_error_not_a_zero() -> None:
     win.add({"ok": False, "error": "/metrics answered HTTP 404", "interval": 1.0}, now=1.0)
     assert win.last_error == "/metrics answered HTTP 404" and not win.samples
     assert win.latest(now=1.0) is None
+
+
+def test_latency_history_drops_when_no_request_is_in_the_window() -> None:
+    """A sparkline of TTFT must not hold the last value for a minute with nothing behind it."""
+    win = MetricsWindow(window_s=10.0)
+    for k in range(40):
+        done = min(k, 10) * 2.0  # two requests a second for 10 s, then none
+        win.add(sample(1000.0 + k, hist([done, 0, 0, 0, 0, 0, 0]), 0.0), now=float(k))
+    history = win.quantile_history("ttft", 0.5, points=40)
+    assert history[5] > 0 and history[-1] == 0.0  # requests, then an empty window

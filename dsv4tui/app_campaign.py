@@ -112,13 +112,17 @@ class CampaignWatcher:
         meta = ev.get("meta") or {}
         old = app.model.sweep
         levels = [(int(c), int(n)) for c, n in plan.get("levels") or []]
+        # open-loop levels come after the C levels (C = max_concurrency, or 0 without a cap)
+        rates = [(float(r), int(n)) for r, n in plan.get("rates") or []]
+        cap = int(plan.get("max_concurrency") or 0)
         started = old.started if old.status == "starting" and old.label == ev.get("label") \
             else now
         app.model.sweep = m.SweepView(
             status="starting", label=ev.get("label"), host=app.model.conn.host,
             backend=meta.get("backend"), checkpoint=meta.get("checkpoint"),
             input_len=plan.get("input_len"), output_len=plan.get("output_len"),
-            levels=[m.LevelRow(c, n) for c, n in levels], started=started)
+            levels=[m.LevelRow(c, n) for c, n in [*levels, *((cap, n) for _, n in rates)]],
+            rates=rates, started=started)
         app._live_levels = {}
         app.model.sanity = m.SanityView(status="running", backend=meta.get("backend"),
                                          checkpoint=meta.get("checkpoint"))
@@ -186,14 +190,14 @@ class CampaignWatcher:
         from dsv4tui.config import SweepPlan
 
         host = app.host()
+        # every field the dialog showed: levels, rates, lengths, range ratio, goodput, seed
         plan = SweepPlan.model_validate({**app.settings.sweep.model_dump(),
-                                         "levels": plan_input.levels,
-                                         "input_len": plan_input.input_len,
-                                         "output_len": plan_input.output_len})
+                                         **plan_input.plan_fields()})
         app.model.sweep = sw = m.SweepView(
             status="starting", label=plan_input.label, host=host.name,
             input_len=plan.input_len, output_len=plan.output_len,
-            levels=[m.LevelRow(c, n) for c, n in plan.levels], started=app.model.mono())
+            levels=[m.LevelRow(c, n) for c, n in plan.level_shapes()],
+            rates=list(plan.rates), started=app.model.mono())
         app._live_levels = {}
         app.mark(SWEEP)
         try:

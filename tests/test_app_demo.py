@@ -65,9 +65,14 @@ async def pick(pilot: object, app: Dsv4App, value: str) -> None:
     await pilot.press(*([step] * abs(index - current)), "enter")  # type: ignore[attr-defined]
 
 
-async def sweep(pilot: object, app: Dsv4App) -> None:
+async def sweep(pilot: object, app: Dsv4App, **boxes: str) -> None:
+    """w, the plan dialog (``boxes``: plan-rates="4:4", ... typed into it), enter."""
+    from textual.widgets import Input
+
     await pilot.press("w")  # type: ignore[attr-defined]
     await until(pilot, lambda: isinstance(app.screen, SweepPlanScreen), 5, "the plan dialog")
+    for box, text in boxes.items():
+        app.screen.query_one(f"#{box.replace('_', '-')}", Input).value = text
     await pilot.press("enter")  # type: ignore[attr-defined]
     await until(pilot, lambda: app.model.sweep.status not in ("idle", "starting", "running"),
                 60, "the sweep to end")
@@ -99,9 +104,11 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         await until(pilot, lambda: m.sanity.status == "passed", 30, "sanity passed")
         await until(pilot, lambda: len(m.logs) > 20, 10, "server log lines")
 
-        await sweep(pilot, app)
+        # what the dialog shows is what runs: a rate level, goodput targets, a seed
+        await sweep(pilot, app, plan_rates="8:4", plan_goodput="ttft:60000", plan_seed="7")
         assert m.sweep.status == "done", m.sweep.detail
-        assert [lv.status for lv in m.sweep.levels] == ["done", "done"]
+        assert [lv.status for lv in m.sweep.levels] == ["done", "done", "done"]
+        assert m.sweep.rates == [(8.0, 4)]
         assert all(lv.out_tok_s for lv in m.sweep.levels)
         assert m.sweep.label == "MXFP4_marlin"
         # the dashboard's restart is a recorded launch, and the sweep's run points at it
@@ -112,6 +119,10 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
             [run] = store.runs()
             assert (launch.backend, launch.ok, run.backend, run.launch_id) == (
                 "marlin", True, "marlin", launch.id)
+            assert run.plan["rates"] == [[8.0, 4]] and run.plan["seed"] == 7, run.plan
+            assert run.plan["goodput"] == {"ttft_ms": 60000.0}
+            rate_level = [lv for lv in store.levels(run.id) if lv.stats.get("rate")]
+            assert [lv.stats["rate"] for lv in rate_level] == [8.0]
 
         # p: the NVFP4 profile, same restart flow, then a second sweep
         await pilot.press("p")
@@ -137,14 +148,18 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         await until(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "compare view")
         cmp = m.runs.compare
         assert cmp is not None and len(cmp.runs) == 2
-        assert all(len(cmp.points[r.id]) == 2 for r in cmp.runs)
+        assert sorted(len(cmp.points[r.id]) for r in cmp.runs) == [2, 3]  # + a rate level
         assert {r.label for r in cmp.runs} == {"MXFP4_marlin", "NVFP4_marlin"}
         await pilot.press("e")
         exports = Path(os.environ["DSV4TUI_DATA_DIR"]) / "exports"
         await until(pilot, lambda: exports.is_dir() and any(exports.glob("*.csv")), 10, "export")
         assert app.last_error is None
         rows = list(csv.DictReader(next(exports.glob("*.csv")).open(encoding="utf-8")))
-        assert len(rows) == 4 and all(float(r["output_tok_s"]) > 0 for r in rows)  # numbers
+        measured = [r for r in rows if r["output_tok_s"]]  # the NVFP4 run had no rate level
+        assert len(rows) == 6 and len(measured) == 5
+        assert all(float(r["output_tok_s"]) > 0 for r in measured)  # numbers
+        # the rate level is told apart from the C levels (C 0, its rate given)
+        assert sorted(r["rate"] for r in rows) == ["", "", "", "", "8.0", "8.0"]
         assert {r["baseline_run_id"] for r in rows} == {str(cmp.baseline_id)}
         await pilot.press("escape")
         assert isinstance(app.screen, RunsScreen)

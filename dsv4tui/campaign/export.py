@@ -72,8 +72,8 @@ def _csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def compare_csv_rows(cmp: Comparison) -> tuple[list[str], list[list[Any]]]:
     """One row per C and run; numbers, not display text."""
-    header = ["concurrency", "run_id", "label", "host", "backend", "checkpoint",
-              "baseline_run_id", "is_baseline"]
+    header = ["concurrency", "rate", "run_id", "label", "host", "backend", "checkpoint",
+              "baseline_run_id", "is_baseline"]  # rate: req/s of an open-loop level, else empty
     for col in COMPARE_COLUMNS:
         header.append(col.key)
         if col.change:
@@ -81,7 +81,7 @@ def compare_csv_rows(cmp: Comparison) -> tuple[list[str], list[list[Any]]]:
     header += ["power_w", "errors", "partial"]
     rows: list[list[Any]] = []
     for row in cmp.rows():
-        cells: list[Any] = [row.concurrency, row.run.id, row.run.label, row.run.host,
+        cells: list[Any] = [row.concurrency, row.rate, row.run.id, row.run.label, row.run.host,
                             row.run.backend, row.run.checkpoint, cmp.baseline_id,
                             int(row.is_baseline)]
         for col in COMPARE_COLUMNS:
@@ -108,7 +108,8 @@ def compare_markdown(cmp: Comparison) -> str:
             head.append(change_title(base))
     lines = ["| " + " | ".join(md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
     for row in cmp.rows():
-        cells = [str(row.concurrency), md_cell(row.name + (" (baseline)" if row.is_baseline
+        cells = [row.load if row.rate is not None else str(row.concurrency),
+                 md_cell(row.name + (" (baseline)" if row.is_baseline
                                                             else ""))]
         for col in COMPARE_COLUMNS:
             cells.append(col.text(row.values.get(col.key)))

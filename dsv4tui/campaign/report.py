@@ -306,8 +306,8 @@ def compare_cells(report: Report) -> list[tuple[Any, list[tuple[str, str | None,
         if row.run.id not in measured:
             continue
         name = row.name + (" (baseline)" if row.is_baseline else "")
-        cells: list[tuple[str, str | None, Any]] = [(str(row.concurrency), "concurrency",
-                                                     row.concurrency),
+        load = row.load if row.rate is not None else str(row.concurrency)  # "5 req/s"
+        cells: list[tuple[str, str | None, Any]] = [(load, "concurrency", row.concurrency),
                                                     (safe_text(name), None, None)]
         if row.point is None:
             cells.append(("not run", None, None))

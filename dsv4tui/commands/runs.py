@@ -36,10 +36,10 @@ def register(sub: Any) -> None:
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=run_show)
     q = rsub.add_parser("compare", help="tok/s, TTFT p50/p99, TPOT p50, tensor, tok/s per kW "
-                        "and roofline % per C, % change against the baseline run")
+                        "and roofline %% per C, %% change against the baseline run")
     q.add_argument("runs", metavar="ID", nargs="+")
     q.add_argument("--baseline", metavar="ID",
-                   help="the run the % change is against (default: the first ID)")
+                   help="the run the %% change is against (default: the first ID)")
     q.add_argument("--format", choices=("table", "json", "csv", "md"), default="table",
                    help="table (default), json, csv (numbers only) or md")
     q.add_argument("--json", action="store_true", help="same as --format json")
@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
                         "one file; md: its SVG charts beside it)")
     q.add_argument("runs", metavar="ID", nargs="+")
     q.add_argument("--baseline", metavar="ID",
-                   help="the run the % change is against (default: the first that measured)")
+                   help="the run the %% change is against (default: the first that measured)")
     q.add_argument("--out", "-o", metavar="FILE", help="where to write it (default: the data "
                    "dir's reports folder)")
     q.add_argument("--format", choices=("html", "md"), default=None,

@@ -27,7 +27,10 @@ def plan_markup(model: UiModel, default_label: str) -> str:
     if sw.status == "idle":
         return (f"no sweep yet · label [b]{escape(default_label)}[/b] · "
                 "[$primary]w[/] plans and starts one")
-    levels = ",".join(f"{lv.concurrency}:{lv.requests}" for lv in sw.levels)
+    closed = sw.levels[:len(sw.levels) - len(sw.rates)]  # the rate levels' rows come last
+    levels = ",".join(f"{lv.concurrency}:{lv.requests}" for lv in closed) or "none"
+    if sw.rates:
+        levels += " · rates " + ",".join(f"{r:g}/s:{n}" for r, n in sw.rates)
     color = _STATUS_COLOR.get(sw.status, "$foreground")
     elapsed = ""
     if sw.started is not None:

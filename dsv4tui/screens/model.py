@@ -248,6 +248,7 @@ class SweepView:
     input_len: int | None = None
     output_len: int | None = None
     levels: list[LevelRow] = field(default_factory=list)
+    rates: list[tuple[float, int]] = field(default_factory=list)  # the open-loop levels' rates
     current: int | None = None
     started: float | None = None
     ended: float | None = None

@@ -292,10 +292,11 @@ def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
     rows: list[list[str]] = []
     for row in cmp.rows():
         name = row.name + (" (base)" if row.is_baseline else "")
+        load = row.load if row.rate is not None else str(row.concurrency)  # "5 req/s"
         if row.point is None:
-            rows.append([str(row.concurrency), name, "not run"] + [""] * (len(headers) - 3))
+            rows.append([load, name, "not run"] + [""] * (len(headers) - 3))
             continue
-        cells = [str(row.concurrency), name]
+        cells = [load, name]
         for col in cmp.columns():
             cells.append(col.text(row.values.get(col.key), none="n/a", unit=col.unit == "%"))
             if col.change:

@@ -42,6 +42,7 @@ class MetricsWindow:
     def __init__(self, keep_s: float = 600.0, window_s: float = 60.0) -> None:
         self.keep_s = keep_s
         self.window_s = window_s
+        self._restarted_at: float | None = None
         self.samples: deque[tuple[float, dict[str, Any]]] = deque()
         self.last_error: str | None = None
         self.interval = 1.0
@@ -54,6 +55,7 @@ class MetricsWindow:
         self.last_error = None
         if self.samples and self._restarted(self.samples[-1][1], sample):
             self.samples.clear()  # counters started again: the old window says nothing now
+            self._restarted_at = now  # (a first sample after it counts since then: in window)
         self.samples.append((now, dict(sample)))
         while self.samples and self.samples[0][0] < now - self.keep_s:
             self.samples.popleft()
@@ -108,9 +110,17 @@ class MetricsWindow:
         if latest is None:
             return None
         old = self._at_or_before(self.samples[-1][0] - self.window_s)
+        if old is None:  # the window is not full yet: since the first sample we have
+            old = self.samples[0][1]
+        if old is latest:
+            # one sample: its histogram counts since the server started -- inside the window
+            # only when we saw it restart; otherwise a window needs two samples
+            if self._restarted_at is None or self._restarted_at < self.samples[-1][0] - \
+                    self.window_s:
+                return None
+            old = None
         new_h = (latest.get("histograms") or {}).get(key)
-        old_h = (old.get("histograms") or {}).get(key) if old is not None and \
-            old is not latest else None
+        old_h = (old.get("histograms") or {}).get(key) if old is not None else None
         return histogram_delta(new_h, old_h)
 
     def quantiles(self, key: str, now: float, qs: Sequence[float] = (0.5, 0.99)

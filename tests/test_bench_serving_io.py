@@ -131,6 +131,11 @@ def test_import_reads_bench_serving_lines_as_a_run(tmp_path: Path,
     ('[1]\n', "x.jsonl line 1: not a JSON object"),
     ('{"completed": 3}\n', "x.jsonl line 1: not a bench_serving result (no completed / "
      "duration)"),
+    ('{"completed": 5, "duration": 0}\n', "x.jsonl line 1: duration must be > 0"),
+    ('{"completed": -5, "duration": 2, "output_throughput": -100}\n',
+     "x.jsonl line 1: completed, output_throughput must be numbers >= 0"),
+    ('{"completed": 5, "duration": 2, "output_throughput": NaN}\n',
+     "x.jsonl line 1: output_throughput must be numbers >= 0"),
 ])
 def test_import_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                      text: str, message: str) -> None:

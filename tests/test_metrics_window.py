@@ -114,3 +114,15 @@ def test_latency_history_drops_when_no_request_is_in_the_window() -> None:
         win.add(sample(1000.0 + k, hist([done, 0, 0, 0, 0, 0, 0]), 0.0), now=float(k))
     history = win.quantile_history("ttft", 0.5, points=40)
     assert history[5] > 0 and history[-1] == 0.0  # requests, then an empty window
+
+
+def test_one_sample_is_not_a_window() -> None:
+    """The first scrape's histogram counts every request since the server started: shown as
+    'over the last minute' it would be a lie (server metrics --watch's first line did that)."""
+    win = MetricsWindow(window_s=5.0)
+    win.add(sample(1000.0, hist([21, 0, 0, 0, 0, 0, 0]), 100.0), now=0.0)
+    assert win.quantiles("ttft", now=0.0)[0.5] is None
+    win.add(sample(1001.0, hist([21, 0, 0, 0, 0, 0, 0]), 100.0), now=1.0)  # nothing new
+    assert win.quantiles("ttft", now=1.0)[0.5] is None
+    win.add(sample(1002.0, hist([23, 0, 0, 0, 0, 0, 0]), 100.0), now=2.0)  # two more
+    assert win.histogram("ttft", now=2.0)["count"] == 2  # type: ignore[index]

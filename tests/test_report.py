@@ -191,6 +191,7 @@ def test_the_html_report_holds_every_number_of_the_compare_table(
 
 def test_markdown_writes_its_charts_beside_it(two_runs: list[int], tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "share").mkdir()  # --out never creates directories (a typo would)
     out = tmp_path / "share" / "fp4 runs.md"
     assert main(["runs", "report", *map(str, two_runs), "--out", str(out), "--json"]) == 0
     written = json.loads(capsys.readouterr().out)

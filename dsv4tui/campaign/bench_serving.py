@@ -179,6 +179,16 @@ def _count(obj: Mapping[str, Any], *keys: str) -> int | None:
     return None if v is None else int(v)
 
 
+def _not_a_measurement(key: str, v: Any) -> bool:
+    """A number below zero, or NaN (request_rate may be Infinity: bench_serving's 'all at
+    once')."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    if math.isnan(v) or (math.isinf(v) and key != "request_rate"):
+        return True
+    return v < 0
+
+
 def parse_lines(text: str, name: str) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) of every result line; UserError (one line) naming the line."""
     out = []
@@ -195,6 +205,13 @@ def parse_lines(text: str, name: str) -> list[tuple[int, dict[str, Any]]]:
         if _count(obj, "completed") is None or _num(obj, "duration") is None:
             raise UserError(f"runs import: {name} line {no}: not a bench_serving result (no "
                             "completed / duration)", EXIT_CONFIG)
+        if (_num(obj, "duration") or 0.0) <= 0:
+            raise UserError(f"runs import: {name} line {no}: duration must be > 0",
+                            EXIT_CONFIG)
+        bad = sorted(k for k, v in obj.items() if _not_a_measurement(k, v))
+        if bad:  # a count, a time or a throughput below zero (or NaN) is not a measurement
+            raise UserError(f"runs import: {name} line {no}: {', '.join(bad[:4])} "
+                            "must be numbers >= 0", EXIT_CONFIG)
         out.append((no, obj))
     if not out:
         raise UserError(f"runs import: {name}: no result lines", EXIT_CONFIG)

@@ -175,9 +175,9 @@ def chart_svg(cmp: Comparison, spec: ChartSpec, theme: str = "light", *,
         ax.set_ylabel(spec.ylabel)
         ax.set_title(spec.title, loc="left", color=th.text)
         if spec.kind == "bar":
-            ax.set_ylim(bottom=0)
-            top = ax.get_ylim()[1]
-            ax.set_ylim(0, top * 1.08)  # room for the values above the bars
+            top = max([v for _, _, vals in series for v in vals if v is not None] or [0.0])
+            # room for the values above the bars (an all-zero chart still gets an axis)
+            ax.set_ylim(0, top * 1.08 if top > 0 else 1.0)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), borderaxespad=0.3)
         fig.tight_layout()
         buf = io.StringIO()

@@ -166,6 +166,14 @@ def server_lines(facts: dict[str, Any]) -> list[str]:
     return [" · ".join(bits)]
 
 
+def _has_facts(entry: Any) -> bool:
+    """Whether a run recorded anything about its server (an imported one does not)."""
+    if not isinstance(entry, dict):
+        return False
+    host = entry.get("host") or {}
+    return bool(entry.get("sglang_version") or entry.get("args") or host.get("gpus"))
+
+
 def run_show(args: Any) -> int:
     from dsv4tui.campaign.compare import run_server_facts, server_args_differences
 
@@ -202,8 +210,10 @@ def run_show(args: Any) -> int:
             print(f"  differs from run #{ids[1]}{how}:")
             for line in diffs:
                 print(f"    {s(line)}")
-        else:
+        elif _has_facts(facts.get(ids[0])) and _has_facts(facts.get(ids[1])):
             print(f"  the same server as run #{ids[1]}{how}")
+        else:  # nothing recorded on one side: no claim either way
+            print(f"  server facts to compare with run #{ids[1]}{how}: not recorded")
     print(f"  started  {_when(run.started_at)}  finished {_when(run.finished_at)}")
     if run.error:
         print(f"  note     {s(run.error)}")
@@ -275,6 +285,8 @@ def report_paths(out: str | None, fmt: str | None, stem: str) -> tuple[Any, str]
     from dsv4tui.campaign import report
 
     path = Path(out).expanduser() if out else None
+    if path is not None and not path.parent.is_dir():  # a typo must not create directories
+        raise UserError(f"--out: no such directory: {safe_text(str(path.parent))}", EXIT_CONFIG)
     kind = report.format_of(path, fmt)
     return (path if path is not None else report.default_path(stem, kind)), kind
 

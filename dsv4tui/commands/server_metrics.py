@@ -207,16 +207,40 @@ async def _samples(args: Any, settings: Any, interval: float, count: int | None
                    ) -> AsyncGenerator[tuple[dict[str, Any], str, bool], None]:
     """(sample, where, simulated) from the URL or the host's agent."""
     if args.url:
+        simulated = await asyncio.to_thread(_url_simulated, args.url)
         async for s in _url_samples(args.url, interval, count):
-            yield s, "url", False
+            yield s, "url", simulated
         return
     from dsv4tui.hosts.resolve import open_host
 
     argv = _agent_args(args, settings, interval, count)
     async with open_host(args.host, settings) as host:
+        simulated = bool(getattr(host, "simulated", False)) or await _host_simulated(host)
         async for ev in host.agent.events(*argv):
             if ev.get("type") == "server_metrics":
-                yield ev, host.name, bool(getattr(host, "simulated", False))
+                yield ev, host.name, simulated
+
+
+def _url_simulated(url: str) -> bool:
+    """Whether the server says it is simulated (dsv4tui's simulator does, in /server_info)."""
+    import httpx
+
+    try:
+        info = httpx.get(url.rstrip("/") + "/server_info", timeout=2.0).json()
+    except (httpx.HTTPError, ValueError):
+        return False
+    return isinstance(info, dict) and bool(info.get("simulated"))
+
+
+async def _host_simulated(host: Any) -> bool:
+    """The same for the server on a host: its status's /server_info summary."""
+    try:
+        events = await host.agent.call("server", "status", timeout=15.0)
+    except UserError:
+        return False
+    status: dict[str, Any] = next((e for e in events if e.get("type") == "status"), {})
+    info = status.get("server_info") or {}
+    return isinstance(info, dict) and bool(info.get("simulated"))
 
 
 async def _once(args: Any, settings: Any, interval: float) -> int:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 FAIL_STOP_GRACE_S = 5.0
 BUSY_RETRIES = 10  # half a second apart  # a group that lost a rank has nothing to drain: stop it quickly
 _STARTUP_FAILURES = ("crashed", "timeout")
+REFUSAL_WAIT_S = 15.0  # after one node refused a start: how long the others get to answer
 
 
 # node name -> its live connection, where something keeps one (the dashboard's supervisors):
@@ -194,7 +195,14 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
                     if t.exception() is not None:
                         failures[tasks[t]] = t.exception()  # type: ignore[assignment]
             if failures:
-                await asyncio.sleep(0.3)  # a second node failing with it: which was first?
+                first = next(iter(failures.values()))
+                if isinstance(first, AgentFailed) and first.kind not in _STARTUP_FAILURES:
+                    # a refusal (already running, busy): the other nodes answer as quickly,
+                    # and a node that has not answered yet must not be taken for one this
+                    # start launched (stopping it would stop a running group's rank)
+                    await asyncio.wait(pending, timeout=REFUSAL_WAIT_S)
+                else:
+                    await asyncio.sleep(0.3)  # a second node failing with it: which first?
                 for t in pending:
                     if t.done() and t.exception() is not None:
                         failures[tasks[t]] = t.exception()  # type: ignore[assignment]

@@ -324,3 +324,39 @@ async def test_plan_dialog_sets_rates_goodput_lengths_and_seed() -> None:
     assert plan.levels == [] and plan.rates == [(2.0, 10), (4.0, 20)]
     assert plan.goodput == {"ttft_ms": 400.0, "e2el_ms": 9000.0}
     assert plan.random_range_ratio == 0.5 and plan.seed == 7
+
+
+def test_the_queue_sampler_ends_when_its_agent_dies(tmp_path: Path) -> None:
+    """A sweep's /metrics sampler (a forked child) must not outlive its agent: with the server
+    gone too it never writes a sample, so only the parent's death can tell it (one was found
+    still polling a dead port 16 minutes after a test's runner was killed)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from plugins.sim import REPO, free_port
+
+    code = ("import os, sys\n"
+            "from dsv4tui.agent.saturation import MetricsSampler\n"
+            f"s = MetricsSampler('http://127.0.0.1:{free_port()}', interval_s=0.2).start()\n"
+            "print(s.pid, flush=True)\n"
+            "os._exit(0)  # killed: no stop()\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    pid = int(out.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        try:  # it may be a zombie of init's until reaped: gone for our purpose
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().split(") ")[-1].startswith("Z"):
+                    return
+        except OSError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    raise AssertionError(f"the sampler {pid} outlived its agent by 10 s")

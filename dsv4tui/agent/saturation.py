@@ -51,13 +51,14 @@ class MetricsSampler:
         from dsv4tui.agent import server_metrics, workers  # noqa: F401 (imported before fork)
 
         r, w = os.pipe()
+        parent = os.getpid()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
         if pid == 0:
             code = 1
             try:
-                code = _sample(self.url, self.api_key, self.interval_s, w)
+                code = _sample(self.url, self.api_key, self.interval_s, w, parent)
             finally:
                 os._exit(code)
         os.close(w)
@@ -99,14 +100,16 @@ class MetricsSampler:
         return samples
 
 
-def _sample(url: str, api_key: Optional[str], interval: float, fd: int) -> int:
+def _sample(url: str, api_key: Optional[str], interval: float, fd: int, parent: int) -> int:
     from dsv4tui.agent import server_metrics, workers
 
     workers.after_fork((fd,))
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     perf = time.perf_counter
-    while not stopping:
+    # the agent that forked us gone (killed, crashed): stop too. With its server gone as well
+    # no sample is ever written, so a closed pipe would never tell us
+    while not stopping and os.getppid() == parent:
         t = perf()
         got = server_metrics.scrape(url, api_key, timeout=max(1.0, interval * 4))
         if got.get("ok") and got.get("queued") is not None:

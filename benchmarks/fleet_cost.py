@@ -49,20 +49,19 @@ def _status_kib(key: str) -> int:
 
 
 def _children_cpu() -> dict[int, float]:
-    """utime+stime (s) of each live process whose parent is this one (the agents)."""
+    """utime+stime (s) of each live process whose parent is this one (the agents); the
+    children found as serve finds its tabs' processes."""
+    from dsv4tui.commands.serve import children
+
     tick = os.sysconf("SC_CLK_TCK")
-    me = os.getpid()
     out: dict[int, float] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in children():
         try:
-            stat = (entry / "stat").read_text()
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[1]) == me:
-            out[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+        out[pid] = (int(fields[11]) + int(fields[12])) / tick
     return out
 
 

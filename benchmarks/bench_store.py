@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dsv4tui.store import RunStore
-from dsv4tui.store.runstore import _REQUEST_COLS, _dumps
+from dsv4tui.core.store import RunStore
+from dsv4tui.core.store.runstore import _REQUEST_COLS, _dumps
 
 N = 2000
 HOLDER = ("import sqlite3, sys, time\n"

@@ -145,10 +145,10 @@ def accuracy(levels: list[tuple[int, int]]) -> None:
 
 def backfill(n: int) -> None:
     from dsv4tui.agent import stats
-    from dsv4tui.campaign.ingest import Collector, collect
-    from dsv4tui.hosts.agent_runner import AgentRunner
-    from dsv4tui.hosts.local import LocalSession
-    from dsv4tui.store import RunStore
+    from dsv4tui.core.campaign.ingest import Collector, collect
+    from dsv4tui.core.hosts.agent_runner import AgentRunner
+    from dsv4tui.core.hosts.local import LocalSession
+    from dsv4tui.core.store import RunStore
 
     tmp = Path(tempfile.mkdtemp(prefix="dsv4tui-backfill-"))
     cid = "20261201-000000-beef"

@@ -7,7 +7,7 @@
 #     (same numbers expected), open-loop Poisson rate levels with range-ratio lengths, warm-ups,
 #     a seed and goodput targets, and a JSON-lines dataset.
 # Usage (repo root, on the GPU machine): bash benchmarks/device_scale.sh OUTDIR
-# Expects: .agent/agent.pyz (python -c 'from dsv4tui.hosts.deploy import build_bundle; ...'),
+# Expects: .agent/agent.pyz (python -c 'from dsv4tui.core.hosts.deploy import build_bundle; ...'),
 # .gpu-kit/ (a copy of the shared kit).
 set -u
 out=${1:?usage: device_scale.sh OUTDIR}

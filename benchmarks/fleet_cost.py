@@ -5,7 +5,7 @@ Every host is a real ``local``-style simulated host (its own agent process strea
 ``telemetry`` at 1 Hz, its server status polled, the run store read), as ``dsv4tui demo
 --fleet`` has them. Two phases, each measured over ``--seconds`` after a warm-up:
 
-* ``core``: the :class:`dsv4tui.fleet.Fleet` alone (what ``dsv4tui fleet --watch`` runs);
+* ``core``: the :class:`dsv4tui.core.fleet.model.Fleet` alone (what ``dsv4tui fleet --watch`` runs);
 * ``fleet view``: the same plus the Fleet screen (Textual, headless, 160x48) redrawn at
   its rate, as ``dsv4tui connect h1 ... h8`` shows it.
 
@@ -51,7 +51,7 @@ def _status_kib(key: str) -> int:
 def _children_cpu() -> dict[int, float]:
     """utime+stime (s) of each live process whose parent is this one (the agents); the
     children found as serve finds its tabs' processes."""
-    from dsv4tui.commands.serve import children
+    from dsv4tui.tui.commands.serve import children
 
     tick = os.sysconf("SC_CLK_TCK")
     out: dict[int, float] = {}
@@ -84,8 +84,8 @@ async def _measure(seconds: float, fleet: Any) -> dict[str, float]:
 
 
 async def run(hosts: int, gpus: int, seconds: float, warmup: float) -> dict[str, Any]:
-    from dsv4tui.fleet import Fleet
-    from dsv4tui.fleet_demo import PORT_BASE, demo_spec
+    from dsv4tui.core.fleet.demo import PORT_BASE, demo_spec
+    from dsv4tui.core.fleet.model import Fleet
 
     specs = [demo_spec(f"sim-{i + 1}", gpus, "h200", PORT_BASE + i) for i in range(hosts)]
     fleet = Fleet(specs, interval=1.0)
@@ -100,13 +100,13 @@ async def run(hosts: int, gpus: int, seconds: float, warmup: float) -> dict[str,
         await asyncio.sleep(warmup)
         out["core"] = await _measure(seconds, fleet)
 
-        from dsv4tui.app_fleet import FleetApp
+        from dsv4tui.tui.app_fleet import FleetApp
 
         app = FleetApp(fleet)
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause(warmup)
             out["fleet view"] = await _measure(seconds, fleet)
-            from dsv4tui.widgets.fleet_table import FleetTable
+            from dsv4tui.tui.widgets.fleet_table import FleetTable
 
             out["rows_shown"] = app.screen.query_one(FleetTable).row_count
     finally:

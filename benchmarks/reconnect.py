@@ -65,8 +65,8 @@ async def _until(cond: Any, timeout: float) -> float | None:
 
 async def one(spec: Any, relay: Any, mode: str, n: int) -> dict[str, Any]:
     """Connect, cut, wait for the n-th failed attempt, restore at once, time the reconnect."""
-    from dsv4tui.hosts.session import ConnectionState
-    from dsv4tui.hosts.supervisor import HostSupervisor
+    from dsv4tui.core.hosts.session import ConnectionState
+    from dsv4tui.core.hosts.supervisor import HostSupervisor
 
     sup = HostSupervisor(spec, backoff_base=1.0, backoff_cap=30.0)
     try:
@@ -89,8 +89,8 @@ async def measure(tmp: Path, modes: list[str], attempts: int) -> list[dict[str, 
     from plugins.relay import Relay
     from plugins.ssh_server import serve_ssh
 
-    from dsv4tui.config import HostConfig
-    from dsv4tui.hosts.resolve import HostSpec
+    from dsv4tui.core.config import HostConfig
+    from dsv4tui.core.hosts.resolve import HostSpec
 
     rows: list[dict[str, Any]] = []
     async with serve_ssh(Path(os.environ["HOME"]), tmp / "remote-home") as server:

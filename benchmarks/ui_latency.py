@@ -36,12 +36,12 @@ sys.path.insert(0, str(ROOT))
 
 from textual import events  # noqa: E402
 
-from dsv4tui.app import Dsv4App  # noqa: E402
-from dsv4tui.config import HostConfig, Settings  # noqa: E402
-from dsv4tui.hosts.resolve import HostSpec, demo_env  # noqa: E402
-from dsv4tui.screens.modals import PlanInput  # noqa: E402
-from dsv4tui.sim.demo import demo_profile  # noqa: E402
-from dsv4tui.widgets.log_view import LogPanel  # noqa: E402
+from dsv4tui.core.config import HostConfig, Settings  # noqa: E402
+from dsv4tui.core.hosts.demo import demo_profile  # noqa: E402
+from dsv4tui.core.hosts.resolve import HostSpec, demo_env  # noqa: E402
+from dsv4tui.tui.app import Dsv4App  # noqa: E402
+from dsv4tui.tui.screens.modals import PlanInput  # noqa: E402
+from dsv4tui.tui.widgets.log_view import LogPanel  # noqa: E402
 
 
 def free_port() -> int:
@@ -191,7 +191,7 @@ async def load_phase(args: argparse.Namespace) -> dict[str, Any]:
         flooder.wait()
         app.action_cancel()
         await pilot.pause(1.0)
-        from dsv4tui import server_control
+        from dsv4tui.core.server import control as server_control
 
         await server_control.stop(app.host(), grace=5)
     return out
@@ -214,7 +214,7 @@ async def idle_phase(args: argparse.Namespace) -> dict[str, Any]:
         cpu, wall = time.process_time() - cpu0, time.monotonic() - t0
         frames = m.telemetry.frames - frames0
         gpus = len(m.telemetry.gpus())
-        from dsv4tui import server_control
+        from dsv4tui.core.server import control as server_control
 
         await server_control.stop(app.host(), grace=5)
     return {"cpu_pct": 100.0 * cpu / wall, "wall": wall, "frames": frames, "gpus": gpus}

@@ -1,3 +1,3 @@
-from dsv4tui.cli import main
+from dsv4tui.main import main
 
 raise SystemExit(main())

@@ -26,8 +26,10 @@ from plugins.sim import (
     subprocess_env,
 )
 
-from dsv4tui import adopt, cli, config, config_edit, paths
-from dsv4tui.errors import ConfigError, UserError
+from dsv4tui import main as cli
+from dsv4tui.core import config, config_edit, paths
+from dsv4tui.core.errors import ConfigError, UserError
+from dsv4tui.core.server import adopt
 
 CONFIG = """\
 # my dsv4tui config: this comment stays

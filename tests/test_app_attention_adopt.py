@@ -16,11 +16,12 @@ import pytest
 from plugins.pilot import until
 from plugins.sim import SimProcess, free_port, reap_server, sim_profile, start_sim, subprocess_env
 
-from dsv4tui import config, paths, server_control
-from dsv4tui.app import Dsv4App, attention_choices
-from dsv4tui.config import HostConfig, Settings
-from dsv4tui.hosts.resolve import HostSpec, demo_env, host_spec
-from dsv4tui.screens.modals import ConfirmScreen, PickerScreen
+from dsv4tui.core import config, paths
+from dsv4tui.core.config import HostConfig, Settings
+from dsv4tui.core.hosts.resolve import HostSpec, demo_env, host_spec
+from dsv4tui.core.server import control as server_control
+from dsv4tui.tui.app import Dsv4App, attention_choices
+from dsv4tui.tui.screens.modals import ConfirmScreen, PickerScreen
 
 pytestmark = pytest.mark.timeout(150)
 

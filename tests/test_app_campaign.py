@@ -17,14 +17,14 @@ from plugins.campaigns import campaign_dirs
 from plugins.pilot import until
 from plugins.sim import REPO, free_port, sim_profile
 
-from dsv4tui import paths
-from dsv4tui.app import Dsv4App
-from dsv4tui.config import CampaignConfig, CampaignVariant, HostConfig, Settings
-from dsv4tui.hosts.resolve import HostSpec
-from dsv4tui.screens.campaign import CampaignScreen
-from dsv4tui.screens.modals import ConfirmScreen, PickerScreen
-from dsv4tui.screens.runs import CompareScreen
-from dsv4tui.store import RunStore
+from dsv4tui.core import paths
+from dsv4tui.core.config import CampaignConfig, CampaignVariant, HostConfig, Settings
+from dsv4tui.core.hosts.resolve import HostSpec
+from dsv4tui.core.store import RunStore
+from dsv4tui.tui.app import Dsv4App
+from dsv4tui.tui.screens.campaign import CampaignScreen
+from dsv4tui.tui.screens.modals import ConfirmScreen, PickerScreen
+from dsv4tui.tui.screens.runs import CompareScreen
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -124,11 +124,11 @@ async def test_a_console_that_only_watches_never_cancels_and_sees_a_cli_sweep(
     """A sweep started elsewhere (here: through the core, as the CLI does) on a simulated
     host: the dashboard shows it live on the Bench screen, refuses to start another, and
     quitting leaves it running (only what a console started itself is its to cancel)."""
-    from dsv4tui.campaign import session
-    from dsv4tui.campaign.plan import bench_target, sweep_spec
-    from dsv4tui.config import SweepPlan
-    from dsv4tui.hosts.resolve import connect
-    from dsv4tui.server_control import start as start_server
+    from dsv4tui.core.campaign import session
+    from dsv4tui.core.campaign.plan import bench_target, sweep_spec
+    from dsv4tui.core.config import SweepPlan
+    from dsv4tui.core.hosts.resolve import connect
+    from dsv4tui.core.server.control import start as start_server
 
     spec = HostSpec("local", local_spec.config, "demo", env=local_spec.env)  # simulated
     host = await connect(spec)

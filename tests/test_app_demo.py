@@ -22,11 +22,11 @@ from plugins.pilot import until
 from plugins.sim import free_port, sim_profile
 from textual.widgets import Input
 
-from dsv4tui.app import Dsv4App
-from dsv4tui.config import HostConfig, Settings, SweepPlan
-from dsv4tui.hosts.resolve import HostSpec, demo_env
-from dsv4tui.screens.modals import ConfirmScreen, ErrorScreen, PickerScreen, SweepPlanScreen
-from dsv4tui.screens.runs import CompareScreen, RunsScreen
+from dsv4tui.core.config import HostConfig, Settings, SweepPlan
+from dsv4tui.core.hosts.resolve import HostSpec, demo_env
+from dsv4tui.tui.app import Dsv4App
+from dsv4tui.tui.screens.modals import ConfirmScreen, ErrorScreen, PickerScreen, SweepPlanScreen
+from dsv4tui.tui.screens.runs import CompareScreen, RunsScreen
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -112,7 +112,7 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         assert all(lv.out_tok_s for lv in m.sweep.levels)
         assert m.sweep.label == "MXFP4_marlin"
         # the dashboard's restart is a recorded launch, and the sweep's run points at it
-        from dsv4tui.store import RunStore
+        from dsv4tui.core.store import RunStore
 
         with RunStore() as store:
             [launch] = store.launches()

@@ -17,13 +17,13 @@ from plugins.sim import free_port, sim_profile
 from plugins.ssh_server import SshHost
 from textual.widgets import Static
 
-from dsv4tui.app import Dsv4App
-from dsv4tui.app_fleet import BACK, FleetApp, browse
-from dsv4tui.config import HostConfig, Settings
-from dsv4tui.fleet import STREAM, Fleet
-from dsv4tui.hosts.resolve import host_spec
-from dsv4tui.screens.fleet import FleetScreen
-from dsv4tui.widgets.fleet_table import FleetTable
+from dsv4tui.core.config import HostConfig, Settings
+from dsv4tui.core.fleet.model import STREAM, Fleet
+from dsv4tui.core.hosts.resolve import host_spec
+from dsv4tui.tui.app import Dsv4App
+from dsv4tui.tui.app_fleet import BACK, FleetApp, browse
+from dsv4tui.tui.screens.fleet import FleetScreen
+from dsv4tui.tui.widgets.fleet_table import FleetTable
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -194,7 +194,7 @@ async def test_a_dropped_link_reconnects_and_the_others_go_on(sim_gpus: None,
                                                               ssh_server: SshHost) -> None:
     """The SSH link of one host drops: its row says so (figures not shown as current), the
     other host's frames keep coming, and the fleet reconnects it by itself."""
-    from dsv4tui.fleet_rows import cells
+    from dsv4tui.core.fleet.rows import cells
 
     fleet = Fleet([host_spec(n, Settings()) for n in ("testbox", "local")], interval=0.5)
     fleet.start()

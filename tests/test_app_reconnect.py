@@ -10,10 +10,10 @@ import pytest
 from plugins.pilot import until
 from plugins.ssh_server import SshHost
 
-from dsv4tui.app import Dsv4App
-from dsv4tui.config import HostConfig, Settings
-from dsv4tui.hosts.resolve import HostSpec
-from dsv4tui.widgets.host_bar import ConnectionBanner
+from dsv4tui.core.config import HostConfig, Settings
+from dsv4tui.core.hosts.resolve import HostSpec
+from dsv4tui.tui.app import Dsv4App
+from dsv4tui.tui.widgets.host_bar import ConnectionBanner
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,7 +24,7 @@ from plugins.sim import free_port, start_sim
 
 from dsv4tui.agent import bench
 from dsv4tui.agent.protocol import parse_event
-from dsv4tui.config import DEFAULT_SANITY, SweepPlan
+from dsv4tui.core.config import DEFAULT_SANITY, SweepPlan
 
 
 def test_agent_defaults_mirror_the_config() -> None:

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from dsv4tui.agent import stats
-from dsv4tui.bench_runner import BenchTarget
-from dsv4tui.campaign.ingest import Collector
-from dsv4tui.campaign.plan import bench_target
-from dsv4tui.config import HostConfig, ServerProfile
-from dsv4tui.store import RunStore
-from dsv4tui.store import campaigns as cstore
+from dsv4tui.core.bench_runner import BenchTarget
+from dsv4tui.core.campaign.ingest import Collector
+from dsv4tui.core.campaign.plan import bench_target
+from dsv4tui.core.config import HostConfig, ServerProfile
+from dsv4tui.core.store import RunStore
+from dsv4tui.core.store import campaigns as cstore
 
 CID = "20261201-120000-abcd"
 META = {"source": "launch", "backend": "flashinfer_cutlass", "checkpoint": "NVFP4",
@@ -144,7 +144,7 @@ def test_follow_end_states_are_kept(tmp_path: Path, ended: str) -> None:
 
 
 def test_compare_says_when_the_workloads_differ() -> None:
-    from dsv4tui.campaign.compare import Comparison, Point, RunInfo
+    from dsv4tui.core.campaign.compare import Comparison, Point, RunInfo
 
     a = RunInfo(1, "a", plan={"input_len": 64, "output_len": 256, "ignore_eos": True})
     b = RunInfo(8, "b", plan={"input_len": 128, "output_len": 256, "ignore_eos": True})

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from plugins.bench_server import REPO, KnownServer
 
-from dsv4tui.campaign import bench_serving, export
-from dsv4tui.campaign.compare import compare_runs
-from dsv4tui.cli import main
-from dsv4tui.store import RunStore
+from dsv4tui.core.campaign import bench_serving, export
+from dsv4tui.core.campaign.compare import compare_runs
+from dsv4tui.core.store import RunStore
+from dsv4tui.main import main
 
 
 @pytest.fixture(autouse=True)

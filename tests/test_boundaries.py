@@ -41,16 +41,19 @@ def imports(path: Path) -> set[str]:
     return names
 
 
-# The UI: Textual screens and widgets, the App and what it is built from, the key bindings.
-UI = ("screens", "widgets", "themes", "app.py", "app_campaign.py", "app_fleet.py", "responsive.py",
-      "keymap.py")
+# The three parts (README "Layout"): the agent (host side, and the simulated host beside it),
+# the core (no Textual) and the two faces over it, the CLI and the Textual UI. Imports go
+# downward only: a face imports the core, the core imports the agent, and neither face
+# imports the other (only the entry point, dsv4tui/main.py, knows both).
+TOOLKIT = ("textual", "textual_plotext", "plotext", "textual_serve")
 
 
-def core_modules() -> list[Path]:
-    """Everything that is not the UI (derived, so a new module is checked without a list)."""
-    ui = [PKG / part for part in UI]
-    return [path for path in sorted(PKG.rglob("*.py"))
-            if not any(path == u or u in path.parents for u in ui)]
+def _own(names: set[str]) -> set[str]:
+    return {n for n in names if n.split(".")[0] == "dsv4tui"}
+
+
+def _imports_of(part: str) -> dict[str, set[str]]:
+    return {str(path.relative_to(PKG)): imports(path) for path in modules(part)}
 
 
 def modules(sub: str) -> list[Path]:
@@ -71,22 +74,53 @@ def test_agent_imports_only_stdlib_and_bundled() -> None:
     assert not bad, f"agent imports outside stdlib + bundle: {bad}"
 
 
-def test_core_never_imports_textual() -> None:
+def test_the_tree_has_three_parts() -> None:
+    top = sorted(p.name for p in PKG.iterdir() if p.name != "__pycache__")
+    assert top == ["__init__.py", "__main__.py", "agent", "cli", "core", "main.py", "sim", "tui"]
+
+
+# The simulator's argparse takes the same flag choices as the launch validator: the one module
+# of the core the simulated host reads (pure data, no imports of its own).
+SIM_READS = ("dsv4tui.core.server.sglang_choices", "dsv4tui.core.server")
+
+
+def test_sim_imports_only_itself_and_the_agent() -> None:
+    bad = [f"{where}: {name}" for where, names in _imports_of("sim").items()
+           for name in _own(names)
+           if not name.startswith(("dsv4tui.sim", "dsv4tui.agent"))
+           and name not in ("dsv4tui", "dsv4tui.__version__", *SIM_READS)]
+    assert not bad, f"the simulated host reaches above itself: {bad}"
+
+
+def test_core_imports_no_face_and_no_toolkit() -> None:
     bad = []
-    core = core_modules()
-    assert PKG / "telemetry.py" in core and PKG / "commands" / "gpus.py" in core
-    for path in core:
-        for name in imports(path):
-            if name.split(".")[0] in ("textual", "textual_plotext", "plotext"):
-                bad.append(f"{path.relative_to(PKG)}: {name}")
-    assert not bad, f"core modules import the UI toolkit: {bad}"
+    core = _imports_of("core")
+    assert "core/telemetry.py" in core and "core/view/model.py" in core
+    for where, names in core.items():
+        for name in names:
+            if name.split(".")[0] in TOOLKIT or name.startswith(
+                    ("dsv4tui.cli", "dsv4tui.tui", "dsv4tui.main")):
+                bad.append(f"{where}: {name}")
+    assert not bad, f"core modules import a face or the UI toolkit: {bad}"
+
+
+def test_cli_never_imports_the_tui() -> None:
+    bad = [f"{where}: {name}" for where, names in _imports_of("cli").items() for name in names
+           if name.split(".")[0] in TOOLKIT or name.startswith(("dsv4tui.tui", "dsv4tui.main"))]
+    assert not bad, f"CLI commands import the Textual face: {bad}"
+
+
+def test_tui_never_imports_the_cli() -> None:
+    bad = [f"{where}: {name}" for where, names in _imports_of("tui").items() for name in names
+           if name.startswith(("dsv4tui.cli", "dsv4tui.main"))]
+    assert not bad, f"the Textual face imports CLI commands: {bad}"
 
 
 def test_ui_never_opens_connections() -> None:
     forbidden = {"asyncssh", "socket", "sqlite3", "httpx", "subprocess"}
-    forbidden_own = ("dsv4tui.hosts.ssh", "dsv4tui.store")
+    forbidden_own = ("dsv4tui.core.hosts.ssh", "dsv4tui.core.store")
     bad = []
-    for sub in ("screens", "widgets", "themes", "responsive.py", "keymap.py"):
+    for sub in ("tui/screens", "tui/widgets", "tui/themes", "tui/responsive.py", "tui/keymap.py"):
         for path in modules(sub):
             for name in imports(path):
                 if name.split(".")[0] in forbidden or name.startswith(forbidden_own):
@@ -99,7 +133,7 @@ def test_agent_bundle_runs_hello(tmp_path: Path) -> None:
     import json
     import subprocess
 
-    from dsv4tui.hosts.deploy import build_bundle
+    from dsv4tui.core.hosts.deploy import build_bundle
 
     bundle = build_bundle()
     out = subprocess.run([sys.executable, "-I", "-S", str(bundle.path), "hello"],

@@ -15,10 +15,10 @@ import pytest
 from plugins.sim import REPO, free_port, sim_profile, subprocess_env
 from plugins.ssh_server import SshHost
 
-from dsv4tui import paths
-from dsv4tui.errors import EXIT_BUSY
-from dsv4tui.hosts.agent_runner import AgentRunner
-from dsv4tui.hosts.local import LocalSession
+from dsv4tui.core import paths
+from dsv4tui.core.errors import EXIT_BUSY
+from dsv4tui.core.hosts.agent_runner import AgentRunner
+from dsv4tui.core.hosts.local import LocalSession
 
 HOLD = ("import sys; from dsv4tui.agent.server import ServerLock; "
         "lock = ServerLock('restart').__enter__(); print('held', flush=True); sys.stdin.read()")
@@ -88,7 +88,7 @@ async def test_restart_while_locked_exit_8_over_ssh(ssh_server: SshHost, holder_
 async def test_agent_exit_code_4_without_event_is_busy_not_connection() -> None:
     """The agent's own 4 is busy; a console 4 would say 'connection problem'."""
     runner = AgentRunner(LocalSession(), [sys.executable, "-c", "import sys; sys.exit(4)"])
-    from dsv4tui.errors import AgentFailed
+    from dsv4tui.core.errors import AgentFailed
 
     with pytest.raises(AgentFailed) as err:
         await runner.call("server", "stop")

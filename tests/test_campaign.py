@@ -20,11 +20,11 @@ import pytest
 from plugins.campaigns import campaign_dirs, runner_alive, wait_ended
 from plugins.sim import REPO, free_port, sim_profile
 
-from dsv4tui import paths
-from dsv4tui.cli import main
-from dsv4tui.config import ServerProfile
-from dsv4tui.store import RunStore
-from dsv4tui.store import campaigns as cstore
+from dsv4tui.core import paths
+from dsv4tui.core.config import ServerProfile
+from dsv4tui.core.store import RunStore
+from dsv4tui.core.store import campaigns as cstore
+from dsv4tui.main import main
 
 SWEEP = '{ levels = [[1, 2], [2, 4]], output_len = 8, input_len = 8, warmup = 0 }'
 

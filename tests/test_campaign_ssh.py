@@ -23,8 +23,8 @@ from plugins.relay import Relay
 from plugins.sim import REPO
 from plugins.ssh_server import SshHost
 
-from dsv4tui import paths
-from dsv4tui.store import RunStore
+from dsv4tui.core import paths
+from dsv4tui.core.store import RunStore
 
 pytestmark = pytest.mark.sshd
 

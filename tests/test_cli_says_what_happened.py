@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui import paths, theme_names
-from dsv4tui.backends import backend_misfit, checkpoint_misfit
-from dsv4tui.campaign.export import csv_cell, md_cell
-from dsv4tui.campaign.labels import check_label, safe_line, safe_text
-from dsv4tui.cli import main
-from dsv4tui.config import ServerProfile
-from dsv4tui.errors import UserError
-from dsv4tui.store import RunStore
+from dsv4tui.core import paths
+from dsv4tui.core.campaign.export import csv_cell, md_cell
+from dsv4tui.core.campaign.labels import check_label, safe_line, safe_text
+from dsv4tui.core.config import ServerProfile
+from dsv4tui.core.errors import UserError
+from dsv4tui.core.server.backends import backend_misfit, checkpoint_misfit
+from dsv4tui.core.store import RunStore
+from dsv4tui.main import main
+from dsv4tui.core import theme_names
 
 NVFP4_HOST = """
 [hosts.ct200]
@@ -79,7 +80,7 @@ def test_restart_refuses_a_misfit_backend_before_connecting(
 
 
 def test_picker_lists_only_backends_that_fit() -> None:
-    from dsv4tui.app import backend_choices
+    from dsv4tui.tui.app import backend_choices
 
     names = [c.value for c in backend_choices("NVFP4", "marlin")]
     assert "marlin" in names and "flashinfer_cutlass" in names

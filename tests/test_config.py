@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui import config
-from dsv4tui.errors import ConfigError
+from dsv4tui.core import config
+from dsv4tui.core.errors import ConfigError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from plugins.sim import REPO, free_port, group_alive, reap_server
 
-from dsv4tui import cli, group_watch, paths
+from dsv4tui import main as cli
+from dsv4tui.core import paths
+from dsv4tui.core.nodes import watch as group_watch
 
 
 @pytest.fixture

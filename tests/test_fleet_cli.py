@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from plugins.ssh_server import SshHost
 
-from dsv4tui.cli import main
-from dsv4tui.config import HostConfig, Settings
-from dsv4tui.fleet import Fleet, HostSummary
-from dsv4tui.fleet_rows import cells, problems
-from dsv4tui.hosts.resolve import host_spec
-from dsv4tui.store import RunStore
+from dsv4tui.core.config import HostConfig, Settings
+from dsv4tui.core.fleet.model import Fleet, HostSummary
+from dsv4tui.core.fleet.rows import cells, problems
+from dsv4tui.core.hosts.resolve import host_spec
+from dsv4tui.core.store import RunStore
+from dsv4tui.main import main
 
 pytestmark = pytest.mark.timeout(120)
 

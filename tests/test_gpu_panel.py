@@ -15,8 +15,8 @@ import pytest
 from textual.app import App, ComposeResult
 
 from dsv4tui.agent.smi_source import FIELD_SETS, parse_query_line
-from dsv4tui.telemetry import Frame, GpuSample, HostTelemetry
-from dsv4tui.widgets.gpu_panel import (
+from dsv4tui.core.telemetry import Frame, GpuSample, HostTelemetry
+from dsv4tui.tui.widgets.gpu_panel import (
     COLUMNS,
     GpuFrame,
     GpuPanel,
@@ -26,7 +26,7 @@ from dsv4tui.widgets.gpu_panel import (
     plan_layout,
     spark_chars,
 )
-from dsv4tui.widgets.gpu_strip import GpuStrip
+from dsv4tui.tui.widgets.gpu_strip import GpuStrip
 
 sys.path.insert(0, str(Path(__file__).parent / "data" / "telemetry"))
 import loaders

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from dsv4tui.campaign import kernel_profile as kp
-from dsv4tui.store import RunStore, profiles
+from dsv4tui.core.campaign import kernels as kp
+from dsv4tui.core.store import RunStore
+from dsv4tui.core.store import kernels as profiles
 
 SUMMARY = {"type": "profile", "basis": "decode", "families": [], "kernels": [],
            "load": {"concurrency": 16, "output_len": 1024},

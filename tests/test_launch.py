@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from dsv4tui import cli
-from dsv4tui.config import ServerProfile
-from dsv4tui.errors import ConfigError
-from dsv4tui.launch import build_launch
-from dsv4tui.sim.demo import demo_host_config
+from dsv4tui import main as cli
+from dsv4tui.core.config import ServerProfile
+from dsv4tui.core.errors import ConfigError
+from dsv4tui.core.hosts.demo import demo_host_config
+from dsv4tui.core.server.launch import build_launch
 
 
 def full_profile(**kw: object) -> ServerProfile:

@@ -16,9 +16,9 @@ from plugins.bench_server import KnownServer, ScriptServer, agent_run, normal_st
 from plugins.sim import SimProcess, free_port, sim_argv, start_sim, subprocess_env
 
 from dsv4tui.agent import arrivals, bench, datasets, stats
-from dsv4tui.campaign.load_text import parse_goodput, parse_levels, parse_rates
-from dsv4tui.cli import main
-from dsv4tui.config import SweepPlan
+from dsv4tui.core.campaign.load_text import parse_goodput, parse_levels, parse_rates
+from dsv4tui.core.config import SweepPlan
+from dsv4tui.main import main
 
 # --- arrivals --------------------------------------------------------------------------------
 
@@ -296,7 +296,7 @@ async def test_plan_dialog_sets_rates_goodput_lengths_and_seed() -> None:
     from textual.app import App
     from textual.widgets import Input
 
-    from dsv4tui.screens.modals import PlanInput, SweepPlanScreen
+    from dsv4tui.tui.screens.modals import PlanInput, SweepPlanScreen
 
     results: list[PlanInput | None] = []
 

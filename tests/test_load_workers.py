@@ -19,8 +19,8 @@ from plugins.sim import subprocess_env
 
 from dsv4tui.agent import workers
 from dsv4tui.agent.protocol import parse_event
-from dsv4tui.cli import main
-from dsv4tui.store import RunStore
+from dsv4tui.core.store import RunStore
+from dsv4tui.main import main
 
 
 @pytest.fixture(autouse=True)

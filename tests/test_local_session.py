@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.hosts.local import LocalSession
+from dsv4tui.core.hosts.local import LocalSession
 
 
 def _alive(pid: int) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui import cli
+from dsv4tui import main as cli
 from dsv4tui.agent import logparse
 from dsv4tui.agent.logs import ParsedTail
 

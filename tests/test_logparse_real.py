@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from dsv4tui import cli, server_control
+from dsv4tui import main as cli
 from dsv4tui.agent import logparse
+from dsv4tui.core.server import control as server_control
 
 REAL = Path(__file__).parent / "data" / "sglang_logs" / "real"
 

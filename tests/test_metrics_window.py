@@ -9,8 +9,13 @@ from typing import Any
 import pytest
 
 from dsv4tui.agent import server_metrics as sm
-from dsv4tui.campaign.columns import SERVER_TTFT_P50
-from dsv4tui.metrics_window import MetricsWindow, histogram_delta, quantile, quantile_bucket
+from dsv4tui.core.campaign.columns import SERVER_TTFT_P50
+from dsv4tui.core.server.metrics_window import (
+    MetricsWindow,
+    histogram_delta,
+    quantile,
+    quantile_bucket,
+)
 
 # sglang:time_to_first_token_seconds bounds (0.5.x), cumulative counts
 LE = [0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0]

@@ -3,10 +3,10 @@ numbering, node groups, a silent node going stale) and the log's node column."""
 
 from __future__ import annotations
 
-from dsv4tui.node_streams import node_column
-from dsv4tui.node_telemetry import NodeFrames
-from dsv4tui.telemetry import Frame, HostTelemetry
-from dsv4tui.widgets.log_lines import ERROR, LogLines
+from dsv4tui.core.nodes.streams import node_column
+from dsv4tui.core.nodes.telemetry import NodeFrames
+from dsv4tui.core.telemetry import Frame, HostTelemetry
+from dsv4tui.core.view.log_lines import ERROR, LogLines
 
 
 def _frame(t: float, n: int = 8, util: float = 50.0) -> Frame:

@@ -13,11 +13,12 @@ import pytest
 from plugins.sim import SimProcess, start_sim, subprocess_env
 
 from dsv4tui.agent import trace_parse
-from dsv4tui.cli import main
-from dsv4tui.commands import profile as cmd
-from dsv4tui.errors import AgentFailed
+from dsv4tui.cli import kernels as cmd
+from dsv4tui.core.errors import AgentFailed
+from dsv4tui.core.store import RunStore
+from dsv4tui.core.store import kernels as profiles
+from dsv4tui.main import main
 from dsv4tui.sim.trace import write_trace
-from dsv4tui.store import RunStore, profiles
 
 H200 = Path(__file__).parent / "data" / "traces" / "h200_torch_profiler-TP-0.trace.json.gz"
 

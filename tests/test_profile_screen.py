@@ -9,10 +9,10 @@ from textual.app import App
 from textual.widgets import DataTable, Static
 
 from dsv4tui.agent import trace_parse
-from dsv4tui.screens.profile import ProfileScreen
 from dsv4tui.sim.trace import write_trace
-from dsv4tui.widgets.profile_families import FamilyBars, bar, family_rows
-from dsv4tui.widgets.profile_kernels import KernelTable
+from dsv4tui.tui.screens.kernels import ProfileScreen
+from dsv4tui.tui.widgets.kernel_families import FamilyBars, bar, family_rows
+from dsv4tui.tui.widgets.kernel_table import KernelTable
 
 
 def summary(tmp: Path, backend: str, checkpoint: str, tensor: float) -> dict[str, Any]:

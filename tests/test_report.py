@@ -17,12 +17,12 @@ from urllib.parse import unquote
 import pytest
 
 from dsv4tui.agent import stats
-from dsv4tui.campaign import charts, report
-from dsv4tui.campaign.columns import COMPARE_COLUMNS, fmt_change
-from dsv4tui.campaign.compare import compare_runs
-from dsv4tui.cli import main
-from dsv4tui.store import RunStore
-from dsv4tui.store import campaigns as cstore
+from dsv4tui.core.campaign import charts, report
+from dsv4tui.core.campaign.columns import COMPARE_COLUMNS, fmt_change
+from dsv4tui.core.campaign.compare import compare_runs
+from dsv4tui.core.store import RunStore
+from dsv4tui.core.store import campaigns as cstore
+from dsv4tui.main import main
 
 ARGV = ["/opt/sglang/bin/python", "-m", "sglang.launch_server", "--model-path",
         "/models/DeepSeek-V4-Flash-NVFP4", "--tp-size", "8", "--moe-runner-backend", "{b}",
@@ -276,9 +276,9 @@ async def test_the_dashboard_saves_its_screen_and_writes_the_marked_runs_report(
         two_runs: list[int]) -> None:
     from plugins.pilot import until
 
-    from dsv4tui import paths
-    from dsv4tui.app import Dsv4App
-    from dsv4tui.screens.runs import CompareScreen
+    from dsv4tui.core import paths
+    from dsv4tui.tui.app import Dsv4App
+    from dsv4tui.tui.screens.runs import CompareScreen
 
     store = RunStore()
     app = Dsv4App(store=store, start_mode="runs")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from dsv4tui import gpu_specs, roofline
-from dsv4tui.cli import main
-from dsv4tui.store import RunStore
+from dsv4tui.core import gpu_specs, roofline
+from dsv4tui.core.store import RunStore
+from dsv4tui.main import main
 
 
 def test_campaign_numbers_by_hand() -> None:

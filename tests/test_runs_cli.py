@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dsv4tui.agent import stats
-from dsv4tui.cli import main
-from dsv4tui.store import RunStore
+from dsv4tui.core.store import RunStore
+from dsv4tui.main import main
 
 
 def _req(level: int, index: int, gap: float) -> dict:
@@ -168,7 +168,7 @@ def test_delete_and_bad_ids(seeded: list[int], capsys: pytest.CaptureFixture[str
 
 
 def test_unusable_store_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from dsv4tui import paths
+    from dsv4tui.core import paths
 
     paths.store_file().write_bytes(b"garbage" * 200)
     assert main(["runs", "list"]) == 1

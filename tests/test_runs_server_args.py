@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from plugins.sim import free_port, reap_server, sim_profile
 
-from dsv4tui import cli, paths
-from dsv4tui.campaign.compare import server_args_differences
+from dsv4tui import main as cli
+from dsv4tui.core import paths
+from dsv4tui.core.campaign.compare import server_args_differences
 
 
 def test_differences_name_each_run() -> None:

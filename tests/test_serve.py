@@ -27,8 +27,8 @@ import pytest
 from plugins.cdp import Browser
 from plugins.sim import free_port, subprocess_env
 
-from dsv4tui.cli import main
-from dsv4tui.commands import serve
+from dsv4tui.main import main
+from dsv4tui.tui.commands import serve
 
 pytestmark = pytest.mark.timeout(120)
 

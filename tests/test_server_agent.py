@@ -14,7 +14,7 @@ import pytest
 from plugins.sim import AgentEnv, event, free_port, group_alive, sim_argv, sim_profile
 
 from dsv4tui.agent.protocol import EXIT_BUSY, EXIT_USAGE, parse_event
-from dsv4tui.launch import build_launch
+from dsv4tui.core.server.launch import build_launch
 
 
 def phases(events: list[dict]) -> list[str]:

@@ -10,9 +10,11 @@ import pytest
 from plugins.sim import free_port, reap_server, sim_profile
 from plugins.ssh_server import SshHost
 
-from dsv4tui import cli, config, paths, server_control
-from dsv4tui.hosts import resolve
-from dsv4tui.store import RunStore
+from dsv4tui import main as cli
+from dsv4tui.core import config, paths
+from dsv4tui.core.hosts import resolve
+from dsv4tui.core.server import control as server_control
+from dsv4tui.core.store import RunStore
 
 
 def write_config(port: int) -> None:

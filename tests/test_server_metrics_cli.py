@@ -15,7 +15,7 @@ import pytest
 from plugins.bench_server import REPO
 from plugins.sim import SimProcess, free_port, sim_argv, start_sim, subprocess_env
 
-from dsv4tui.cli import main
+from dsv4tui.main import main
 
 
 @pytest.fixture(autouse=True)

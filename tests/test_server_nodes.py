@@ -18,7 +18,9 @@ import pytest
 from plugins.sim import REPO, TEST_DECODE_SPEED, TEST_SPEED, free_port, group_alive, reap_server
 from plugins.ssh_server import SshHost
 
-from dsv4tui import cli, group_watch, paths
+from dsv4tui import main as cli
+from dsv4tui.core import paths
+from dsv4tui.core.nodes import watch as group_watch
 
 pytestmark = pytest.mark.sshd
 
@@ -212,11 +214,11 @@ async def test_the_dashboard_shows_every_node(pair: SshHost,
 
     from plugins.pilot import until
 
-    from dsv4tui import config
-    from dsv4tui.app import Dsv4App
-    from dsv4tui.hosts.resolve import host_spec
-    from dsv4tui.widgets.gpu_panel import GpuPanel
-    from dsv4tui.widgets.log_view import LogView
+    from dsv4tui.core import config
+    from dsv4tui.core.hosts.resolve import host_spec
+    from dsv4tui.tui.app import Dsv4App
+    from dsv4tui.tui.widgets.gpu_panel import GpuPanel
+    from dsv4tui.tui.widgets.log_view import LogView
 
     port, init = free_port(), free_port()
     write_config(port, init)

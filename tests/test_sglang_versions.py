@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui import cli, sglang_choices
-from dsv4tui.config import CampaignVariant, ServerProfile
-from dsv4tui.errors import ConfigError
-from dsv4tui.launch import build_launch
+from dsv4tui import main as cli
+from dsv4tui.core.config import CampaignVariant, ServerProfile
+from dsv4tui.core.errors import ConfigError
+from dsv4tui.core.server import sglang_choices
+from dsv4tui.core.server.launch import build_launch
 
 DSV4 = "/models/DeepSeek-V4-Flash-NVFP4"
 

@@ -12,11 +12,11 @@ import asyncssh
 import pytest
 from plugins.ssh_server import SshHost
 
-from dsv4tui import config
-from dsv4tui.errors import AuthError, ConnectError, HostKeyError, RemoteError
-from dsv4tui.hosts import resolve
-from dsv4tui.hosts.session import ConnectionState
-from dsv4tui.hosts.supervisor import HostSupervisor
+from dsv4tui.core import config
+from dsv4tui.core.errors import AuthError, ConnectError, HostKeyError, RemoteError
+from dsv4tui.core.hosts import resolve
+from dsv4tui.core.hosts.session import ConnectionState
+from dsv4tui.core.hosts.supervisor import HostSupervisor
 
 
 def cli(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -162,7 +162,7 @@ async def test_bare_ip_is_an_ssh_target(ssh_server: SshHost) -> None:
     assert steps["ssh"]["ok"] and steps["agent hello"]["ok"]
     # no config for it: port 22 and the local user, as ssh; nothing listens there (or no key)
     cfg.write_text("")
-    from dsv4tui.hosts import ssh_target
+    from dsv4tui.core.hosts import ssh_target
 
     assert ssh_target.resolve(ssh_target.SshTarget.parse("127.0.0.1")).port == 22
 

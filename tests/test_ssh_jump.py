@@ -18,10 +18,10 @@ import asyncssh
 import pytest
 from plugins.ssh_server import Bastion, SshHost
 
-from dsv4tui import config
-from dsv4tui.errors import EXIT_HOST_KEY, HostKeyError
-from dsv4tui.hosts import resolve, ssh_target
-from dsv4tui.hosts.ssh import HopKeyError
+from dsv4tui.core import config
+from dsv4tui.core.errors import EXIT_HOST_KEY, HostKeyError
+from dsv4tui.core.hosts import resolve, ssh_target
+from dsv4tui.core.hosts.ssh import HopKeyError
 
 MakeBastion = Callable[..., Awaitable[Bastion]]
 
@@ -60,7 +60,7 @@ def test_path_from_ssh_config(isolated_env: Path) -> None:
     assert path[0].label == "jump host bastion (127.0.0.1:2222)"
     assert path[2].label == "jump host relay2:2022"
     assert path[-1].label == "gpu (gpu-node.internal:22)"
-    from dsv4tui.errors import ConfigError
+    from dsv4tui.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="a loop"):
         ssh_target.hops(ssh_target.SshTarget.parse("loop1"))
@@ -169,7 +169,7 @@ async def test_revoked_direct_host(ssh_server: SshHost) -> None:
 
 async def test_jump_host_auth_failure_names_the_jump_host(ssh_server: SshHost,
                                                          ssh_bastion: MakeBastion) -> None:
-    from dsv4tui.errors import AuthError
+    from dsv4tui.core.errors import AuthError
 
     b = await ssh_bastion(ssh_server)
     b.write_known_hosts(b.bastion_line(), b.target_line())
@@ -235,8 +235,8 @@ async def test_jump_host_link_drop_is_a_lost_connection(ssh_server: SshHost,
                                                         ssh_bastion: MakeBastion) -> None:
     """The jump host's connection dying takes the tunnelled one with it; the supervisor sees
     the loss, probes the jump host (the first hop) and reconnects through it."""
-    from dsv4tui.hosts.session import ConnectionState
-    from dsv4tui.hosts.supervisor import HostSupervisor
+    from dsv4tui.core.hosts.session import ConnectionState
+    from dsv4tui.core.hosts.supervisor import HostSupervisor
 
     b = await ssh_bastion(ssh_server)
     b.write_known_hosts(b.bastion_line(), b.target_line())
@@ -260,7 +260,7 @@ async def test_jump_host_link_drop_is_a_lost_connection(ssh_server: SshHost,
 
 async def test_target_the_jump_host_cannot_reach(ssh_server: SshHost,
                                                  ssh_bastion: MakeBastion) -> None:
-    from dsv4tui.errors import ConnectError
+    from dsv4tui.core.errors import ConnectError
 
     b = await ssh_bastion(ssh_server)
     b.write_known_hosts(b.bastion_line(), b.target_line())

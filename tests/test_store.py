@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui import paths
 from dsv4tui.agent import stats
-from dsv4tui.store import SCHEMA_VERSION, GpuWindow, RunStore, StoreError, compare_runs, schema
+from dsv4tui.core import paths
+from dsv4tui.core.store import SCHEMA_VERSION, GpuWindow, RunStore, StoreError, compare_runs, schema
 
 
 def _request(level: int, index: int, ok: bool = True, **kw: object) -> dict:
@@ -174,7 +174,7 @@ def test_compare_runs_changes_against_the_first(tmp_path: Path) -> None:
 def test_a_killed_writer_loses_no_committed_request(tmp_path: Path) -> None:
     """Commit per request: a process SIGKILLed right after add_request returns keeps it."""
     path = tmp_path / "s.db"
-    code = (f"import os, signal\nfrom dsv4tui.store import RunStore\n"
+    code = (f"import os, signal\nfrom dsv4tui.core.store import RunStore\n"
             f"s = RunStore({str(path)!r})\nr = s.start_run(label='k', host='h')\n"
             "for i in range(50):\n"
             "    s.add_request(r, {'level': 0, 'index': i, 'ok': True, 'start_s': 0.0})\n"

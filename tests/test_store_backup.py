@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui import paths
-from dsv4tui.cli import main
-from dsv4tui.store import SCHEMA_VERSION, RunStore, StoreError
+from dsv4tui.core import paths
+from dsv4tui.core.store import SCHEMA_VERSION, RunStore, StoreError
+from dsv4tui.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.errors import EXIT_BUSY
-from dsv4tui.store import RunStore, StoreBusy, StoreError, StoreWait
+from dsv4tui.core.errors import EXIT_BUSY
+from dsv4tui.core.store import RunStore, StoreBusy, StoreError, StoreWait
 
 HOLDER = ("import sqlite3, sys, time\n"
           "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from dsv4tui.store import SCHEMA_VERSION, RunStore, schema
+from dsv4tui.core.store import SCHEMA_VERSION, RunStore, schema
 
 
 def test_ids_are_monotonic_across_deletes_and_reopening(tmp_path: Path) -> None:

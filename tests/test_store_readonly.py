@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui import paths
-from dsv4tui.store import SCHEMA_VERSION, RunStore, StoreError, StoreReadOnly, schema
-from dsv4tui.store.runstore import READ_ONLY_ENV
+from dsv4tui.core import paths
+from dsv4tui.core.store import SCHEMA_VERSION, RunStore, StoreError, StoreReadOnly, schema
+from dsv4tui.core.store.runstore import READ_ONLY_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from dsv4tui.agent import stats
-from dsv4tui.cli import main
-from dsv4tui.store import RunStore
+from dsv4tui.core.store import RunStore
+from dsv4tui.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = {"levels": [[1, 3], [4, 6]]}
@@ -32,7 +32,7 @@ KILLED = f"""
 import os, signal, sys
 sys.path.insert(0, {str(ROOT)!r})
 from dsv4tui.agent import stats
-from dsv4tui.store import RunStore
+from dsv4tui.core.store import RunStore
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_store_recovery import PLAN, _req
 s = RunStore(sys.argv[1])
@@ -49,7 +49,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 def test_a_killed_consoles_unfinished_level_is_rebuilt_from_its_requests(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dsv4tui import paths
+    from dsv4tui.core import paths
 
     path = paths.store_file()
     proc = subprocess.run([sys.executable, "-c", KILLED, str(path)])

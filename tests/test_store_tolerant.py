@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui import paths
 from dsv4tui.agent import stats
-from dsv4tui.store import RunStore, normalise_level, schema
+from dsv4tui.core import paths
+from dsv4tui.core.store import RunStore, normalise_level, schema
 
 ROOT = Path(__file__).resolve().parents[1]
 

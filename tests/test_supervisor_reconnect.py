@@ -13,11 +13,11 @@ import pytest
 from plugins.relay import Relay
 from plugins.ssh_server import SshHost
 
-from dsv4tui.config import HostConfig
-from dsv4tui.hosts import resolve
-from dsv4tui.hosts.resolve import HostSpec
-from dsv4tui.hosts.session import ConnectionState
-from dsv4tui.hosts.supervisor import HostSupervisor
+from dsv4tui.core.config import HostConfig
+from dsv4tui.core.hosts import resolve
+from dsv4tui.core.hosts.resolve import HostSpec
+from dsv4tui.core.hosts.session import ConnectionState
+from dsv4tui.core.hosts.supervisor import HostSupervisor
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -91,7 +91,7 @@ async def test_probe_sees_an_ssh_banner(ssh_server: SshHost) -> None:
     srv = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
     try:
-        from dsv4tui.hosts.ssh import probe_ssh
+        from dsv4tui.core.hosts.ssh import probe_ssh
 
         assert "without an SSH banner" in (await probe_ssh("127.0.0.1", port) or "")
     finally:

@@ -16,10 +16,10 @@ import pytest
 from plugins.bench_server import REPO, KnownServer
 from plugins.sim import free_port
 
-from dsv4tui import paths
 from dsv4tui.agent.stats import LEVEL_JSON_KEYS
-from dsv4tui.cli import main
-from dsv4tui.store import RunStore
+from dsv4tui.core import paths
+from dsv4tui.core.store import RunStore
+from dsv4tui.main import main
 
 
 @pytest.fixture(autouse=True)

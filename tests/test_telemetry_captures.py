@@ -22,7 +22,7 @@ import pytest
 
 from dsv4tui.agent.nvml_source import NvmlSource
 from dsv4tui.agent.telemetry import stream
-from dsv4tui.telemetry import CLI_GPU_KEYS, Frame
+from dsv4tui.core.telemetry import CLI_GPU_KEYS, Frame
 
 sys.path.insert(0, str(Path(__file__).parent / "data" / "telemetry"))
 import loaders
@@ -130,7 +130,7 @@ def test_record_mode_end_to_end_with_the_simulated_source(tmp_path: Path) -> Non
 def test_real_inference_server_frames_parse() -> None:
     """Frames the agent recorded on the H200 while a real server (transformers serve, a 0.6 B
     random-weight Llama) took the sweep: GPM present, tensor pipe nearly idle (launch-bound)."""
-    from dsv4tui.telemetry import Frame
+    from dsv4tui.core.telemetry import Frame
 
     lines = (loaders.HERE / "h200_real_server_frames.jsonl").read_text().splitlines()
     frames = [Frame.from_event(json.loads(line)) for line in lines]

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.cli import main
-from dsv4tui.commands.gpus import render_table
-from dsv4tui.telemetry import CLI_GPU_KEYS, Frame, HostTelemetry
+from dsv4tui.cli.gpus import render_table
+from dsv4tui.core.telemetry import CLI_GPU_KEYS, Frame, HostTelemetry
+from dsv4tui.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from dsv4tui import telemetry as tm
-from dsv4tui.telemetry import (
+from dsv4tui.core import telemetry as tm
+from dsv4tui.core.telemetry import (
     CLI_GPU_KEYS,
     Frame,
     FrameError,

@@ -10,11 +10,11 @@ from typing import Any
 
 from plugins.ssh_server import SshHost
 
-from dsv4tui import config
-from dsv4tui.hosts import resolve
-from dsv4tui.hosts.session import ConnectionState
-from dsv4tui.hosts.supervisor import HostSupervisor
-from dsv4tui.telemetry import HostTelemetry
+from dsv4tui.core import config
+from dsv4tui.core.hosts import resolve
+from dsv4tui.core.hosts.session import ConnectionState
+from dsv4tui.core.hosts.supervisor import HostSupervisor
+from dsv4tui.core.telemetry import HostTelemetry
 
 INTERVAL = 0.2
 

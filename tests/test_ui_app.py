@@ -8,16 +8,16 @@ from typing import Any
 from snapshot_apps.frozen import FrozenApp, frozen_app, frozen_model
 from textual.worker import Worker
 
-from dsv4tui import keymap
-from dsv4tui.config import Settings
-from dsv4tui.errors import UserError
-from dsv4tui.screens.help import HelpScreen
-from dsv4tui.screens.messages import CONN
-from dsv4tui.screens.modals import ConfirmScreen, ErrorScreen
-from dsv4tui.screens.runs import CompareScreen, RunsScreen
-from dsv4tui.widgets.charts import Chart
-from dsv4tui.widgets.host_bar import ConnectionBanner
-from dsv4tui.widgets.log_view import LogPanel
+from dsv4tui.core.config import Settings
+from dsv4tui.core.errors import UserError
+from dsv4tui.tui import keymap
+from dsv4tui.tui.screens.help import HelpScreen
+from dsv4tui.tui.screens.messages import CONN
+from dsv4tui.tui.screens.modals import ConfirmScreen, ErrorScreen
+from dsv4tui.tui.screens.runs import CompareScreen, RunsScreen
+from dsv4tui.tui.widgets.charts import Chart
+from dsv4tui.tui.widgets.host_bar import ConnectionBanner
+from dsv4tui.tui.widgets.log_view import LogPanel
 
 
 async def test_number_keys_switch_screens_and_help_lists_every_binding() -> None:
@@ -159,9 +159,9 @@ async def test_dashboard_gpu_panel_shows_each_new_frame() -> None:
     only the next once-a-second tick."""
     from snapshot_apps.frozen import T0
 
-    from dsv4tui.screens.messages import GPU
-    from dsv4tui.telemetry import Frame
-    from dsv4tui.widgets.gpu_panel import GpuPanel
+    from dsv4tui.core.telemetry import Frame
+    from dsv4tui.tui.screens.messages import GPU
+    from dsv4tui.tui.widgets.gpu_panel import GpuPanel
 
     app = frozen_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -216,7 +216,7 @@ async def test_keys_pause_the_cyclic_gc_only_briefly() -> None:
 
     from textual import events
 
-    from dsv4tui.app import Dsv4App
+    from dsv4tui.tui.app import Dsv4App
 
     assert gc.isenabled()
     before = gc.get_threshold()
@@ -245,7 +245,7 @@ def test_strips_that_are_not_cut_make_no_reference_cycles() -> None:
     from rich.segment import Segment
     from textual.strip import Strip
 
-    from dsv4tui.widgets import strip_gc
+    from dsv4tui.tui.widgets import strip_gc
 
     assert strip_gc.install()
     gc.collect()
@@ -271,7 +271,7 @@ def test_strips_build_their_caches_only_when_used() -> None:
     from rich.segment import Segment
     from textual.strip import Strip
 
-    from dsv4tui.widgets import strip_gc
+    from dsv4tui.tui.widgets import strip_gc
 
     assert strip_gc.install()
     gc.collect()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dsv4tui.campaign.compare import Comparison, Point, RunInfo
-from dsv4tui.screens.runs import compare_rows
+from dsv4tui.core.campaign.compare import Comparison, Point, RunInfo
+from dsv4tui.tui.screens.runs import compare_rows
 
 
 def run(run_id: int, label: str) -> RunInfo:

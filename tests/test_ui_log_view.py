@@ -8,8 +8,8 @@ import tracemalloc
 
 from textual.app import App, ComposeResult
 
-from dsv4tui.widgets.log_lines import ERROR, INFO, WARNING, LogLines
-from dsv4tui.widgets.log_view import LogPanel, LogView
+from dsv4tui.core.view.log_lines import ERROR, INFO, WARNING, LogLines
+from dsv4tui.tui.widgets.log_view import LogPanel, LogView
 
 
 def line(i: int, rank: int = 0, text: str = "Decode batch, #running-req: 16") -> str:

@@ -10,19 +10,19 @@ from rich.text import Text
 from snapshot_apps.frozen import T0, frozen_app
 from textual.widgets import DataTable, Static
 
-from dsv4tui import keymap
-from dsv4tui.campaign.columns import LEVEL_COLUMNS
-from dsv4tui.metrics_window import MetricsWindow
-from dsv4tui.screens import model as m
-from dsv4tui.screens.help import HelpScreen
-from dsv4tui.screens.launch import profile_markup
-from dsv4tui.screens.messages import ALL, CONN, RUNS
-from dsv4tui.screens.modals import ConfirmScreen
-from dsv4tui.telemetry import Frame, HostTelemetry
-from dsv4tui.widgets.charts import plot_series
-from dsv4tui.widgets.host_bar import DialogBanner
-from dsv4tui.widgets.server_panel import DECODE_STALE_S, ServerPanel
-from dsv4tui.widgets.startup import StartupView
+from dsv4tui.core.campaign.columns import LEVEL_COLUMNS
+from dsv4tui.core.server.metrics_window import MetricsWindow
+from dsv4tui.core.telemetry import Frame, HostTelemetry
+from dsv4tui.core.view import model as m
+from dsv4tui.tui import keymap
+from dsv4tui.tui.screens.help import HelpScreen
+from dsv4tui.tui.screens.launch import profile_markup
+from dsv4tui.tui.screens.messages import ALL, CONN, RUNS
+from dsv4tui.tui.screens.modals import ConfirmScreen
+from dsv4tui.tui.widgets.charts import plot_series
+from dsv4tui.tui.widgets.host_bar import DialogBanner
+from dsv4tui.tui.widgets.server_panel import DECODE_STALE_S, ServerPanel
+from dsv4tui.tui.widgets.startup import StartupView
 
 
 async def settle(pilot: Any) -> None:
@@ -184,7 +184,7 @@ async def test_help_shows_binding_ids_and_the_profile_keys() -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("6")
         await settle(pilot)
-        from dsv4tui.screens.base import KeyBar
+        from dsv4tui.tui.screens.base import KeyBar
 
         bar = str(app.screen.query_one(KeyBar).render())
         assert "k Profile now" in bar
@@ -192,7 +192,7 @@ async def test_help_shows_binding_ids_and_the_profile_keys() -> None:
 
 
 def test_compare_legend_is_not_drawn_over_the_bars() -> None:
-    from dsv4tui.widgets.charts import Series
+    from dsv4tui.tui.widgets.charts import Series
 
     calls: list[tuple[str, dict[str, Any]]] = []
 
@@ -279,7 +279,7 @@ async def test_connection_banner_shows_while_a_dialog_is_open() -> None:
 
 
 def test_server_log_lines_cannot_drive_the_terminal() -> None:
-    from dsv4tui.widgets.log_lines import LogLines
+    from dsv4tui.core.view.log_lines import LogLines
 
     logs = LogLines()
     logs.extend(["\x1b[32mINFO\x1b[0m ready", "evil \x1b]0;title\x07 \x1b[2J done",

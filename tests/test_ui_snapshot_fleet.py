@@ -33,7 +33,7 @@ async def test_frozen_rows() -> None:
         await settle(pilot)
         from textual.widgets import Static
 
-        from dsv4tui.widgets.fleet_table import FleetTable
+        from dsv4tui.tui.widgets.fleet_table import FleetTable
 
         table = app.screen.query_one(FleetTable)
         assert table.row_count == 5

@@ -14,7 +14,7 @@ import pytest
 from snapshot_apps.frozen import frozen_app
 from textual.pilot import Pilot
 
-from dsv4tui.widgets.charts import Chart
+from dsv4tui.tui.widgets.charts import Chart
 
 SCREENS = ("dashboard", "logs", "launch", "bench", "runs", "compare", "help", "campaign")
 THEMES = ("dark", "light", "high-contrast")

@@ -33,11 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
         campaign,
         hello,
         logs,
-        profile,
         server,
         server_metrics,
         target,
         telemetry,
+    )
+    from dsv4tui.agent import (
+        kernels as profile,
     )
 
     parser = _Parser(prog="dsv4tui-agent")

@@ -26,13 +26,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from dsv4tui.agent import arrivals, datasets, idle, protocol, saturation, stats, workers
-from dsv4tui.agent.loadgen import (
-    HALT_STALLED,
-    HALT_STOP,
-    Flow,
-    LevelLoad,
-    request_event,
-)
+from dsv4tui.agent.loadgen import HALT_STALLED, HALT_STOP, Flow, LevelLoad, request_event
 from dsv4tui.agent.openai_stream import (
     TRANSPORTS,
     Endpoint,
@@ -49,7 +43,7 @@ from dsv4tui.agent.openai_stream import run as run_loop
 __all__ = ["DEFAULT_PLAN", "Sweep", "build_plan", "execute_sweep", "request_event",
            "resolve_target", "run_loop"]
 
-# Mirrors dsv4tui.config.DEFAULT_SANITY and SweepPlan (the agent cannot import config).
+# Mirrors dsv4tui.core.config.DEFAULT_SANITY and SweepPlan (the agent cannot import config).
 DEFAULT_CASES = [{"name": "arith-17x23", "prompt": "What is 17*23? Number only.",
                   "expect": r"^\s*391\s*$", "max_tokens": 24, "temperature": 0.0}]
 DEFAULT_PLAN: Dict[str, Any] = {

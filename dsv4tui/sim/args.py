@@ -10,7 +10,7 @@ import argparse
 import os
 from dataclasses import dataclass
 
-from dsv4tui import sglang_choices as ch
+from dsv4tui.core.server import sglang_choices as ch
 
 FAULTS = ("wrong-answer", "crash-after:N", "stall", "http-500", "ignore-sigterm", "fail-startup",
           "nccl-hang")

@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from dsv4tui.agent.protocol import parse_event
-from dsv4tui.config import ServerProfile
+from dsv4tui.core.config import ServerProfile
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_SPEED = 200.0  # startup ~0.5 s (1.0 = a realistic ~95 s)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import sys
 
-from dsv4tui.app_fleet import FleetApp
-from dsv4tui.config import Settings
-from dsv4tui.fleet import HostSummary
+from dsv4tui.core.config import Settings
+from dsv4tui.core.fleet.model import HostSummary
+from dsv4tui.tui.app_fleet import FleetApp
 
 H200_MIB = 143_771
 PRO_MIB = 97_887

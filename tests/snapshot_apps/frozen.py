@@ -11,11 +11,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from dsv4tui.app import Dsv4App
-from dsv4tui.config import Settings
-from dsv4tui.screens import model as m
-from dsv4tui.sim.demo import demo_host_config
-from dsv4tui.telemetry import Frame, HostTelemetry
+from dsv4tui.core.config import Settings
+from dsv4tui.core.hosts.demo import demo_host_config
+from dsv4tui.core.telemetry import Frame, HostTelemetry
+from dsv4tui.core.view import model as m
+from dsv4tui.tui.app import Dsv4App
 
 T0 = 1_764_460_000.0  # the frozen "now" (wall and monotonic)
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -96,7 +96,7 @@ def _metrics(model: m.UiModel) -> None:
 
 
 def frozen_model() -> m.UiModel:
-    from dsv4tui.app import model_for
+    from dsv4tui.tui.app import model_for
 
     cfg = demo_host_config(port=30000)
     model = model_for("demo", cfg, simulated=True)
@@ -155,7 +155,7 @@ def frozen_model() -> m.UiModel:
     ]
     runs.marked = [3, 1]
     runs.baseline = 1
-    from dsv4tui.campaign.compare import Comparison, RunInfo
+    from dsv4tui.core.campaign.compare import Comparison, RunInfo
 
     infos = [RunInfo(r.run_id, r.label, r.host, r.host, r.backend, r.checkpoint, r.status,
                      r.created, r.simulated) for r in (runs.rows[3], runs.rows[1], runs.rows[2])]
@@ -177,7 +177,7 @@ def frozen_model() -> m.UiModel:
 
 def _campaign() -> object:
     """The story's campaign, two variants in, the third measuring C=8."""
-    from dsv4tui.campaign.view import CampaignView, Cell, VariantView
+    from dsv4tui.core.campaign.view import CampaignView, Cell, VariantView
 
     def cells(*vals: tuple[str, float | None, int, int]) -> list[Cell]:
         return [Cell(n, done, 0, state, tok) for state, tok, done, n in vals]
@@ -215,7 +215,7 @@ class FrozenApp(Dsv4App):
         self.call_after_refresh(self._initial)
 
     def _initial(self) -> None:
-        from dsv4tui.screens.help import HelpScreen
+        from dsv4tui.tui.screens.help import HelpScreen
 
         if self.initial == "compare" and self.model.runs.compare is not None:
             self._show_compare(self.model.runs.compare)
@@ -242,9 +242,9 @@ def frozen_app(mode: str = "dashboard", theme: str = "dark") -> FrozenApp:
 
 def frozen_pair_app(theme: str = "dark") -> FrozenApp:
     """The dashboard of a host made of two nodes (16 GPUs, two nodes' logs), frozen."""
-    from dsv4tui.node_streams import node_column
-    from dsv4tui.node_telemetry import NodeFrames
-    from dsv4tui.sim.demo import demo_pair_config
+    from dsv4tui.core.hosts.demo import demo_pair_config
+    from dsv4tui.core.nodes.streams import node_column
+    from dsv4tui.core.nodes.telemetry import NodeFrames
 
     model = frozen_model()
     model.conn.host = "demo-pair"

@@ -1,0 +1,1 @@
+"""One module per CLI command group; see ``dsv4tui.main``."""

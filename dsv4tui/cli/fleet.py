@@ -1,0 +1,110 @@
+"""``dsv4tui fleet [HOST ...] [--json] [--watch]``: every host at a glance.
+
+Every host (the names given, else every ``[hosts.NAME]`` of the config) is connected in
+parallel; each row: connection state, GPU count and model, mean utilisation / tensor pipe /
+memory / power, the server's state, profile and backend, the best tok/s of the host's last
+run. A host that cannot be reached shows its one-line reason and delays no other.
+
+``--json``: ``{"hosts": [...]}``, one object per host with its ``host`` name and either its
+figures or the one-line ``error``. Exit code: 0 when every host answered, 4 when at least one
+could not be connected (unreachable, or refused by its host key or authentication: it is in the
+output with its error), 2 for bad usage.
+``--demo``: the simulated demo fleet (``dsv4tui demo --fleet`` shows it live).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from dsv4tui.cli.output import print_json
+from dsv4tui.core.entry import load_settings, run_async
+from dsv4tui.core.errors import EXIT_CONFIG, EXIT_CONNECT, UserError
+from dsv4tui.core.text_table import table
+
+CLEAR, HOME, CLEAR_BELOW = "\x1b[2J", "\x1b[H", "\x1b[J"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("fleet", help="every host at a glance: GPUs, server, last run "
+                       "(connected in parallel)",
+                       description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("hosts", metavar="HOST", nargs="*",
+                   help="hosts as for connect (default: every [hosts] entry of the config)")
+    p.add_argument("--json", action="store_true", help="JSON: {\"hosts\": [...]}")
+    p.add_argument("--watch", action="store_true", help="redraw every interval until Ctrl-C")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+                   help="telemetry and redraw interval in seconds (default 1, min 0.2)")
+    p.add_argument("--timeout", type=float, default=20.0, metavar="S",
+                   help="how long to wait for a silent host before printing (default 20)")
+    p.add_argument("--demo", action="store_true", help="the simulated demo fleet")
+    p.add_argument("--accept-new", action="store_true",
+                   help="trust unknown host keys on first use (a changed key is still refused)")
+    p.set_defaults(func=run)
+
+
+def specs(args: argparse.Namespace) -> list[Any]:
+    """The hosts ``args`` name (``connect`` with several hosts uses it too)."""
+    from dsv4tui.core.fleet.model import specs_for
+
+    if getattr(args, "demo", False):
+        if args.hosts:
+            raise UserError("fleet: --demo takes no HOST", EXIT_CONFIG)
+        from dsv4tui.core.fleet.demo import demo_specs
+
+        return demo_specs()
+    settings, _ = load_settings(args)
+    return specs_for(args.hosts, settings, accept_new=args.accept_new)
+
+
+def render(summaries: list[Any]) -> str:
+    from dsv4tui.core.campaign.labels import safe_text
+    from dsv4tui.core.fleet.rows import COLUMNS, cells, problems
+
+    rows = [[safe_text(cells(s)[key]) for key, _ in COLUMNS] for s in summaries]
+    out = table(rows, [title for _, title in COLUMNS])
+    lines = problems(summaries)
+    if lines:
+        out += "\n" + "\n".join(f"✗ {safe_text(line)}" for line in lines)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.interval < 0.2:
+        raise UserError("fleet: --interval must be at least 0.2 s", EXIT_CONFIG)
+    if args.timeout <= 0:
+        raise UserError("fleet: --timeout must be positive", EXIT_CONFIG)
+    return run_async(_run(args, specs(args)))
+
+
+async def _run(args: argparse.Namespace, host_specs: list[Any]) -> int:
+    from dsv4tui.core.fleet.model import Fleet
+
+    fleet = Fleet(host_specs, interval=args.interval)
+    try:
+        await fleet.settled(args.timeout)
+        if not args.watch:
+            summaries = fleet.summaries()
+            if args.json:
+                print_json({"hosts": [s.to_json() for s in summaries]})
+            else:
+                print(render(summaries))
+            return EXIT_CONNECT if any(not s.connected for s in summaries) else 0
+        tty = sys.stdout.isatty()
+        if tty:
+            sys.stdout.write(CLEAR)
+        while True:
+            summaries = fleet.summaries()
+            if args.json:
+                import json
+
+                sys.stdout.write(json.dumps({"hosts": [s.to_json() for s in summaries]}) + "\n")
+            else:
+                text = render(summaries)
+                sys.stdout.write(f"{HOME}{text}{CLEAR_BELOW}\n" if tty else text + "\n\n")
+            sys.stdout.flush()
+            await asyncio.sleep(args.interval)
+    finally:
+        await fleet.stop()

@@ -1,0 +1,13 @@
+"""Printing helpers shared by the CLI commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+    sys.stdout.flush()

@@ -1,1 +1,0 @@
-"""One module per CLI command group; see ``dsv4tui.cli``."""

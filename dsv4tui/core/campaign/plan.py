@@ -1,0 +1,256 @@
+"""A campaign's plan: each variant's launch validated into its exact argv, before anything runs.
+
+``resolve`` turns a ``[campaigns.NAME]`` table (or a campaign file) into a :class:`CampaignPlan`
+with the existing launch code (:func:`dsv4tui.core.server.launch.build_launch`), so a backend, flag or
+profile that would not launch is refused here, with the file and key path, not after a
+multi-minute restart. ``CampaignPlan.agent_spec()`` is the JSON the host-side runner gets.
+
+A single sweep is a one-variant campaign without a restart: :func:`sweep_spec`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from dsv4tui.core.config import (
+    CampaignConfig,
+    HostConfig,
+    SanityCase,
+    ServerProfile,
+    Settings,
+    SweepPlan,
+)
+from dsv4tui.core.errors import ConfigError, UserError
+from dsv4tui.core.server.launch import Launch, build_launch
+
+SPEC_VERSION = 1  # dsv4tui.agent.campaign.SPEC_VERSION
+GRACE_S = 60.0
+STARTUP_TIMEOUT_S = 1800.0
+
+
+@dataclass
+class VariantPlan:
+    index: int
+    name: str
+    label: str
+    profile_name: str
+    profile: ServerProfile
+    launch: Launch
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "profile": self.profile_name,
+                "backend": self.launch.backend, "checkpoint": self.launch.checkpoint,
+                "argv": self.launch.argv, "command_line": self.launch.command_line(),
+                "env": self.launch.env, "port": self.launch.port, "warnings": self.warnings}
+
+
+@dataclass
+class CampaignPlan:
+    name: str
+    host: str
+    variants: list[VariantPlan]
+    sweep: SweepPlan
+    cases: list[SanityCase]
+    repeats: int = 1
+    on_failure: str = "skip"
+    stop_server: bool = False
+    source: str | None = None  # where it was defined
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "host": self.host, "repeats": self.repeats,
+                "on_failure": self.on_failure, "stop_server": self.stop_server,
+                "sweep": self.sweep.model_dump(mode="json"),
+                "sanity": [c.model_dump() for c in self.cases],
+                "variants": [v.to_json() for v in self.variants], "source": self.source}
+
+    def agent_spec(self) -> dict[str, Any]:
+        """What ``agent campaign start`` gets."""
+        variants = []
+        for v in self.variants:
+            la = v.launch
+            variants.append({
+                "name": v.name, "label": v.label,
+                "launch": {"agent_args": la.agent_args(replace=True, wait_ready=True,
+                                                       grace=GRACE_S,
+                                                       timeout=STARTUP_TIMEOUT_S),
+                           "profile_name": v.profile_name, "backend": la.backend,
+                           "checkpoint": la.checkpoint, "changes": la.changes,
+                           "argv": la.argv, "profile": {"name": v.profile_name, **la.profile}},
+                "target": {"mode": "ours"}})
+        return {"v": SPEC_VERSION, "name": self.name, "kind": "campaign", "host": self.host,
+                "repeats": self.repeats, "on_failure": self.on_failure,
+                "stop_server": self.stop_server, "plan": self.sweep.model_dump(mode="json"),
+                "cases": [c.model_dump() for c in self.cases] or None, "variants": variants}
+
+
+def available(settings: Settings, host: str | None = None) -> dict[str, CampaignConfig]:
+    """The campaigns one can start: the config's, and the demo's built-in ones (a config
+    campaign of the same name wins); only those on ``host`` when given."""
+    from dsv4tui.core.hosts.demo import demo_campaigns
+
+    out = {**demo_campaigns(), **settings.campaigns}
+    return {k: v for k, v in out.items() if host is None or v.host == host}
+
+
+def _where(source: str | None) -> str:
+    return f" in {source}" if source else ""
+
+
+def load_file(path: Path, name: str | None = None) -> tuple[str, CampaignConfig]:
+    """A campaign from its own TOML file: either the campaign's keys at the top level (named
+    after the file) or ``[campaigns.NAME]`` tables (``name`` picks one when there are
+    several)."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read campaign file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"campaign file {path}: not valid TOML: {exc}") from None
+    prefix = ""
+    if isinstance(raw.get("campaigns"), dict):
+        tables = raw["campaigns"]
+        if name is None and len(tables) == 1:
+            name = next(iter(tables))
+        if name not in tables:
+            raise ConfigError(f"campaign file {path}: "
+                              + (f"no campaign {name!r}; it has: {', '.join(tables)}" if name
+                                 else f"several campaigns ({', '.join(tables)}): name one"))
+        raw, prefix = tables[name], f"campaigns.{name}."
+    else:
+        name = name or path.stem
+    assert name is not None
+    try:
+        return name, CampaignConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"campaign file {path}: {prefix}{loc}: "
+                          f"{err['msg'].removeprefix('Value error, ')}") from None
+
+
+def resolve(settings: Settings, name: str | None = None, *, file: Path | None = None,
+            config_path: Path | None = None,
+            host_config: HostConfig | None = None) -> CampaignPlan:
+    """Validate a campaign into its plan (no connection). ConfigError names the key path.
+    ``host_config``: the host's config as the caller already holds it (the dashboard's)."""
+    from dsv4tui.core.hosts.resolve import host_spec
+
+    if file is not None:
+        name, camp = load_file(file, name)
+        source: str | None = str(file)
+        prefix = ""
+    else:
+        if not name:
+            raise ConfigError("name a campaign ([campaigns.NAME] in the config) or give --file")
+        campaigns = available(settings)
+        if name not in campaigns:
+            known = ", ".join(campaigns) or "(none)"
+            raise ConfigError(f"no campaign {name!r} in the config{_where(str(config_path))}; "
+                              f"defined: {known}")
+        camp = campaigns[name]
+        builtin = name not in settings.campaigns
+        source = "the demo's built-in campaigns" if builtin else (
+            str(config_path) if config_path else None)
+        prefix = f"campaigns.{name}."
+    assert name is not None
+    config = host_config if host_config is not None else host_spec(camp.host, settings).config
+    if config.nodes:  # the host-side runner restarts the server on one host, not on N
+        raise ConfigError(f"campaign {name}: {camp.host} is a host made of nodes; a campaign "
+                          "restarts the server from one host, not across nodes (not supported "
+                          f"yet): `dsv4tui server restart {camp.host}` then `dsv4tui sweep "
+                          f"{camp.host}` per variant")
+    try:
+        plan = camp.plan(settings.sweep)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(f"campaign {name}{_where(source)}: {prefix}sweep."
+                          f"{'.'.join(str(p) for p in err['loc'])}: "
+                          f"{err['msg'].removeprefix('Value error, ')}") from None
+    variants = [_variant(config, camp, i, source, prefix) for i in range(len(camp.variants))]
+    cases = list(camp.sanity) if camp.sanity is not None else settings.sanity.suite()
+    return CampaignPlan(name=name, host=camp.host, variants=variants, sweep=plan, cases=cases,
+                        repeats=camp.repeats, on_failure=camp.on_failure,
+                        stop_server=camp.stop_server, source=source)
+
+
+def _variant(config: HostConfig, camp: CampaignConfig, i: int, source: str | None,
+             prefix: str) -> VariantPlan:
+    from dsv4tui.core.campaign.labels import check_label
+
+    v = camp.variants[i]
+    where = f"{prefix}variants[{i}] ({v.name})"
+    try:
+        label = check_label(v.label or v.name)
+    except UserError as exc:
+        raise ConfigError(f"campaign{_where(source)}: {where}: {exc.message}") from None
+    base_name = v.profile or camp.profile
+    try:
+        pname, base = config.profile(base_name)
+    except ConfigError as exc:
+        raise ConfigError(f"campaign{_where(source)}: {where}: {exc.message}") from None
+    try:
+        profile = ServerProfile.model_validate({**base.model_dump(), **v.overrides})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(f"campaign{_where(source)}: {where}.{'.'.join(str(p) for p in err['loc'])}"
+                          f": {err['msg'].removeprefix('Value error, ')}") from None
+    try:
+        launch = build_launch(profile, None, pname)
+    except ConfigError as exc:
+        raise ConfigError(f"campaign{_where(source)}: {where}: {exc.message}") from None
+    warnings = list(launch.warnings)
+    misfit = _misfit(profile)
+    if misfit:
+        if not v.force:
+            raise ConfigError(f"campaign{_where(source)}: {where}: {misfit} (set force = true "
+                              "on the variant to launch it anyway)")
+        warnings.append(f"forced: {misfit}")
+    changes = {k: {"from": getattr(base, k), "to": val} for k, val in v.overrides.items()
+               if getattr(base, k) != val}
+    launch = replace(launch, changes=changes)
+    return VariantPlan(i, v.name, label, pname, profile, launch, warnings)
+
+
+def _misfit(profile: ServerProfile) -> str | None:
+    """Why the profile's MoE backend cannot run its checkpoint (the one table, backends.py)."""
+    from dsv4tui.core.server.backends import backend_misfit
+
+    return backend_misfit(profile, profile.backend_label)
+
+
+def sweep_spec(*, label: str, plan: SweepPlan, cases: list[SanityCase] | None,
+               target: dict[str, Any], host: str) -> dict[str, Any]:
+    """A single sweep as a one-variant campaign (no restart) for ``agent campaign start``."""
+    return {"v": SPEC_VERSION, "name": label, "kind": "sweep", "host": host, "repeats": 1,
+            "on_failure": "stop", "plan": plan.model_dump(mode="json"),
+            "cases": [c.model_dump() for c in cases] if cases else None,
+            "variants": [{"name": label, "label": label, "target": target}]}
+
+
+def bench_target(config: HostConfig, profile: str | None = None) -> dict[str, Any]:
+    """Where a sweep/sanity on a host aims: with ``profile``, that profile's server; without,
+    the server dsv4tui started there (whichever profile), else whatever answers on the default
+    profile's port (reported as not ours)."""
+    if profile is not None:
+        _, prof = config.profile(profile)
+        return {"mode": "url", "url": _profile_url(prof),
+                "model": prof.served_model_name or prof.model_path,
+                "api_key_env": prof.api_key_env}
+    out: dict[str, Any] = {"mode": "ours"}
+    if config.profiles:
+        _, prof = config.profile(None)
+        out["fallback"] = {"host": prof.host, "port": prof.port,
+                           "model": prof.served_model_name or prof.model_path,
+                           "api_key_env": prof.api_key_env}
+    return out
+
+
+def _profile_url(prof: ServerProfile) -> str:
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(prof.host, prof.host)
+    return f"http://[{host}]:{prof.port}" if ":" in host else f"http://{host}:{prof.port}"

@@ -1,0 +1,273 @@
+"""A campaign as the dashboard shows it, built live from its journal events (pure data, no
+textual): the matrix of variants x levels, each cell's state, the current variant, elapsed
+time and an ETA. The CLI's matrix of a finished campaign (matrix.py) reads the store; this
+one follows the events as they arrive, so a second console sees the same state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+VARIANT_ACTIVE = ("restarting", "sanity", "running")
+ENDED = ("done", "failed", "cancelled", "interrupted")
+
+
+@dataclass
+class Cell:
+    """One level of one variant's (last) run."""
+
+    requests: int
+    completed: int = 0
+    errors: int = 0
+    state: str = "pending"  # pending | running | done | partial | failed | busy
+    tok_s: float | None = None
+
+    def text(self) -> str:
+        if self.state == "pending":
+            return "·"
+        if self.state == "running":
+            return f"{self.completed + self.errors}/{self.requests}"
+        tok = f"{self.tok_s:.1f}" if self.tok_s is not None else "n/a"
+        return tok if self.state == "done" else f"{tok} {self.state}"
+
+
+@dataclass
+class VariantView:
+    name: str
+    label: str
+    state: str = "pending"  # pending | restarting | sanity | running | done | partial |
+    #                          failed | cancelled | skipped | interrupted
+    phase: str | None = None  # the startup phase while restarting
+    startup_s: float | None = None
+    sanity: bool | None = None
+    reason: str | None = None
+    error_lines: list[str] = field(default_factory=list)
+    cells: list[Cell] = field(default_factory=list)
+    run_keys: list[str] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)
+    started: float | None = None  # console monotonic
+    ended: float | None = None
+    backend: str | None = None  # what it ran (from the host)
+    checkpoint: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.state in VARIANT_ACTIVE
+
+
+@dataclass
+class CampaignView:
+    state: str = "idle"  # idle | starting | running | done | failed | cancelled | interrupted
+    id: str | None = None
+    name: str | None = None
+    kind: str = "campaign"
+    host: str | None = None
+    levels: list[tuple[int, int]] = field(default_factory=list)
+    repeats: int = 1
+    variants: list[VariantView] = field(default_factory=list)
+    current: int | None = None
+    started: float | None = None
+    ended: float | None = None
+    detail: str | None = None
+    server: str | None = None
+    torn: int = 0
+    baseline: int = 0  # the variant the comparison's % change is against
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("starting", "running")
+
+    def elapsed(self, now: float) -> float | None:
+        if self.started is None:
+            return None
+        return max(0.0, (self.ended if self.ended is not None else now) - self.started)
+
+    def eta(self, now: float) -> float | None:
+        """Seconds left: the finished variants' mean duration times those still to run."""
+        finished = [v for v in self.variants if v.started is not None and v.ended is not None
+                    and v.state != "skipped"]
+        left = [v for v in self.variants if v.state in ("pending", *VARIANT_ACTIVE)]
+        if not self.running or not finished or not left:
+            return None
+        spans = [float(v.ended or 0.0) - float(v.started or 0.0) for v in finished]
+        mean = sum(spans) / len(spans)
+        cur = next((v for v in left if v.active and v.started is not None), None)
+        spent = now - cur.started if cur is not None and cur.started is not None else 0.0
+        return max(0.0, mean * len(left) - min(spent, mean))
+
+    def variant(self, vi: Any) -> VariantView | None:
+        try:
+            return self.variants[int(vi)]
+        except (TypeError, ValueError, IndexError):
+            return None
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for v in self.variants:
+            out[v.state] = out.get(v.state, 0) + 1
+        return out
+
+
+def _cells(levels: list[tuple[int, int]]) -> list[Cell]:
+    return [Cell(requests=n) for _, n in levels]
+
+
+def apply_campaign_event(cv: CampaignView, ev: dict[str, Any], now: float) -> bool:
+    """One journal event (or ingest's run_stored); True when the view changed."""
+    kind = ev.get("type")
+    if kind == "campaign_start":
+        plan = ev.get("plan") or {}
+        cv.levels = [(int(c), int(n)) for c, n in plan.get("levels") or []]
+        cv.repeats = int(ev.get("repeats") or 1)
+        cv.name = ev.get("name") or cv.name
+        cv.kind = str(ev.get("kind") or cv.kind)
+        if not cv.variants:
+            cv.variants = [VariantView(str(v.get("name")), str(v.get("label") or v.get("name")),
+                                       cells=_cells(cv.levels))
+                           for v in ev.get("variants") or []]
+        cv.state = "running"
+        if cv.started is None:
+            cv.started = now
+        return True
+    if kind == "campaign_resume":
+        cv.state, cv.ended, cv.detail = "running", None, f"resumed (attempt {ev.get('attempt')})"
+        return True
+    v = cv.variant(ev.get("variant")) if "variant" in ev else None
+    if kind == "variant_start" and v is not None:
+        cv.current = int(ev["variant"])
+        v.state = "restarting" if ev.get("restart") else "running"
+        v.reason, v.error_lines, v.started, v.ended = None, [], now, None
+        v.cells = _cells(cv.levels)
+        return True
+    if kind == "log_event" and v is not None and v.state == "restarting":
+        inner = ev.get("event") or {}
+        if inner.get("kind") == "phase" and inner.get("name"):
+            v.phase = str(inner["name"])
+            return True
+        return False
+    if kind == "launch_end" and v is not None:
+        if ev.get("ok"):
+            v.startup_s = ev.get("startup_s")
+            v.phase = "ready"
+        else:
+            v.reason = str(ev.get("error") or "the server did not start")
+            v.error_lines = [str(x) for x in ev.get("last_errors") or []]
+        return True
+    if kind == "run_start" and v is not None:
+        v.run_keys.append(str(ev.get("run")))
+        v.cells = _cells(cv.levels)
+        v.state = "sanity"
+        meta = ev.get("meta") or {}
+        v.backend, v.checkpoint = meta.get("backend"), meta.get("checkpoint")
+        return True
+    if kind == "run_stored":
+        for var in cv.variants:
+            if ev.get("run") in var.run_keys and ev.get("run_id") is not None:
+                if ev["run_id"] not in var.run_ids:
+                    var.run_ids.append(int(ev["run_id"]))
+                return True
+        return False
+    if kind == "sanity" and v is not None:
+        v.sanity = bool(ev.get("passed"))
+        if v.sanity:
+            v.state = "running"
+        return True
+    if kind in ("level_start", "request", "level") and v is not None:
+        idx = int(ev.get("level") or 0)
+        if idx >= len(v.cells):
+            return False
+        cell = v.cells[idx]
+        v.state = "running"
+        if kind == "level_start":
+            cell.state, cell.requests = "running", int(ev.get("requests") or cell.requests)
+            cell.completed = cell.errors = 0
+        elif kind == "request":
+            if ev.get("ok"):
+                cell.completed += 1
+            else:
+                cell.errors += 1
+        else:
+            cell.state = str(ev.get("status") or ("partial" if ev.get("partial") else "done"))
+            cell.tok_s = ev.get("output_tok_s")
+            cell.completed = int(ev.get("completed") or 0)
+            cell.errors = int(ev.get("errors") or 0)
+        return True
+    if kind == "variant_end" and v is not None:
+        v.state = str(ev.get("state") or "done")
+        v.reason = ev.get("reason") or v.reason
+        lines = [str(x) for x in ev.get("error_lines") or []]
+        v.error_lines = lines or v.error_lines
+        v.ended = now
+        if v.started is None:
+            v.started = now
+        for cell in v.cells:
+            if cell.state == "running":
+                cell.state = "partial"
+        return True
+    if kind == "campaign_end":
+        cv.state = str(ev.get("state") or "done")
+        cv.detail = ev.get("reason")
+        cv.server = (ev.get("server") or {}).get("text")
+        cv.ended, cv.current = now, None
+        return True
+    if kind == "journal_torn":
+        cv.torn += 1
+        return True
+    if kind == "journal_end":
+        state = str(ev.get("state") or "")
+        if state in ENDED and cv.state not in ENDED:
+            cv.state, cv.detail, cv.ended = state, ev.get("reason"), now
+            for var in cv.variants:
+                if var.active:
+                    var.state = "interrupted" if state == "interrupted" else var.state
+            return True
+    return False
+
+
+def from_status(info: dict[str, Any], store: Any = None) -> CampaignView:
+    """A campaign view to start from when attaching to a running campaign (``campaign
+    list`` / ``status`` on the host): its variants and their states, and what ``store``
+    already holds of their runs; the journal's events from the stored offset fill in the
+    rest. Reads the store: call it off the UI loop."""
+    from dsv4tui.core.store import campaigns as cstore
+
+    plan = info.get("plan") or {}
+    levels = [(int(c), int(n)) for c, n in plan.get("levels") or []]
+    cid = info.get("id")
+    cv = CampaignView(state="running" if info.get("state") == "running" else
+                      str(info.get("state") or "running"), id=cid, name=info.get("name"),
+                      kind=str(info.get("kind") or "campaign"), host=info.get("host"),
+                      levels=levels, repeats=int(info.get("repeats") or 1))
+    cur = info.get("current") or {}
+    cv.current = cur.get("variant") if isinstance(cur.get("variant"), int) else None
+    stored = cstore.run_ids(store, str(cid)) if store is not None and cid else {}
+    for v in info.get("variants") or []:
+        view = VariantView(str(v.get("name")), str(v.get("label") or v.get("name")),
+                           state=str(v.get("state") or "pending"), reason=v.get("reason"),
+                           error_lines=[str(x) for x in v.get("error_lines") or []],
+                           cells=_cells(levels), run_keys=[str(k) for k in v.get("runs") or []])
+        view.run_ids = [stored[k] for k in view.run_keys if k in stored]
+        if view.run_ids and store is not None:
+            _cells_from_store(view, store, view.run_ids[-1])
+        cv.variants.append(view)
+    return cv
+
+
+def _cells_from_store(view: VariantView, store: Any, run_id: int) -> None:
+    run = store.run(run_id)
+    if run is not None:
+        view.backend, view.checkpoint, view.sanity = run.backend, run.checkpoint, \
+            run.sanity_passed
+        if run.launch_id is not None:
+            rows = store.query("SELECT startup_s FROM launches WHERE id = ?", (run.launch_id,))
+            view.startup_s = rows[0]["startup_s"] if rows else None
+    by_idx = {lv.idx: lv for lv in store.levels(run_id)}
+    for idx, cell in enumerate(view.cells):
+        lv = by_idx.get(idx)
+        if lv is not None:
+            cell.state = str(lv.stats.get("status") or ("partial" if lv.partial else "done"))
+            cell.tok_s = lv.output_tok_s
+            cell.completed = int(lv.stats.get("completed") or 0)
+            cell.errors = int(lv.stats.get("errors") or 0)
+            if lv.stats.get("rebuilt"):  # the level in progress (requests stored so far)
+                cell.state, cell.tok_s = "running", None

@@ -1,0 +1,514 @@
+"""Configuration: pydantic models loaded from a TOML file.
+
+The file lives at the platformdirs user config dir (``config.toml``), overridable by
+``--config PATH`` or ``DSV4TUI_CONFIG``. Invalid files raise :class:`ConfigError` with one
+line naming the file, the key path and the problem.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from dsv4tui.agent import datasets
+from dsv4tui.core import actions, paths
+from dsv4tui.core.errors import ConfigError
+from dsv4tui.core.server import sglang_choices
+from dsv4tui.core import theme_names
+
+LOCAL = "local"
+DEMO = "demo"
+DEMO_PAIR = "demo-pair"  # the two-node demo host (two simulated nodes on this machine)
+DEMO_NODES = ("demo-node0", "demo-node1")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _check_choice(value: str | None, choices: tuple[str, ...], what: str) -> str | None:
+    if value is None or value in choices:
+        return value
+    raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(choices)}")
+
+
+class ServerProfile(_Model):
+    """One way to launch SGLang on a host (a checkpoint + its flags)."""
+
+    python: str = Field("python3", description="The SGLang venv's interpreter on the host.")
+    module: str = Field("sglang.launch_server", description="Module run with `python -m`.")
+    model_path: str = Field(..., min_length=1, description="--model-path")
+    served_model_name: str | None = Field(None, description="--served-model-name")
+    host: str = Field("127.0.0.1", description="--host")
+    port: int = Field(30000, ge=1, le=65535, description="--port")
+    tp_size: int | None = Field(None, ge=1, description="--tp-size")
+    dp_size: int | None = Field(None, ge=1, description="--dp-size")
+    ep_size: int | None = Field(None, ge=1, description="--ep-size")
+    quantization: str | None = Field(None, description="--quantization")
+    checkpoint: str | None = Field(
+        None, description="Label for the checkpoint format (e.g. MXFP4, NVFP4); shown and stored "
+        "with runs. Defaults to the quantization.")
+    moe_runner_backend: str | None = Field(None, description="--moe-runner-backend")
+    attention_backend: str | None = Field(None, description="--attention-backend")
+    dsv4_attn_backend: str | None = Field(
+        None, description="--dsv4-attn-backend (DeepSeek-V4 models: the sparse attention kernel)")
+    dsv4_prefill_backend: str | None = Field(
+        None, description="--dsv4-prefill-backend (DeepSeek-V4 models: the sparse prefill path)")
+    kv_cache_dtype: str | None = Field(None, description="--kv-cache-dtype")
+    mem_fraction_static: float | None = Field(None, gt=0, le=1, description="--mem-fraction-static")
+    speculative_algorithm: str | None = Field(None, description="--speculative-algorithm")
+    speculative_num_steps: int | None = Field(None, ge=1)
+    speculative_eagle_topk: int | None = Field(None, ge=1)
+    speculative_num_draft_tokens: int | None = Field(None, ge=1)
+    trust_remote_code: bool = Field(False, description="--trust-remote-code")
+    enable_metrics: bool = Field(True, description="--enable-metrics (for /metrics)")
+    api_key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Name of an env var holding the API key (never the key itself).")
+    extra_args: list[str] = Field(default_factory=list, description="More launch flags, as argv.")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment for the server.")
+    log_file: str | None = Field(None, description="Server log on the host (default in the agent cache).")
+    workdir: str | None = Field(None, description="Working directory on the host.")
+    active_params_b: float | None = Field(
+        None, gt=0, description="Active parameters per token, in billions (roofline override; "
+        "e.g. 13 for DeepSeek-V4-Flash). Default: read from the model's config.json.")
+    bytes_per_param: float | None = Field(
+        None, gt=0, description="Bytes per weight for the roofline (0.5 for FP4, 1 for FP8, 2 for "
+        "BF16). Default: from quantization/checkpoint.")
+    nnodes: int | None = Field(None, ge=1, description="--nnodes (a host made of nodes: "
+                               "the number of its nodes, set for you)")
+    node_rank: int | None = Field(None, ge=0, description="--node-rank (a host made of nodes: "
+                                  "each node's position, set for you)")
+    dist_init_addr: str | None = Field(None, description="--dist-init-addr HOST:PORT (a host "
+                                       "made of nodes: default node 0's address and "
+                                       "dist_init_port)")
+    dist_init_port: int | None = Field(None, ge=1, le=65535, description="The port of the "
+                                       "default --dist-init-addr on node 0 (a host made of "
+                                       "nodes; default 20000).")
+
+    @field_validator(*(f for f in sglang_choices.CHOICE_FIELDS if f != "speculative_algorithm"))
+    @classmethod
+    def _choice(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # any SGLang version's value: a launch checks the lists of the host's version
+        field = str(info.field_name)
+        return _check_choice(v, sglang_choices.ANY.of(field), field)
+
+    @field_validator("speculative_algorithm")
+    @classmethod
+    def _spec(cls, v: str | None) -> str | None:
+        if v is not None and v.upper() == "MTP":
+            raise ValueError("'MTP' is not a speculative algorithm in SGLang; for DeepSeek MTP "
+                             "heads use EAGLE (topk 1) or NEXTN")
+        return _check_choice(v, sglang_choices.ANY.speculative_algorithm, "speculative_algorithm")
+
+    @field_validator("extra_args")
+    @classmethod
+    def _extra(cls, v: list[str]) -> list[str]:
+        for arg in v:
+            flag = arg.split("=", 1)[0]
+            if flag in sglang_choices.TRAP_FLAGS:
+                raise ValueError(f"{flag}: {sglang_choices.TRAP_FLAGS[flag]}")
+            if "\x00" in arg or "\n" in arg:
+                raise ValueError(f"argument {arg!r} contains a NUL or newline")
+        return v
+
+    @property
+    def checkpoint_label(self) -> str:
+        return self.checkpoint or self.quantization or "default"
+
+    @property
+    def backend_label(self) -> str:
+        return self.moe_runner_backend or "auto"
+
+
+class SanityCase(_Model):
+    """A prompt whose answer must match a regex before any run is measured."""
+
+    name: str = ""
+    prompt: str = Field(..., min_length=1)
+    expect: str = Field(..., description="Regex the whole answer must match (re.search).")
+    max_tokens: int = Field(24, ge=1)
+    temperature: float = Field(0.0, ge=0)
+
+    @field_validator("expect")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {v!r}: {exc}") from exc
+        return v
+
+
+DEFAULT_SANITY = SanityCase(name="arith-17x23", prompt="What is 17*23? Number only.",
+                            expect=r"^\s*391\s*$", max_tokens=24, temperature=0.0)
+
+Level = Annotated[tuple[int, int], Field(description="(concurrency C, requests n)")]
+Rate = Annotated[tuple[float, int], Field(description="(request rate r req/s, requests n)")]
+GoodputKey = Literal["ttft_ms", "tpot_ms", "e2el_ms"]
+
+
+class SweepPlan(_Model):
+    """A sweep: closed-loop levels of (C, n) requests, then open-loop levels of (rate, n)."""
+
+    levels: list[Level] = Field(default_factory=lambda: [(1, 8), (8, 32), (16, 48)])
+    rates: list[Rate] = Field(default_factory=list, description="Open-loop levels (r req/s, n "
+                              "requests), after the C levels: requests sent on a seeded "
+                              "timeline whatever is in flight.")
+    arrival: Literal["poisson", "constant"] = Field(
+        "poisson", description="Rate levels' arrivals: Poisson (bench_serving's) or constant.")
+    max_concurrency: int | None = Field(None, ge=1, description="At most this many requests "
+                                        "of a rate level in flight (the rest wait for a slot).")
+    input_len: int = Field(128, ge=1, description="Prompt length in tokens (approximate words).")
+    output_len: int = Field(256, ge=1, description="Output tokens per request (ignore_eos).")
+    random_range_ratio: float = Field(
+        1.0, ge=0, le=1, description="Input and output lengths uniform in [L*r, L] "
+        "(bench_serving's --random-range-ratio); 1 = fixed lengths.")
+    dataset: str | None = Field(None, description="Prompts from this file on the console: "
+                                "ShareGPT JSON, or JSON lines of {prompt, output_len}.")
+    dataset_prompts: list[tuple[str, int | None]] | None = Field(
+        None, description="The dataset's prompts as shipped with the plan (filled from "
+        "`dataset`; a seeded sample when the file is large).")
+    dataset_info: dict[str, Any] | None = Field(None, description="Where dataset_prompts "
+                                                "came from (path, format, entries, shipped).")
+    warmup: int = Field(1, ge=0, description="Uncounted warm-up requests per level.")
+    temperature: float = Field(0.0, ge=0)
+    endpoint: Literal["chat", "completions"] = "chat"
+    request_timeout_s: float = Field(600.0, gt=0)
+    stall_timeout_s: float = Field(60.0, gt=0, description="No bytes for this long = stalled.")
+    max_error_rate: float = Field(0.5, ge=0, le=1, description="Stop the sweep above this.")
+    ignore_eos: bool = Field(True, description="Send ignore_eos for fixed output lengths "
+                             "(SGLang, vLLM); false for servers that reject it.")
+    seed: int | None = Field(None, description="Prompt and arrival seed (default: random per "
+                             "run; the seed used is stored with each level).")
+    allow_busy: bool = Field(False, description="Measure a level even when the server is busy "
+                             "before it (the level is marked busy instead of refused).")
+    goodput: dict[GoodputKey, float] | None = Field(
+        None, description="Targets a good request meets (ms): ttft_ms, tpot_ms, e2el_ms.")
+    stop_when_saturated: bool = Field(False, description="Stop after two levels in a row in "
+                                      "which the server did not keep up.")
+    workers: int | None = Field(None, ge=1, description="Load generator processes per level "
+                                "(default: from the level and the host's cores).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dataset(cls, data: Any) -> Any:
+        """A dataset file is read here, on the console, and its prompts travel with the plan
+        (read again only when the path changed)."""
+        if not isinstance(data, dict):
+            return data
+        path = data.get("dataset")
+        if not path:
+            if data.get("dataset_info") and data.get("dataset_prompts"):
+                return {**data, "dataset_prompts": None, "dataset_info": None}
+            return data
+        info = data.get("dataset_info") or {}
+        if data.get("dataset_prompts") and info.get("path") == path:
+            return data
+        try:
+            fmt, entries = datasets.load(str(path))
+        except datasets.DatasetError as exc:
+            raise ValueError(f"dataset: {exc}") from None
+        shipped = datasets.ship(entries, int(data.get("seed") or 0))
+        return {**data, "dataset_prompts": [list(e) for e in shipped],
+                "dataset_info": datasets.info(str(path), fmt, len(entries), len(shipped))}
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        for c, n in v:
+            if c < 1 or n < 1:
+                raise ValueError(f"level {c}:{n}: C and n must be >= 1")
+            if n < c:  # it would never have C requests in flight: not a level at C
+                raise ValueError(f"level {c}:{n}: n must be at least C (with {n} requests "
+                                 f"there are never {c} in flight)")
+        return v
+
+    @field_validator("rates")
+    @classmethod
+    def _rates(cls, v: list[tuple[float, int]]) -> list[tuple[float, int]]:
+        for r, n in v:
+            if not r > 0 or r == float("inf"):
+                raise ValueError(f"rate level {r:g}:{n}: the rate must be > 0 requests/s")
+            if n < 1:
+                raise ValueError(f"rate level {r:g}:{n}: n must be >= 1")
+        return v
+
+    @field_validator("goodput")
+    @classmethod
+    def _goodput(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("goodput: give at least one of ttft_ms, tpot_ms, e2el_ms")
+            for key, ms in v.items():
+                if not ms > 0:
+                    raise ValueError(f"goodput {key}: the target must be > 0 ms")
+        return v
+
+    @model_validator(mode="after")
+    def _some_level(self) -> SweepPlan:
+        if not self.levels and not self.rates:
+            raise ValueError("at least one level (C:n) or rate level (rate:n)")
+        return self
+
+    def level_shapes(self) -> list[tuple[int, int]]:
+        """(C, n) of every level in the order they run: the C levels, then the rate levels
+        (C = max_concurrency, or 0 without a cap) — what a live table needs per row."""
+        cap = self.max_concurrency or 0
+        return [*self.levels, *((cap, n) for _, n in self.rates)]
+
+
+class SanitySettings(_Model):
+    cases: list[SanityCase] = Field(default_factory=list,
+                                    description="Added after the built-in 17*23 case.")
+    include_default: bool = True
+
+    def suite(self) -> list[SanityCase]:
+        return ([DEFAULT_SANITY] if self.include_default else []) + list(self.cases)
+
+
+class HostConfig(_Model):
+    """A GPU host."""
+
+    ssh: str | None = Field(None, description="ssh target: an ~/.ssh/config alias or user@host[:port].")
+    python: str | None = Field(None, description="python3 on the host that runs the agent.")
+    profiles: dict[str, ServerProfile] = Field(default_factory=dict)
+    default_profile: str | None = None
+    connect_timeout_s: float = Field(10.0, gt=0)
+    keepalive_s: float = Field(15.0, gt=0)
+    nodes: list[str] | None = Field(
+        None, description="A host made of several nodes: the hosts (config hosts, ~/.ssh/config "
+        "aliases or local) that run one launch together, node rank = position.")
+    gpus: int | None = Field(None, ge=1, description="GPUs of this host (of each node, for a "
+                             "host made of nodes), when known: tp/ep sizes are checked "
+                             "against it.")
+
+    @model_validator(mode="after")
+    def _group(self) -> HostConfig:
+        if self.nodes is None:
+            return self
+        if len(self.nodes) < 2:
+            raise ValueError("nodes: a host made of nodes needs at least 2 (one host is "
+                             "[hosts.NAME] with ssh)")
+        dupes = sorted({n for n in self.nodes if self.nodes.count(n) > 1})
+        if dupes:
+            raise ValueError(f"nodes: {dupes[0]!r} is listed twice (each node runs one rank)")
+        if self.ssh is not None:
+            raise ValueError("a host made of nodes has no ssh of its own: each node has its "
+                             "own (set ssh on the node hosts)")
+        n = len(self.nodes)
+        for name, prof in self.profiles.items():
+            where = f"profiles.{name}"
+            if prof.nnodes is not None and prof.nnodes != n:
+                raise ValueError(f"{where}.nnodes = {prof.nnodes} does not match the {n} nodes "
+                                 f"({', '.join(self.nodes)}); leave it out")
+            if prof.node_rank is not None:
+                raise ValueError(f"{where}.node_rank: each node's rank is its position in "
+                                 "nodes; leave it out")
+            for field in ("tp_size", "ep_size"):
+                size = getattr(prof, field)
+                if size is not None and size % n:
+                    raise ValueError(f"{where}.{field} = {size} does not divide over the {n} "
+                                     "nodes")
+                if size is not None and self.gpus is not None and size // n > self.gpus:
+                    raise ValueError(f"{where}.{field} = {size} needs {size // n} GPUs on each "
+                                     f"of the {n} nodes; they have {self.gpus}")
+        return self
+
+    @model_validator(mode="after")
+    def _default_profile(self) -> HostConfig:
+        if self.default_profile is not None and self.default_profile not in self.profiles:
+            raise ValueError(f"default_profile {self.default_profile!r} is not one of the "
+                             f"profiles: {', '.join(self.profiles) or '(none)'}")
+        return self
+
+    def profile(self, name: str | None = None) -> tuple[str, ServerProfile]:
+        if not self.profiles:
+            raise ConfigError("this host has no server profiles ([hosts.NAME.profiles.P])")
+        key = name or self.default_profile or next(iter(self.profiles))
+        if key not in self.profiles:
+            raise ConfigError(f"unknown profile {key!r}; this host has: {', '.join(self.profiles)}")
+        return key, self.profiles[key]
+
+
+class CampaignVariant(BaseModel):
+    """One variant of a campaign: a name, and what it changes of the campaign's base launch
+    profile (``profile`` picks another of the host's profiles as the base; any other key is a
+    ServerProfile field, e.g. ``moe_runner_backend = "marlin"``)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    name: str = Field(..., min_length=1, description="The variant's name (its runs' label).")
+    profile: str | None = Field(None, description="Another launch profile as this variant's base.")
+    label: str | None = Field(None, description="The runs' label (default: the name).")
+    force: bool = Field(False, description="Launch even if the MoE backend does not fit the "
+                        "checkpoint (you know better).")
+
+    @model_validator(mode="after")
+    def _overrides(self) -> CampaignVariant:
+        fields = ServerProfile.model_fields
+        for key in self.model_extra or {}:
+            if key not in fields:
+                raise ValueError(f"{key!r} is not a launch profile field (valid: name, profile, "
+                                 f"label, force, {', '.join(fields)})")
+        return self
+
+    @property
+    def overrides(self) -> dict[str, object]:
+        return dict(self.model_extra or {})
+
+
+class CampaignConfig(_Model):
+    """Ordered variants of a launch profile on one host: restart -> sanity -> sweep each."""
+
+    host: str = Field(..., min_length=1, description="The host the campaign runs on.")
+    profile: str | None = Field(None, description="The base launch profile (default: the "
+                                "host's default profile).")
+    repeats: int = Field(1, ge=1, le=100, description="Each variant's sweep this many times.")
+    on_failure: Literal["skip", "stop"] = Field(
+        "skip", description="A failed variant: skip to the next, or stop the campaign.")
+    sweep: dict[str, object] = Field(
+        default_factory=dict, description="SweepPlan fields; [sweep] fills the rest.")
+    sanity: list[SanityCase] | None = Field(
+        None, description="The sanity suite (default: the config's [sanity]).")
+    stop_server: bool = Field(False, description="Stop the server when the campaign ends.")
+    variants: list[CampaignVariant] = Field(..., min_length=1)
+
+    @field_validator("variants")
+    @classmethod
+    def _unique(cls, v: list[CampaignVariant]) -> list[CampaignVariant]:
+        names = [x.name for x in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"variant names must be unique: {', '.join(dupes)}")
+        return v
+
+    def plan(self, base: SweepPlan) -> SweepPlan:
+        """The campaign's sweep plan: its ``sweep`` table over the config's [sweep]."""
+        return SweepPlan.model_validate({**base.model_dump(), **self.sweep})
+
+
+class TelemetrySettings(_Model):
+    interval_s: float = Field(1.0, ge=0.2)
+
+
+class Settings(_Model):
+    """The whole config file."""
+
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    theme: str = Field("dark", description="dark, light, high-contrast or a Textual theme")
+    keymap: dict[str, str] = Field(default_factory=dict, description="binding id -> keys "
+                                   "(`dsv4tui connect` ?: every binding id)")
+    sanity: SanitySettings = Field(default_factory=SanitySettings)
+    sweep: SweepPlan = Field(default_factory=SweepPlan)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    campaigns: dict[str, CampaignConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _campaign_plans(self) -> Settings:
+        for name, camp in self.campaigns.items():
+            try:
+                camp.plan(self.sweep)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                loc = ".".join(str(p) for p in err["loc"])
+                raise ValueError(f"campaigns.{name}.sweep.{loc}: "
+                                 f"{err['msg'].removeprefix('Value error, ')}") from None
+        return self
+
+    @field_validator("theme")
+    @classmethod
+    def _theme(cls, v: str) -> str:
+        return theme_names.check_theme(v)
+
+    @field_validator("keymap")
+    @classmethod
+    def _keymap(cls, v: dict[str, str]) -> dict[str, str]:
+        problems = actions.keymap_problems(v)
+        if problems:
+            binding_id, why = problems[0]
+            raise PydanticCustomError("config_key", "{why}", {"key": binding_id, "why": why})
+        return v
+
+    @field_validator("hosts")
+    @classmethod
+    def _reserved(cls, v: dict[str, HostConfig]) -> dict[str, HostConfig]:
+        for name in v:
+            if name in (DEMO, DEMO_PAIR, *DEMO_NODES):
+                raise ValueError(f"{name!r} is a built-in host name")
+        return v
+
+    @model_validator(mode="after")
+    def _nodes_known(self) -> Settings:
+        """Every node of a host made of nodes is a host of its own (not another group),
+        and its known GPU count fits the profiles' tp/ep sizes."""
+        groups = {k: h for k, h in self.hosts.items() if h.nodes}
+        if not groups:
+            return self
+        from dsv4tui.core.hosts.ssh_target import ssh_config_aliases
+
+        aliases = set(ssh_config_aliases())
+        for name, host in groups.items():
+            assert host.nodes is not None
+            for node in host.nodes:
+                if node in groups:
+                    raise PydanticCustomError(
+                        "config_key", "{why}", {"key": f"hosts.{name}.nodes", "why": f"node {node!r} is "
+                                                "itself a host made of nodes"})
+                if node not in self.hosts and node != LOCAL and node not in aliases:
+                    raise PydanticCustomError(
+                        "config_key", "{why}", {"key": f"hosts.{name}.nodes", "why": f"unknown node "
+                                                f"{node!r}: not a [hosts] name, local or an "
+                                                "alias in ~/.ssh/config"})
+                gpus = self.hosts[node].gpus if node in self.hosts else None
+                for pname, prof in host.profiles.items():
+                    n = len(host.nodes)
+                    for field in ("tp_size", "ep_size"):
+                        size = getattr(prof, field)
+                        if size is not None and gpus is not None and size // n > gpus:
+                            raise PydanticCustomError(
+                                "config_key", "{why}", {"key": f"hosts.{name}.nodes", "why": (
+                                    f"profiles.{pname}.{field} = {size} needs {size // n} GPUs "
+                                    f"on each node; {node} has {gpus}")})
+        return self
+
+
+def _format_error(path: Path, exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    parts = [str(p) for p in err["loc"]]
+    if err["type"] == "config_key":  # the error is about one key of a table (keymap.restart)
+        parts.append(str((err.get("ctx") or {}).get("key")))
+    loc = ".".join(parts)
+    msg = err["msg"].removeprefix("Value error, ")
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"config error in {path}: {loc + ': ' if loc else ''}{msg}{more}"
+
+
+def load(path: Path | None = None) -> tuple[Settings, Path]:
+    """Load settings; a missing file gives defaults. Raises ConfigError on any problem."""
+    path = path or paths.config_file()
+    if not path.exists():
+        return Settings(), path
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config error in {path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config error in {path}: cannot read: {exc.strerror}") from None
+    try:
+        return Settings.model_validate(raw), path
+    except ValidationError as exc:
+        raise ConfigError(_format_error(path, exc)) from None

@@ -1,0 +1,93 @@
+"""A host made of several nodes (``[hosts.pair] nodes = ["h200a", "h200b"]``): its nodes, and
+one launch profile planned into one Launch per node.
+
+Every node runs the same ``launch_server`` with ``--nnodes N --node-rank i --dist-init-addr
+NODE0:PORT`` (the rank is the node's position in ``nodes``); the address defaults to node 0's
+address as the others reach it (an ssh node's HostName, ``127.0.0.1`` when every node is this
+machine, else this machine's host name) and ``dist_init_port`` (default 20000), or is the
+profile's whole ``dist_init_addr``. Argv lists come from launch.build_launch, as for one host.
+No connection is made here.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dsv4tui.core.config import HostConfig, ServerProfile, Settings
+from dsv4tui.core.errors import ConfigError
+from dsv4tui.core.server.launch import Launch, build_launch
+
+if TYPE_CHECKING:
+    from dsv4tui.core.hosts.resolve import HostSpec
+
+DEFAULT_DIST_PORT = 20000
+
+
+def is_group(config: HostConfig) -> bool:
+    return bool(config.nodes)
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """One node's part of a launch across nodes."""
+
+    node: str  # the node's host name (a config host, an ssh alias or local)
+    rank: int
+    spec: HostSpec
+    launch: Launch
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "rank": self.rank, **self.launch.to_json()}
+
+
+def node_specs(group: str, settings: Settings, *, accept_new: bool = False) -> list[HostSpec]:
+    """The nodes' HostSpecs, in rank order."""
+    from dsv4tui.core.hosts.resolve import host_spec
+
+    config = settings.hosts.get(group)
+    if config is None or not config.nodes:
+        raise ConfigError(f"{group} is not a host made of nodes")
+    return [host_spec(node, settings, accept_new=accept_new) for node in config.nodes]
+
+
+def node_address(spec: HostSpec, every_node_here: bool) -> str:
+    """How the other nodes reach ``spec`` (the default --dist-init-addr host)."""
+    if spec.kind != "ssh" or spec.target is None:
+        return "127.0.0.1" if every_node_here else socket.gethostname()
+    from dsv4tui.core.hosts import ssh
+
+    return ssh.parse_path(spec.target)[-1].hostname
+
+
+def dist_init_addr(profile: ServerProfile, specs: list[HostSpec]) -> str:
+    if profile.dist_init_addr:
+        return profile.dist_init_addr
+    here = all(s.kind != "ssh" for s in specs)
+    host = node_address(specs[0], here)
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{profile.dist_init_port or DEFAULT_DIST_PORT}"
+
+
+def plan_nodes(config: HostConfig, specs: list[HostSpec], profile_name: str | None = None,
+               backend: str | None = None, *, overrides: Mapping[str, Any] | None = None,
+               sglang_version: str | None = None) -> list[NodeLaunch]:
+    """The group host's profile as one validated Launch per node (ConfigError: one line)."""
+    if not config.nodes or len(specs) != len(config.nodes):
+        raise ConfigError("the rank list does not match the nodes")
+    name, profile = config.profile(profile_name)
+    addr = dist_init_addr(profile, specs)
+    out = []
+    n = len(config.nodes)
+    for rank, (node, spec) in enumerate(zip(config.nodes, specs, strict=True)):
+        per_node = profile.model_copy(update={"nnodes": n, "node_rank": rank,
+                                              "dist_init_addr": addr})
+        try:
+            launch = build_launch(per_node, backend, name, overrides=overrides,
+                                  sglang_version=sglang_version)
+        except ConfigError as exc:
+            raise ConfigError(f"node {node} (rank {rank}): {exc}") from None
+        out.append(NodeLaunch(node, rank, spec, launch))
+    return out

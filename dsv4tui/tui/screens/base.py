@@ -1,0 +1,279 @@
+"""The frame every main screen shares: connection banner, host bar, screen tabs, footer."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Self, TypeVar, cast
+
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import Container
+from textual.geometry import Region, Size
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Static
+
+from dsv4tui.core.view.model import UiModel
+from dsv4tui.tui import keymap
+from dsv4tui.tui.responsive import draw_now
+from dsv4tui.tui.screens.messages import ALL, CONN, LOGS, PROFILES, SERVER, ModelUpdated
+from dsv4tui.tui.widgets.host_bar import ConnectionBanner, HostBar
+from dsv4tui.tui.widgets.log_view import LogPanel
+from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
+from dsv4tui.tui.widgets.text import update_static
+
+W = TypeVar("W", bound=Widget)
+
+TAB_TITLES = {"dashboard": "Dashboard", "logs": "Logs", "launch": "Launch", "bench": "Bench",
+              "runs": "Runs"}
+
+
+class _KeysBar(Static):
+    """A one-line bar drawn from the app's keymap and tabs. They are set at startup, so the
+    bar is rebuilt only when they change, not on every screen switch."""
+
+    def __init__(self) -> None:
+        super().__init__("", markup=True)
+        self._sign: tuple[object, ...] | None = None
+
+    def on_mount(self) -> None:
+        self.refresh_keys()
+
+    def refresh_keys(self) -> None:
+        app = self.app
+        km = getattr(app, "_keymap", None) or {}
+        sign = (tuple(sorted(km.items())), tuple(getattr(app, "extra_tabs", {})))
+        if sign != self._sign:
+            self._sign = sign
+            update_static(self, self.markup_for(km), fixed_height=True)
+
+    def markup_for(self, km: dict[str, str]) -> str:
+        raise NotImplementedError
+
+
+class NavBar(_KeysBar):
+    """``1 Dashboard  2 Logs  3 Launch  4 Bench  5 Runs  ? help`` with the current one lit."""
+
+    DEFAULT_CSS = """
+    NavBar { height: 1; padding: 0 1; background: $boost; color: $foreground-muted; }
+    """
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self.current = current
+
+    def markup_for(self, km: dict[str, str]) -> str:
+        keys = dict(keymap.effective(km))
+        by_id = {a.id: k for a, k in keys.items()}
+        parts = []
+        for mode in keymap.SCREENS:
+            key = by_id.get(f"screen.{mode}", "")
+            title = TAB_TITLES[mode]
+            if mode == self.current:
+                parts.append(f"[reverse $primary] {key} {title} [/]")
+            else:
+                parts.append(f"[$primary]{key}[/] {title}")
+        extra = getattr(self.app, "extra_tabs", {})
+        for key, (mode, title) in extra.items():
+            parts.append(f"[reverse $primary] {key} {title} [/]" if mode == self.current
+                         else f"[$primary]{key}[/] {title}")
+        help_key = by_id.get("help", "?")
+        return "  ".join(parts) + f"   [$primary]{help_key}[/] help"
+
+
+class KeyBar(_KeysBar):
+    """The keys of this screen (after the config's keymap). Built once per screen: unlike
+    Textual's Footer it does not recompose on every focus or screen change."""
+
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom; height: 1; padding: 0 1; background: $panel; color: $foreground;
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    """
+
+    def __init__(self, scopes: tuple[str, ...]) -> None:
+        super().__init__()
+        self.scopes = scopes
+
+    def markup_for(self, km: dict[str, str]) -> str:
+        first = ("help", "quit")  # on a narrow terminal the end of the bar is cut off
+        keys_of = dict((a.id, k) for a, k in keymap.effective(km))
+        parts = [f"[b $accent]{escape(keys_of[i])}[/] {keymap.BY_ID[i].description}"
+                 for i in first]
+        for scope in self.scopes:
+            for action, keys in keymap.effective(km):
+                if action.scope == scope and action.show and action.id not in first:
+                    parts.append(f"[b $accent]{escape(keys)}[/] {escape(action.description)}")
+        parts.append("[b $accent]^p[/] palette")
+        return "  ".join(parts)
+
+
+class DsvScreen(Screen[None]):
+    """A main screen (a mode). Subclasses compose their body and redraw their parts."""
+
+    MODE = ""
+    AUTO_FOCUS: ClassVar[str | None] = None
+    SCOPES: ClassVar[tuple[str, ...]] = ("app",)  # whose keys the key bar shows, in order
+
+    def __init__(self, model: UiModel) -> None:
+        super().__init__(name=self.MODE)
+        self.model = model
+        self._found: dict[tuple[type[Widget], str | None], Widget] = {}
+
+    def compose(self) -> ComposeResult:
+        yield ConnectionBanner(self.model)
+        yield HostBar(self.model)
+        yield NavBar(self.MODE)
+        with Container(classes="body"):
+            yield from self.compose_body()
+        yield KeyBar(self.SCOPES)
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    def on_mount(self) -> None:
+        # Textual marks a mode's screen as styled only when it was mounted at the time of the
+        # switch; a new screen mounts just after, so its second visit re-parsed and re-applied
+        # the whole stylesheet (100-250 ms). Mounted now, with the current stylesheet.
+        self._css_update_count = self.app._css_update_count
+        self.refresh_parts(ALL)
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        """Textual's Screen._on_screen_resume, without its restyle of the whole screen.
+
+        Switching modes re-applies every CSS rule to every node of the screen and so throws
+        away every widget's cached lines (~50 ms apply + a ~80 ms cold render at 160x48 on a
+        small machine). Nothing restyles our screens while they are away: a theme change is
+        caught by ``switch_mode`` (``refresh_css``), the breakpoint classes by
+        ``_screen_resized``. So: the same steps, minus ``update_node_styles``.
+        """
+        event.prevent_default()
+        app = self.app
+        if app.SUSPENDED_SCREEN_CLASS:
+            self.remove_class(app.SUSPENDED_SCREEN_CLASS)
+        self.stack_updates += 1
+        app._refresh_notifications()
+        self._update_auto_focus()
+        if self.is_attached:
+            if self._size != app.size:
+                self._refresh_layout(app.size)
+            # repaint the whole screen (the terminal still shows the screen we came from)
+            # from its widgets' cached lines; refresh() would also throw away the screen's
+            # own (unchanged) background lines
+            self._repaint_regions.add(self.outer_size.region)
+            self._repaint_required = True
+            self.check_idle()
+        self.one(NavBar).refresh_keys()
+        self.one(KeyBar).refresh_keys()
+        self.refresh_parts(ALL)
+        self.on_resumed()
+        if self.is_attached and self.is_current:
+            # draw now rather than on the next tick of the screen's update timer (up to a
+            # frame later): this frame is the answer to a key press
+            draw_now(self)
+            key_answered = getattr(app, "_key_answered", None)
+            if key_answered is not None:
+                key_answered()
+
+    def _screen_resized(self, size: Size) -> None:
+        """Textual calls this on every mode switch, and it reflows and repaints the whole
+        screen at once, with what the screen showed when it was left; the resume handler
+        above then repaints it again with current data. When the size is the one the screen
+        was laid out for, skip the first pass: one repaint, already current (a layout asked
+        for while the screen was away is done by that repaint's update)."""
+        if size == self._compositor.size:
+            return
+        super()._screen_resized(size)
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> Self:
+        """Textual refreshes the screen it switches away from, which throws away the screen's
+        own lines (48 rows re-rendered on the way back, ~2 ms under load); the resume above
+        repaints from cached lines anyway, so that one call is skipped."""
+        if (getattr(self.app, "leaving_screen", None) is self
+                and not (regions or layout or recompose)):
+            return self
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    def on_resumed(self) -> None:
+        """Called after the screen came back into view (subclasses)."""
+
+    def on_model_updated(self, message: ModelUpdated) -> None:
+        if self.is_current:
+            self.refresh_parts(message.parts)
+
+    def refresh_parts(self, parts: frozenset[str]) -> None:
+        if CONN in parts:
+            self.one(ConnectionBanner).refresh_model()
+            stale = self.model.conn.down
+            self.set_class(stale, "-stale")
+            if (panel := self.log_panel()) is not None:
+                panel.set_stale(stale)
+        if parts & {CONN, SERVER, PROFILES}:
+            self.one(HostBar).refresh_model()
+        self.refresh_body(parts)
+
+    def one(self, kind: type[W], selector: str | None = None) -> W:
+        """``query_one([selector,] kind)``, remembered: the frame's widgets live as long as
+        the screen, and a CSS query on every model update adds up under load."""
+        key = (kind, selector)
+        found = self._found.get(key)
+        if found is None:
+            found = self.query_one(selector, kind) if selector else self.query_one(kind)
+            self._found[key] = found
+        return cast(W, found)
+
+    def refresh_body(self, parts: frozenset[str]) -> None:
+        """Redraw the body's widgets that show ``parts``."""
+
+    def log_panel(self) -> LogPanel | None:
+        key = (LogPanel, None)
+        if key not in self._found:
+            panels = self.query(LogPanel)
+            if not panels:
+                return None
+            self._found[key] = panels.first()
+        return cast(LogPanel, self._found[key])
+
+
+class LogScreen(DsvScreen):
+    """A main screen with a LogPanel: the log keys (``/``, n/N, f, v, t) work anywhere on it."""
+
+    BINDINGS = keymap.bindings("logs")
+    SCOPES = ("logs", "app")
+
+    def _panel(self) -> LogPanel | None:
+        return self.log_panel()
+
+    def refresh_parts(self, parts: frozenset[str]) -> None:
+        super().refresh_parts(parts)
+        if LOGS in parts and (panel := self._panel()) is not None:
+            panel.sync()
+
+    def action_search(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.start_search()
+
+    def action_next_match(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.next_match(True)
+
+    def action_previous_match(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.next_match(False)
+
+    def action_toggle_follow(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.toggle_follow()
+
+    def action_cycle_level(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.cycle_level()
+
+    def action_cycle_rank(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.cycle_rank()
+
+    def action_cycle_node(self) -> None:
+        if (panel := self._panel()) is not None:
+            panel.cycle_node()

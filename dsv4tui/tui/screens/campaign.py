@@ -1,0 +1,221 @@
+"""Campaign: the matrix of a campaign the host runs by itself — variants x levels, each cell's
+state (pending, n/N running, tok/s done, failed) — the current variant's restart and sanity,
+elapsed time and an ETA, and the comparison of the variants as they finish (grouped bars per
+C, % change of the best tok/s against a chosen baseline). Everything comes from the
+campaign's journal events; a second console sees the same, and a reconnect fills it in."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Static
+
+from dsv4tui.core.campaign.view import CampaignView, VariantView
+from dsv4tui.core.view.model import PHASE_LABELS, UiModel, fmt_duration
+from dsv4tui.tui import keymap
+from dsv4tui.tui.screens.base import DsvScreen
+from dsv4tui.tui.screens.messages import CAMPAIGN, SANITY, STARTUP
+from dsv4tui.tui.widgets.charts import Chart, Series
+from dsv4tui.tui.widgets.startup import SanityResult, StartupView
+from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
+from dsv4tui.tui.widgets.text import plain, update_static
+
+_STATE_STYLE = {"done": "$success", "running": "$warning", "restarting": "$warning",
+                "sanity": "$warning", "starting": "$warning", "failed": "$error",
+                "interrupted": "$error", "cancelled": "$warning", "partial": "$warning",
+                "skipped": "$foreground-muted", "pending": "$foreground-muted"}
+
+
+def best(v: VariantView) -> float | None:
+    vals = [c.tok_s for c in v.cells if c.tok_s is not None and c.state in ("done", "partial")]
+    return max(vals) if vals else None
+
+
+def change_text(v: VariantView, base: VariantView | None) -> str:
+    """The variant's best tok/s against the baseline's, once both have finished their run."""
+    if base is None or v.state not in ("done", "partial") or \
+            base.state not in ("done", "partial"):
+        return ""
+    if v is base:
+        return "base" if best(v) is not None else ""
+    b, x = best(base), best(v)
+    if b is None or x is None or b == 0:
+        return ""
+    return f"{(x - b) / b * 100.0:+.1f}%"
+
+
+def head_markup(model: UiModel) -> str:
+    cv = model.campaign
+    if cv.state == "idle":
+        start = dict((a.id, k) for a, k in keymap.effective({})).get("campaign.start", "n")
+        return (f"no campaign on {escape(model.conn.host)} yet · [$primary]{start}[/] starts "
+                "one (restart → sanity → sweep per variant, on the host, unattended)")
+    now = model.mono()
+    style = _STATE_STYLE.get(cv.state, "$foreground")
+    counts = cv.counts()
+    tally = ", ".join(f"{counts[k]} {k}" for k in ("done", "partial", "failed", "cancelled",
+                                                   "skipped", "interrupted") if counts.get(k))
+    parts = [f"[{style}][b]{escape(cv.state)}[/b][/] [b]{escape(cv.name or cv.id or '')}[/b]",
+             f"{len(cv.variants)} variants" + (f" ({tally})" if tally else "")]
+    if cv.current is not None and (v := cv.variant(cv.current)) is not None and v.active:
+        parts.append(f"now [b]{escape(v.name)}[/b] ({escape(v.state)}"
+                     + (f": {escape(v.phase)}" if v.state == "restarting" and v.phase else "")
+                     + ")")
+    elapsed = cv.elapsed(now)
+    if elapsed is not None:
+        parts.append(f"elapsed {fmt_duration(elapsed)}")
+    eta = cv.eta(now)
+    if eta is not None:
+        parts.append(f"ETA {fmt_duration(eta)}")
+    elif cv.running:
+        parts.append("ETA after the first variant")
+    if cv.torn:
+        parts.append(f"[$error]{cv.torn} torn journal line(s) skipped[/]")
+    line = " · ".join(parts)
+    tail = " · ".join(x for x in (cv.detail, cv.server) if x)
+    if tail:
+        line += f"\n[$foreground-muted]{escape(tail)}[/]"
+    return line
+
+
+def matrix_columns(cv: CampaignView) -> list[tuple[str, str, int]]:
+    cols = [("variant", "variant", 20), ("state", "state", 10)]
+    cols += [(f"C={c}", f"c{i}", 9) for i, (c, _) in enumerate(cv.levels)]
+    cols += [("best Δ", "vs", 7), ("startup", "startup", 8), ("sanity", "sanity", 6),
+             ("runs", "runs", 5), ("note", "note", 60)]
+    return cols
+
+
+def matrix_cells(cv: CampaignView, v: VariantView) -> tuple[str, ...]:
+    base = cv.variant(cv.baseline)
+    startup = f"{v.startup_s:.1f}s" if v.startup_s is not None else (
+        PHASE_LABELS.get(v.phase or "", v.phase or "") if v.state == "restarting" else "—")
+    sanity = {True: "pass", False: "FAIL", None: "—"}[v.sanity]
+    note = v.reason or (v.error_lines[-1] if v.error_lines else "")
+    if v.backend and not note:
+        note = f"{v.backend} / {v.checkpoint or '?'}"
+    state = "not run" if v.state == "pending" and not cv.running else v.state
+    return (v.name, state, *(c.text() for c in v.cells), change_text(v, base), startup, sanity,
+            ",".join(f"#{i}" for i in v.run_ids) or "—", note)
+
+
+def chart_series(cv: CampaignView) -> tuple[list[str], list[Series]]:
+    labels = [f"C{c}" for c, _ in cv.levels]
+    series = [Series(v.name, [c.tok_s if c.state in ("done", "partial") else None
+                              for c in v.cells])
+              for v in cv.variants if any(c.tok_s is not None for c in v.cells)]
+    return labels, series
+
+
+class CampaignMatrix(DataTable[Text]):
+    DEFAULT_CSS = """
+    CampaignMatrix { height: auto; max-height: 100%; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._shape: tuple[object, ...] = ()
+        self._shown: dict[str, tuple[str, ...]] = {}
+
+    def show(self, cv: CampaignView) -> None:
+        cols = matrix_columns(cv)
+        shape = (tuple(cols), tuple(v.name for v in cv.variants))
+        if shape != self._shape:
+            self.clear(columns=True)
+            self._shown.clear()
+            self._shape = shape
+            for label, key, width in cols:
+                self.add_column(label, key=key, width=width)
+            for i, v in enumerate(cv.variants):
+                cells = matrix_cells(cv, v)
+                self.add_row(*(plain(c) for c in cells), key=f"v{i}")
+                self._shown[f"v{i}"] = cells
+            return
+        keys = [key for _, key, _ in cols]
+        for i, v in enumerate(cv.variants):
+            row = f"v{i}"
+            cells = matrix_cells(cv, v)
+            old = self._shown.get(row)
+            for key, new, was in zip(keys, cells, old or (None,) * len(cells), strict=True):
+                if new != was:
+                    self.update_cell(row, key, plain(new))
+            self._shown[row] = cells
+
+
+class CampaignScreen(DsvScreen):
+    MODE = "campaign"
+    SCOPES = ("app", "campaign")
+    AUTO_FOCUS = "#camp-matrix"
+    BINDINGS = keymap.bindings("campaign")
+
+    def compose_body(self) -> ComposeResult:
+        m = self.model
+        with Vertical(id="camp-head", classes="panel") as head:
+            head.border_title = "campaign"
+            yield Static("", id="camp-title", markup=True)
+        with Vertical(id="camp-matrix-box", classes="panel") as box:
+            box.border_title = "variants by levels: output tok/s per C"
+            yield CampaignMatrix(id="camp-matrix")
+        with Horizontal(id="camp-main"):
+            with Vertical(id="camp-side", classes="panel") as side:
+                side.border_title = "current variant"
+                yield StartupView(m, id="camp-startup")
+                yield SanityResult(m, detail=False, id="camp-sanity")
+            yield Chart(title="output tok/s per C, by variant", id="camp-chart",
+                        classes="panel")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if self.is_current and self.model.campaign.running:
+            update_static(self.one(Static, "#camp-title"), head_markup(self.model))
+
+    def refresh_body(self, parts: frozenset[str]) -> None:
+        if CAMPAIGN in parts:
+            cv = self.model.campaign
+            update_static(self.one(Static, "#camp-title"), head_markup(self.model))
+            self.one(CampaignMatrix).show(cv)
+            base = cv.variant(cv.baseline)
+            box = self.one(Vertical, "#camp-matrix-box")
+            box.border_title = "output tok/s per C" + (
+                f" · best Δ: best tok/s against {escape(base.name)} (B: another)"
+                if base else "")
+            box.border_subtitle = "enter: a variant's details"
+            labels, series = chart_series(cv)  # a new drawing only when a level finished
+            self.one(Chart).show_data(labels, series, ylabel="tok/s",
+                                      empty="no variant has finished a level yet")
+        if STARTUP in parts:
+            self.one(StartupView).refresh_model()
+        if SANITY in parts:
+            self.one(SanityResult).refresh_model()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """A variant's state, reason and error lines in full (the matrix cuts them)."""
+        from dsv4tui.tui.screens.modals import ErrorScreen
+
+        key = str(event.row_key.value or "")
+        v = self.model.campaign.variant(key[1:]) if key.startswith("v") else None
+        if v is None:
+            return
+        ran = f"{v.backend} / {v.checkpoint}" if v.backend else "not measured"
+        text = (f"{v.state}" + (f": {v.reason}" if v.reason else "") + f" · ran {ran}"
+                + (f" · runs {', '.join(f'#{i}' for i in v.run_ids)}" if v.run_ids else ""))
+        self.app.push_screen(ErrorScreen(f"variant {escape(v.name)}", text, list(v.error_lines)))
+
+    async def action_start_campaign(self) -> None:
+        await self.app.run_action("app.pick_campaign")
+
+    def action_next_baseline(self) -> None:
+        cv = self.model.campaign
+        with_numbers = [i for i, v in enumerate(cv.variants) if best(v) is not None]
+        if not with_numbers:
+            self.notify("no variant has numbers yet", timeout=3)
+            return
+        later = [i for i in with_numbers if i > cv.baseline]
+        cv.baseline = later[0] if later else with_numbers[0]
+        self.refresh_parts(frozenset({CAMPAIGN}))
+        base = cv.variant(cv.baseline)
+        self.notify(f"baseline: {base.name if base else '?'}", timeout=3, markup=False)

@@ -1,0 +1,273 @@
+"""Profile: where the GPU time goes -- stored kernel profiles, family bars, top kernels.
+
+The screen never reads the store or talks to a host. The app feeds it:
+
+* ``screen.set_profiles(items)`` -- stored profiles, newest first (``dsv4tui.core.store.kernels.
+  KernelProfile`` objects or their ``to_dict()``), e.g. from ``profiles.profiles(store,
+  host=...)``;
+* ``screen.set_progress(text)`` / ``screen.set_error(text)`` while a profile is being taken.
+
+and answers its messages: :class:`ProfileScreen.Reload` (mount, ctrl+r: load the stored
+profiles) and :class:`ProfileScreen.RunRequested` (``k``: take a profile now, e.g. with
+``dsv4tui.cli.kernels.collect_profile`` + ``store_profile`` in a worker).
+
+Keys: ``k`` profile now, ``space`` mark (two marked profiles show side by side, the first
+marked as the base), ``ctrl+r`` reload.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from dsv4tui.core.campaign.labels import safe_text
+from dsv4tui.core.view.model import UiModel
+from dsv4tui.tui import keymap
+from dsv4tui.tui.screens.base import DsvScreen
+from dsv4tui.tui.widgets.kernel_families import FamilyBars
+from dsv4tui.tui.widgets.kernel_table import KernelTable
+from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
+from dsv4tui.tui.widgets.text import plain
+
+LIST_COLUMNS = (("", "mark", 2), ("#", "id", 4), ("backend", "backend", 12),
+                ("ckpt", "ckpt", 6), ("run", "run", 5), ("step ms", "step", 8),
+                ("tensor %", "tensor", 8), ("date", "date", 16))
+MAX_MARKED = 2
+
+
+@dataclass
+class ProfileItem:
+    """What the screen needs of a stored profile."""
+
+    id: int
+    summary: dict[str, Any]
+    run_id: int | None = None
+    host: str = ""
+    backend: str | None = None
+    checkpoint: str | None = None
+    label: str | None = None
+    created_at: float = 0.0
+    simulated: bool = False
+    launch_id: int | None = None
+    server_pid: int | None = None
+    concurrency: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, item: Any) -> ProfileItem:
+        get = item.get if isinstance(item, Mapping) else (lambda k, d=None: getattr(item, k, d))
+        summary = get("summary") or {}
+        return cls(id=int(get("id", 0) or 0), summary=dict(summary), run_id=get("run_id"),
+                   host=str(get("host", "") or ""), backend=get("backend"),
+                   checkpoint=get("checkpoint"), label=get("label"),
+                   created_at=float(get("created_at", 0.0) or 0.0),
+                   simulated=bool(get("simulated", False)), launch_id=get("launch_id"),
+                   server_pid=get("server_pid"), concurrency=get("concurrency"))
+
+    @property
+    def title(self) -> str:
+        what = "/".join(x for x in (self.backend, self.checkpoint) if x) or self.label or "profile"
+        return f"#{self.id} {what}" + (f" (run {self.run_id})" if self.run_id is not None else "")
+
+    @property
+    def decode(self) -> dict[str, Any]:
+        return (self.summary.get("steps") or {}).get("decode") or {}
+
+    @property
+    def tensor_pct(self) -> float | None:
+        return (self.summary.get("tensor_decision") or {}).get("tensor_active_pct")
+
+
+def _num(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def header_text(item: ProfileItem) -> str:
+    """Two or three lines about one profile (markup-escaped)."""
+    s = item.summary
+    dec = item.decode
+    decision = s.get("tensor_decision") or {}
+    tele = s.get("telemetry") or {}
+    sim = "  [b $warning]SIMULATED[/]" if (item.simulated or
+                                            (s.get("server") or {}).get("simulated")) else ""
+    line1 = f"[b]{escape(item.title)}[/]  {escape(str(s.get('model') or ''))}{sim}"
+    parts = []
+    if dec.get("count"):
+        parts.append(f"{dec['count']} decode steps, {_num(dec.get('mean_ms'), '{:.2f}')} ms on "
+                     f"the GPU" + (f", one every {dec['interval_ms']:.2f} ms"
+                                   if dec.get("interval_ms") else ""))
+        if dec.get("tok_s"):
+            parts.append(f"bs {dec.get('mean_bs'):g} → {dec['tok_s']:.1f} tok/s")
+    parts.append(f"{s.get('ranks', '?')} rank(s)")
+    line2 = escape(" · ".join(parts))
+    if decision.get("tensor_active_pct") is not None:
+        line3 = (f"tensor pipe {decision['tensor_active_pct']:.2f} % "
+                 f"({escape(str(tele.get('source') or decision.get('source') or '?'))}); "
+                 "TC/CC flags from kernel names + that counter")
+    else:
+        line3 = "tensor pipe n/a: TC/CC flags from kernel names only"
+    measured = [f"launch {item.launch_id}" if item.launch_id is not None else "launch unknown"]
+    if item.server_pid is not None:
+        measured.append(f"server pid {item.server_pid}")
+    if item.concurrency is not None:
+        measured.append(f"load C={item.concurrency}")
+    measured.append(f"run {item.run_id}" if item.run_id is not None else "no run")
+    return "\n".join((line1, line2, line3, "measured: " + escape(" · ".join(measured)),
+                      f"[dim]{escape(str(s.get('basis_note') or ''))}[/]"))
+
+
+class ProfileScreen(DsvScreen):
+    MODE = "profile"
+    AUTO_FOCUS = "#prof-table"
+    BINDINGS: ClassVar[list[BindingType]] = keymap.bindings("profile")
+    SCOPES = ("profile", "app")  # the key bar shows k, space ... like every other screen
+    DEFAULT_CSS = """
+    ProfileScreen #prof-main { height: 1fr; }
+    ProfileScreen #prof-list-box { width: 44; min-width: 30; }
+    ProfileScreen #prof-table { height: 1fr; }
+    ProfileScreen #prof-detail { width: 1fr; }
+    ProfileScreen #prof-head { height: auto; padding: 0 1; }
+    ProfileScreen #prof-families { height: auto; max-height: 24; }
+    ProfileScreen #prof-status { height: auto; padding: 0 1; color: $text-muted; }
+    """
+
+    class Reload(Message):
+        """The app: load the stored profiles and call ``set_profiles``."""
+
+    class RunRequested(Message):
+        """The app: take a profile now (agent ``profile run``), store it, reload."""
+
+        def __init__(self, steps: int = 5, concurrency: int = 16) -> None:
+            super().__init__()
+            self.steps = steps
+            self.concurrency = concurrency
+
+    def __init__(self, model: UiModel | None = None, *, steps: int = 5,
+                 concurrency: int = 16) -> None:
+        super().__init__(model if model is not None else UiModel())
+        self.steps = steps
+        self.concurrency = concurrency
+        self.items: list[ProfileItem] = []
+        self.marked: list[int] = []
+        self._loaded = False
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="prof-main"):
+            with Vertical(id="prof-list-box", classes="panel") as box:
+                box.border_title = "kernel profiles"
+                yield DataTable(id="prof-table", cursor_type="row", zebra_stripes=True)
+            with Vertical(id="prof-detail", classes="panel") as detail:
+                detail.border_title = "where the decode time goes"
+                yield Static("", id="prof-head", markup=True)
+                yield FamilyBars(id="prof-families")
+                yield KernelTable(id="prof-kernels")
+        yield Static("", id="prof-status", markup=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#prof-table", DataTable)
+        for label, key, width in LIST_COLUMNS:
+            table.add_column(label, key=key, width=width)
+        super().on_mount()
+        self._draw_detail()
+        self.post_message(self.Reload())
+
+    # -- fed by the app -----------------------------------------------------------------
+    def set_profiles(self, items: Sequence[Any]) -> None:
+        """Stored profiles, newest first (KernelProfile objects or dicts)."""
+        self.items = [ProfileItem.of(i) for i in items]
+        self._loaded = True
+        ids = {i.id for i in self.items}
+        self.marked = [m for m in self.marked if m in ids]
+        self._fill()
+        self._draw_detail()
+
+    def set_progress(self, text: str | None) -> None:
+        self.query_one("#prof-status", Static).update(escape(text) if text else "")
+
+    def set_error(self, text: str) -> None:
+        self.query_one("#prof-status", Static).update(f"[b $error]profile failed:[/] "
+                                                      f"{escape(text)}")
+
+    # -- drawing --------------------------------------------------------------------------
+    def _fill(self) -> None:
+        table = self.query_one("#prof-table", DataTable)
+        keep = table.cursor_row
+        table.clear()
+        for item in self.items:
+            table.add_row(*(plain(c) for c in self._cells(item)), key=str(item.id))
+        if self.items:
+            table.move_cursor(row=min(max(keep, 0), len(self.items) - 1))
+
+    def _cells(self, item: ProfileItem) -> tuple[str, ...]:
+        mark = str(self.marked.index(item.id) + 1) if item.id in self.marked else ""
+        when = (_dt.datetime.fromtimestamp(item.created_at).strftime("%Y-%m-%d %H:%M")
+                if item.created_at else "-")
+        return (mark, str(item.id), safe_text(item.backend or "-"),
+                safe_text(item.checkpoint or "-"),
+                "-" if item.run_id is None else str(item.run_id),
+                _num(item.decode.get("interval_ms") or item.decode.get("mean_ms")),
+                _num(item.tensor_pct, "{:.2f}"), when)
+
+    def highlighted(self) -> ProfileItem | None:
+        if not self.items:
+            return None
+        table = self.query_one("#prof-table", DataTable)
+        row = table.cursor_row
+        return self.items[row] if 0 <= row < len(self.items) else self.items[0]
+
+    def shown(self) -> list[ProfileItem]:
+        """The profiles drawn: the marked ones (base first), else the highlighted one."""
+        by_id = {i.id: i for i in self.items}
+        marked = [by_id[m] for m in self.marked if m in by_id]
+        if marked:
+            return marked
+        item = self.highlighted()
+        return [item] if item is not None else []
+
+    def _draw_detail(self) -> None:
+        shown = self.shown()
+        head = self.query_one("#prof-head", Static)
+        bars = self.query_one("#prof-families", FamilyBars)
+        kernels = self.query_one("#prof-kernels", KernelTable)
+        if not shown:
+            head.update("no kernel profiles yet: press [b]k[/] to take one under a steady "
+                        "load, or run [b]dsv4tui profile HOST[/]" if self._loaded else
+                        "loading…")
+            bars.show([])
+            kernels.show(None)
+            return
+        head.update("\n\n".join(header_text(i) for i in shown))
+        bars.show([i.summary for i in shown], [i.title for i in shown])
+        kernels.show(shown[0].summary, shown[1].summary if len(shown) > 1 else None)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "prof-table" and not self.marked:
+            self._draw_detail()
+
+    # -- actions --------------------------------------------------------------------------
+    def action_toggle_mark(self) -> None:
+        item = self.highlighted()
+        if item is None:
+            return
+        if item.id in self.marked:
+            self.marked.remove(item.id)
+        else:
+            self.marked.append(item.id)
+            self.marked = self.marked[-MAX_MARKED:]
+        self._fill()
+        self._draw_detail()
+
+    def action_reload(self) -> None:
+        self.post_message(self.Reload())
+
+    def action_run_profile(self) -> None:
+        self.set_progress(f"profile requested: {self.steps} steps at C={self.concurrency}…")
+        self.post_message(self.RunRequested(self.steps, self.concurrency))

@@ -54,6 +54,7 @@ async def test_runs_filter_takes_text_and_escape_clears_it() -> None:
         assert table.row_count == 2
         await pilot.press("escape")
         assert app.model.runs.filter == "" and table.row_count == 4 and table.has_focus
+        assert not app.screen.query_one("#runs-filter", Input).has_class("-visible")
 
 
 async def test_keys_typed_faster_than_answered_keep_their_order() -> None:

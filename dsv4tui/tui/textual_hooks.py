@@ -21,6 +21,8 @@ The hooks, by the name ``DSV4TUI_NO_HOOK=name,name`` (or ``all``) turns them off
   (:func:`mark_styled`).
 - ``light_strips``: Textual's Strips make no reference cycles and build their caches only
   when used (:func:`light_strips`).
+- ``switch_then_update``: not Textual: a screen shown before answers its switch key with
+  the frame it showed when it was left, then brings its parts up to date (DsvScreen).
 - ``gc_tuning``: not Textual: the cyclic GC paused while a key is answered, tuned for short
   pauses, the long-lived heap frozen (ResponsiveApp).
 
@@ -56,6 +58,7 @@ HOOKS: dict[str, str] = {
     "warm_modes": "screens mounted in the background before their first visit",
     "styled_on_mount": "a screen mounted in the background counts as styled",
     "light_strips": "Strips without reference cycles, caches built when used",
+    "switch_then_update": "a returning screen drawn as it was left, then updated (not Textual)",
     "gc_tuning": "cyclic GC paused per key, small young generation, heap frozen (not Textual)",
 }
 VERSION = getattr(textual, "__version__", "?")
@@ -435,5 +438,6 @@ _CHECKS: dict[str, tuple[str, Callable[[], list[str]]]] = {
     "warm_modes": ("warm_mode", _check_warm_modes),
     "styled_on_mount": ("mark_styled", _check_styled_on_mount),
     "light_strips": ("light_strips", _check_light_strips),
+    "switch_then_update": ("", list),  # dsv4tui's own
     "gc_tuning": ("", list),  # the gc module only
 }

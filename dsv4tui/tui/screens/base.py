@@ -153,8 +153,8 @@ class DsvScreen(textual_hooks.SwitchScreen):
         textual_hooks.resume_from_cache(self, event)
         self.one(NavBar).refresh_keys()
         self.one(KeyBar).refresh_keys()
-        self.catching_up = self._been_shown
-        if not self._been_shown:
+        self.catching_up = self._been_shown and textual_hooks.enabled("switch_then_update")
+        if not self.catching_up:
             self.refresh_parts(ALL)
         self._been_shown = True
         self.on_resumed()

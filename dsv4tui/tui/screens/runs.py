@@ -261,6 +261,7 @@ class RunsScreen(DsvScreen):
         self.model.runs.filter = ""
         self.set_focus(self.query_one("#runs-table"))
         self._fill()
+        box.remove_class("-visible")  # it still has focus until its Blur comes
 
     async def action_export(self) -> None:
         await self.app.run_action("export")

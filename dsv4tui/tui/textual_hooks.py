@@ -1,11 +1,12 @@
-"""Every private part of Textual the dashboard uses, and nothing else (textual is pinned <9).
+"""Every private part of Textual the dashboard uses (textual is pinned <9), all here.
 
 Keys go through Textual's public bindings (:mod:`dsv4tui.tui.responsive`,
 :mod:`dsv4tui.tui.keymap`); what is here only makes frames come sooner or cost less, each
 part measured under load (``benchmarks/ui_latency.py``; what each buys, in milliseconds, is
 in docs/ui-performance.md). Without any of them the dashboard works the same, more slowly.
 
-The hooks, by the name ``DSV4TUI_NO_HOOK=name,name`` (or ``all``) turns them off with:
+The hooks, by the name ``DSV4TUI_NO_HOOK=name,name`` (or ``all``) turns them off with (the
+last two are dsv4tui's own measures, switchable here so that the benchmark can weigh them):
 
 - ``draw_now``: a key's answer is drawn in the callback that answered it (:func:`draw_now`).
 - ``no_switch_delay``: a switch to a screen already mounted skips Textual's 50 ms update

@@ -120,7 +120,7 @@ class DsvScreen(textual_hooks.SwitchScreen):
         super().__init__(name=self.MODE)
         self.model = model
         self._found: dict[tuple[type[Widget], str | None], Widget] = {}
-        # from coming back into view until its parts show current data (one callback)
+        # from going out of view until its parts show current data again
         self.catching_up = False
         self._been_shown = False  # resumed (shown) once already
 
@@ -153,12 +153,15 @@ class DsvScreen(textual_hooks.SwitchScreen):
         textual_hooks.resume_from_cache(self, event)
         self.one(NavBar).refresh_keys()
         self.one(KeyBar).refresh_keys()
-        self.catching_up = self._been_shown and textual_hooks.enabled("switch_then_update")
-        if not self.catching_up:
+        if not (self._been_shown and textual_hooks.enabled("switch_then_update")):
             self.refresh_parts(ALL)
+            self.catching_up = False
         self._been_shown = True
         self.on_resumed()
         self.call_next(self._draw_resumed)
+
+    def on_screen_suspend(self) -> None:
+        self.catching_up = True  # out of view: what it shows ages until it is back
 
     def _draw_resumed(self) -> None:
         drawn = self.is_attached and self.is_current

@@ -121,3 +121,32 @@ def test_no_private_textual_name_outside_the_hooks_module() -> None:
     unexpected = [f"dsv4tui/tui/{rel}:{line}: {name}" for rel, name, line in found]
     assert not unexpected, ("private Textual names outside dsv4tui/tui/textual_hooks.py "
                             f"(textual {textual_hooks.VERSION}):\n" + "\n".join(unexpected))
+
+
+@pytest.mark.parametrize("off", ["", "switch_then_update", "all"])
+async def test_a_screen_back_in_view_shows_what_changed_while_it_was_away(
+        off: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the screen in view redraws on model updates; one coming back is brought up to
+    date (after answering the switch with the frame it showed when it was left)."""
+    from dsv4tui.tui.screens.messages import CONN
+    from dsv4tui.tui.widgets.host_bar import ConnectionBanner
+
+    monkeypatch.setenv(textual_hooks.ENV, off)
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        dashboard = app.screen
+        banner = dashboard.query_one(ConnectionBanner)
+        assert not banner.has_class("-visible")
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        app.model.conn.state = "reconnecting"
+        app.model.conn.attempts = 2
+        app.model.conn.retry_in = lambda: 7.4
+        app.mark(CONN)
+        await pilot.pause(0.3)
+        assert not banner.has_class("-visible")  # away: not redrawn
+        await pilot.press("1")
+        await pilot.pause(0.3)
+        assert app.screen is dashboard and not dashboard.catching_up  # type: ignore[attr-defined]
+        assert banner.has_class("-visible") and "reconnecting in 7s" in str(banner.render())

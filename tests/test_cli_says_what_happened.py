@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.core import paths
+from dsv4tui.core import paths, theme_names
 from dsv4tui.core.campaign.export import csv_cell, md_cell
 from dsv4tui.core.campaign.labels import check_label, safe_line, safe_text
 from dsv4tui.core.config import ServerProfile
@@ -18,7 +18,6 @@ from dsv4tui.core.errors import UserError
 from dsv4tui.core.server.backends import backend_misfit, checkpoint_misfit
 from dsv4tui.core.store import RunStore
 from dsv4tui.main import main
-from dsv4tui.core import theme_names
 
 NVFP4_HOST = """
 [hosts.ct200]

@@ -32,21 +32,19 @@ def build_parser() -> argparse.ArgumentParser:
         bench,
         campaign,
         hello,
+        kernels,
         logs,
         server,
         server_metrics,
         target,
         telemetry,
     )
-    from dsv4tui.agent import (
-        kernels as profile,
-    )
 
     parser = _Parser(prog="dsv4tui-agent")
     parser.add_argument("--cancel-on-eof", action="store_true",
                         help="treat EOF on stdin as cancel (set by the console on streams)")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (hello, telemetry, server, logs, bench, profile, campaign, target,
+    for module in (hello, telemetry, server, logs, bench, kernels, campaign, target,
                    server_metrics):
         module.add_parser(sub)
     return parser

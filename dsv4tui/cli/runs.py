@@ -381,19 +381,20 @@ def _ask(question: str) -> bool:
 
 
 def run_delete(args: Any) -> int:
-    from dsv4tui.core.store import kernels as profiles
+    from dsv4tui.core.store import kernels as kernel_store
 
     with RunStore() as store:
+        store.require_writable()
         run = store.find_run(args.run)
         levels = len(store.levels(run.id))
         requests = len(store.requests(run.id))
         sanity = len(store.sanity_results(run_id=run.id))
-        kprofiles = len(profiles.profiles(store, run_id=run.id))
+        kernels = len(kernel_store.captures(store, run_id=run.id))
         what = (f"run {run.id} ({safe_text(run.label)}, {run.status}, "
                 f"{_when(run.started_at)}): {levels} level(s), {requests} request(s), "
                 f"{sanity} sanity result(s)")
-        if kprofiles:
-            what += f"; {kprofiles} kernel profile(s) stay, unlinked"
+        if kernels:
+            what += f"; {kernels} kernel capture(s) stay, unlinked"
         if not args.yes:
             if not (sys.stdin.isatty() and sys.stdout.isatty()):
                 raise UserError(f"runs delete: not deleting {what} without --yes (no terminal "
@@ -405,7 +406,7 @@ def run_delete(args: Any) -> int:
     if args.json:
         print_json({"deleted": run.id, "label": run.label, "levels": levels,
                     "requests": requests, "sanity_results": sanity,
-                    "kernel_profiles_unlinked": kprofiles})
+                    "kernel_captures_unlinked": kernels})
     else:
         print(f"deleted {what}")
     return 0

@@ -24,10 +24,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from dsv4tui.agent import datasets
-from dsv4tui.core import actions, paths
+from dsv4tui.core import actions, paths, theme_names
 from dsv4tui.core.errors import ConfigError
 from dsv4tui.core.server import sglang_choices
-from dsv4tui.core import theme_names
 
 LOCAL = "local"
 DEMO = "demo"

@@ -250,7 +250,7 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
             self.notify(problem, title="config", severity="warning", timeout=8, markup=False)
         for mode, cls in SCREENS.items():
             self.add_mode(mode, self._factory(cls))
-        self._add_profile_mode()
+        self._add_kernels_mode()
         self.add_mode("campaign", self._factory(CampaignScreen))
         self.extra_tabs["7"] = ("campaign", "Campaign")
         self.switch_mode(self.start_mode if self.start_mode in self._mode_names() else
@@ -288,15 +288,15 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
     def _mode_names(self) -> list[str]:
         return [*SCREENS, *(mode for mode, _ in self.extra_tabs.values())]
 
-    def _add_profile_mode(self) -> None:
-        """The Profile screen (issue 7) when its module exists; tolerated when it does not."""
+    def _add_kernels_mode(self) -> None:
+        """The Kernels screen (issue 7) when its module exists; tolerated when it does not."""
         try:
             import importlib
 
             module = importlib.import_module("dsv4tui.tui.screens.kernels")
         except Exception:
             return
-        cls = getattr(module, "ProfileScreen", None)
+        cls = getattr(module, "KernelsScreen", None)
         if cls is None:
             return
 
@@ -306,8 +306,8 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
             except TypeError:
                 return cast(Screen[Any], cls())
 
-        self.add_mode("profile", make)
-        self.extra_tabs["6"] = ("profile", "Profile")
+        self.add_mode("kernels", make)
+        self.extra_tabs["6"] = ("kernels", "Kernels")
 
     def _theme_class(self, name: str) -> None:
         for t in themes.THEMES:
@@ -709,39 +709,39 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
     async def run_sanity(self) -> None:
         await self._sanity()
 
-    # -- kernel profiles (the Profile screen posts these) ------------------------------------
-    def on_profile_screen_reload(self, _message: Any) -> None:
-        self.load_profiles()
+    # -- kernel captures (the Kernels screen posts these) ------------------------------------
+    def on_kernels_screen_reload(self, _message: Any) -> None:
+        self.load_captures()
 
-    def on_profile_screen_run_requested(self, message: Any) -> None:
-        self.take_profile(int(message.steps), int(message.concurrency))
+    def on_kernels_screen_run_requested(self, message: Any) -> None:
+        self.take_capture(int(message.steps), int(message.concurrency))
 
-    def _profile_screen(self) -> Any | None:
+    def _kernels_screen(self) -> Any | None:
         screen = self.screen
-        return screen if hasattr(screen, "set_profiles") else None
+        return screen if hasattr(screen, "set_captures") else None
 
-    @work(group="profiles", thread=True, exit_on_error=False)
-    def load_profiles(self) -> None:
+    @work(group="kernels-load", thread=True, exit_on_error=False)
+    def load_captures(self) -> None:
         from dsv4tui.core.store import RunStore
-        from dsv4tui.core.store import kernels as profiles
+        from dsv4tui.core.store import kernels as kernel_store
 
         if self._store is None:
             self._store = RunStore()
-        items = profiles.profiles(self._store, host=self.spec.name if self.spec else None)
-        self.call_from_thread(self._show_profiles, items)
+        items = kernel_store.captures(self._store, host=self.spec.name if self.spec else None)
+        self.call_from_thread(self._show_captures, items)
 
-    def _show_profiles(self, items: list[Any]) -> None:
-        screen = self._profile_screen()
+    def _show_captures(self, items: list[Any]) -> None:
+        screen = self._kernels_screen()
         if screen is not None:
-            screen.set_profiles(items)
+            screen.set_captures(items)
 
-    def _profile_progress(self, ev: dict[str, Any]) -> None:
-        screen = self._profile_screen()
-        if screen is not None and ev.get("type") in ("profile_target", "profile_phase"):
-            screen.set_progress(str(ev.get("message") or f"profiling {ev.get('url')} ..."))
+    def _kernels_progress(self, ev: dict[str, Any]) -> None:
+        screen = self._kernels_screen()
+        if screen is not None and ev.get("type") in ("kernels_target", "kernels_phase"):
+            screen.set_progress(str(ev.get("message") or f"capturing kernels of {ev.get('url')} ..."))
 
-    @work(group="profile", exclusive=True, exit_on_error=False)
-    async def take_profile(self, steps: int, concurrency: int) -> None:
+    @work(group="kernels", exclusive=True, exit_on_error=False)
+    async def take_capture(self, steps: int, concurrency: int) -> None:
         """Steady load + SGLang's /start_profile on the host (agent), stored with the server
         launch it measured and the load; linked to a run only when taken during or right
         after that run on the same launch (dsv4tui.core.campaign.kernels)."""
@@ -758,28 +758,28 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
         ctx = await kp.server_context(host, self._store, pname)
         taken_at = time.time()
         try:
-            summary = await kp.collect_profile(
+            summary = await kp.collect_kernels(
                 host.agent, kp.agent_args(url, steps=steps, concurrency=concurrency,
                                           model=prof.served_model_name,
                                           api_key_env=prof.api_key_env),
-                self._profile_progress)
+                self._kernels_progress)
         except UserError as err:
-            screen = self._profile_screen()
+            screen = self._kernels_screen()
             if screen is not None:
                 screen.set_error(err.message)
             raise
-        pid, run_id = await asyncio.to_thread(kp.store_profile, self._store, summary, ctx,
+        capture_id, run_id = await asyncio.to_thread(kp.store_capture, self._store, summary, ctx,
                                               taken_at=taken_at)
-        screen = self._profile_screen()
+        screen = self._kernels_screen()
         if screen is not None:
             what = "/".join(x for x in (ctx.backend, ctx.checkpoint) if x) or pname
             launch = f"launch {ctx.launch_id}" if ctx.launch_id is not None else "launch unknown"
             link = (f"with run {run_id}" if run_id is not None else
                     "not linked to a run (no run on this launch ran in the last "
                     f"{kp.LINK_WINDOW_S / 60:.0f} min)")
-            screen.set_progress(f"stored profile #{pid} of {what} at C={concurrency} "
+            screen.set_progress(f"stored capture #{capture_id} of {what} at C={concurrency} "
                                 f"({launch}), {link}")
-        self.load_profiles()
+        self.load_captures()
 
     # -- the run store ----------------------------------------------------------------------
     @work(group="store", thread=True, exit_on_error=False)

@@ -313,6 +313,11 @@ class RunStore:
         finally:
             self._lock.acquire()
 
+    def require_writable(self) -> None:
+        """Raise StoreReadOnly now (before asking the user anything) when writes will fail."""
+        if self.read_only:
+            raise self._read_only_error()
+
     def _read_only_error(self, detail: str | None = None) -> StoreReadOnly:
         why = self.read_only_reason or detail or "the file refuses writes"
         return StoreReadOnly(f"the run store {self.path} is read-only ({why}); nothing was "

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.app import App
+from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from dsv4tui.agent import trace_parse
@@ -86,6 +87,40 @@ async def test_kernels_screen_empty() -> None:
         await pilot.pause()
         head = str(app.screen.query_one("#kern-head", Static).render())
         assert "no kernel captures yet" in head
+
+
+class Modes(App[None]):
+    """Like the dashboard: the Kernels screen is one mode among others, and the app answers
+    Reload only for the screen on top."""
+
+    MODES = {"other": Screen, "kernels": KernelsScreen}  # noqa: RUF012
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[dict[str, Any]] = []
+
+    def on_mount(self) -> None:
+        self.switch_mode("other")
+
+    def on_kernels_screen_reload(self, message: KernelsScreen.Reload) -> None:
+        if isinstance(self.screen, KernelsScreen):
+            self.screen.set_captures(self.items)
+
+
+async def test_a_capture_stored_meanwhile_shows_when_the_screen_comes_back(
+        tmp_path: Path) -> None:
+    app = Modes()
+    async with app.run_test(size=(150, 48)) as pilot:
+        await app.switch_mode("kernels")
+        await pilot.pause()
+        table = app.screen.query_one("#kern-table", DataTable)
+        assert table.row_count == 0
+        await app.switch_mode("other")
+        app.items = [{"id": 3, "summary": summary(tmp_path, "triton", "MXFP4", 0.8),
+                      "backend": "triton", "checkpoint": "MXFP4", "created_at": 1.7e9}]
+        await app.switch_mode("kernels")
+        await pilot.pause()
+        assert table.row_count == 1
 
 
 def test_bars_and_rows() -> None:

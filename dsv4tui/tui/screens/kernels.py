@@ -7,7 +7,7 @@ The screen never reads the store or talks to a host. The app feeds it:
   host=...)``;
 * ``screen.set_progress(text)`` / ``screen.set_error(text)`` while a capture is being taken.
 
-and answers its messages: :class:`KernelsScreen.Reload` (mount, ctrl+r: load the stored
+and answers its messages: :class:`KernelsScreen.Reload` (shown, ctrl+r: load the stored
 captures) and :class:`KernelsScreen.RunRequested` (``k``: take a capture now, e.g. with
 ``dsv4tui.core.campaign.kernels.collect_kernels`` + ``store_capture`` in a worker).
 
@@ -177,6 +177,10 @@ class KernelsScreen(DsvScreen):
             table.add_column(label, key=key, width=width)
         super().on_mount()
         self._draw_detail()
+
+    def on_screen_resume(self) -> None:
+        """Ask for the stored captures each time the screen is shown: it may have been mounted
+        in the background, and a capture taken meanwhile (the CLI, another console) shows."""
         self.post_message(self.Reload())
 
     # -- fed by the app -----------------------------------------------------------------

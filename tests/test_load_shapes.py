@@ -289,6 +289,53 @@ def test_saturation_from_rates_without_metrics(sims: list, tmp_path: Path) -> No
     assert fast["saturation"]["achieved_rate"] < 0.9 * fast["saturation"]["offered_rate"]
 
 
+def test_an_open_loop_overload_is_saturated_and_stops_the_sweep(
+        sims: list, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The simulator admits every request (256 may run) and slows them all down: offered far
+    more than it serves, its queue stays short while requests pile up in its batch. The level
+    is saturated by what completed (achieved = request_throughput, well under offered), the
+    sweep stops after two such levels, and the stored run says why."""
+    from dsv4tui.core.store import RunStore
+
+    sim = start_sim(tmp_path / "sim")
+    sims.append(sim)
+    sim.wait_ready()
+    assert main(["sweep", "--url", sim.url, "--label", "overload", "--rates",
+                 "40:80,80:80,2:10", "--output-len", "32", "--input-len", "8", "--seed", "1",
+                 "--stop-when-saturated", "--no-sanity", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    levels = out["levels"]
+    assert [lv["rate"] for lv in levels] == [40.0, 80.0]  # the 2/s level never ran
+    for lv in levels:
+        sat = lv["saturation"]
+        assert sat["saturated"] is True and sat["source"] == "rate", sat
+        assert sat["achieved_rate"] == pytest.approx(lv["request_throughput"], abs=1e-3)
+        assert sat["achieved_rate"] < 0.5 * sat["offered_rate"]
+    with RunStore() as store:
+        run = store.run(out["run_id"])
+        assert run is not None and run.status == "done"
+        assert "two saturated levels in a row" in (run.error or "")
+        assert "1 level not run" in (run.error or "")
+        assert len(store.levels(run.id)) == 2
+
+
+def test_a_server_that_keeps_up_is_not_saturated_by_its_drain(
+        known_server: Callable[..., KnownServer]) -> None:
+    """A short level against a server with a long answer (1 s): the last requests' E2E after
+    the last arrival puts request_throughput well under the offered rate, yet the server kept
+    pace all along (every request answered at once, each in 1 s): not saturated."""
+    srv = known_server(ttft_ms=20, itl_ms=25)
+    code, events, err = agent_run("bench", "sweep", "--url", srv.url, "--rates", "10:40",
+                                  "--arrival", "constant", "--output-len", "40", "--seed", "1")
+    assert code == 0, err
+    [level] = of_type(events, "level")
+    sat = level["saturation"]
+    assert sat["achieved_rate"] == level["request_throughput"]
+    assert sat["achieved_rate"] < 0.9 * sat["offered_rate"]  # the drain
+    assert sat["saturated"] is False and "drain" in sat["detail"], sat
+    assert sat["pace"]["finished"] >= 0.9 * sat["pace"]["arrived"]
+
+
 # --- the Bench plan dialog --------------------------------------------------------------------
 
 

@@ -900,17 +900,20 @@ class Sweep:
             "goodput": stats.goodput(results, plan["goodput"], level["duration_s"]),
         }
         schedule = cur.get("schedule")
-        offered = achieved = None
+        offered = None
+        due: List[Tuple[float, Optional[float]]] = []
         if not closed:
             out["send_lag_ms"] = stats.summarize(r.get("send_lag_ms") for r in results)
             out["send_lag_ms"]["max"] = max((r["send_lag_ms"] for r in results
                                              if r.get("send_lag_ms") is not None), default=None)
             out["cap_wait_ms"] = stats.summarize(r.get("cap_wait_ms") for r in results)
             offered = arrivals.offered_rate(schedule) if schedule else None
-            ends = sorted(r["start_s"] + r["e2e_s"] for r in results
-                          if r.get("ok") and r.get("e2e_s") is not None)
-            if len(ends) >= 2 and ends[-1] > ends[0]:
-                achieved = (len(ends) - 1) / (ends[-1] - ends[0])
+            # (due, ok finish) per request sent, on the level's clock (saturation's pace)
+            for r in results:
+                if r.get("sched_s") is None:
+                    continue
+                done = r.get("ok") and r.get("start_s") is not None and r.get("e2e_s") is not None
+                due.append((r["sched_s"], r["start_s"] + r["e2e_s"] if done else None))
         samples = cur.get("queue_samples") or []
         window = None
         t0s = [r["start_s"] for r in results if r.get("start_s") is not None]
@@ -927,8 +930,11 @@ class Sweep:
                      and lv["status"] != "failed"), None)
         out["saturation"] = saturation.verdict(
             closed=closed, samples=samples, window=window, in_flight=_streams(shape),
-            offered_rate=offered, achieved_rate=achieved, tok_s=level["output_tok_s"],
-            previous=prev if closed else None, concurrency=shape["c"])
+            offered_rate=offered,
+            # achieved is the level's request_throughput: what completed over its window
+            achieved_rate=None if closed else level["request_throughput"],
+            tok_s=level["output_tok_s"], previous=prev if closed else None,
+            concurrency=shape["c"], arrivals=due or None)
         if level["completed"] == 0:
             out["saturation"].update(saturated=None, detail="no request completed")
         return out

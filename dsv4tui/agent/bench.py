@@ -207,6 +207,8 @@ def build_plan(args: Any) -> Dict[str, Any]:
             fmt, entries = datasets.load(args.dataset)
         except datasets.DatasetError as exc:
             raise _usage("--dataset: %s" % exc) from None
+        if getattr(args, "output_len", None) is not None:
+            entries = datasets.without_lengths(entries)  # --output-len given: it wins
         shipped = datasets.ship(entries, plan.get("seed") or 0)
         plan.update(dataset=args.dataset, dataset_prompts=[list(e) for e in shipped],
                     dataset_info=datasets.info(args.dataset, fmt, len(entries), len(shipped)))
@@ -704,6 +706,7 @@ class Sweep:
                        arrival=shape.get("arrival"), max_concurrency=shape["cap"], workers=w,
                        name=name)
         results = self._open(li, shape, check, busy, warmups, workers_=w)
+        self.current["asked"] = [tokens for _, tokens in specs[:n]]  # type: ignore[index]
         sampler = None
         if check.get("source") == "metrics" and workers.can_fork():
             try:
@@ -876,14 +879,29 @@ class Sweep:
                      partial=len(results) < n, idle=cur["idle"], busy=cur["busy"],
                      warmup_errors=sum(1 for r in warm if not r["ok"]),
                      ignore_eos=bool(self.plan["ignore_eos"]),
-                     planned_output_len=self.plan["output_len"], started_at=cur["started_at"],
+                     started_at=cur["started_at"],
                      finished_at=now, time=now, client_cpu_s=round(cpu, 4),
                      client_cpu_us_per_token=(round(cpu * 1e6 / level["output_tokens"], 2)
                                               if level["output_tokens"] else None))
+        level.update(self._planned_lengths(cur))
         level.update(self._level_extras(cur, level))
         self.sink.emit("level", **level)
         self.levels.append(level)
         self.levels_done += 1
+
+    def _planned_lengths(self, cur: Dict[str, Any]) -> Dict[str, Any]:
+        """What the level's counted requests asked for (max_tokens): ``planned_output_len``
+        is that one number when every request asked the same, else null (a dataset's own
+        lengths, or a range ratio), and ``planned_output_lens`` {mean, min, max} always."""
+        asked = cur.get("asked")
+        if asked is None:  # refused before it was built: what it would have asked
+            asked = [t for _, t in level_requests(self.plan, self.seed, cur["level"],
+                                                  cur["requests"])]
+        if not asked:
+            return {"planned_output_len": None, "planned_output_lens": None}
+        return {"planned_output_len": asked[0] if len(set(asked)) == 1 else None,
+                "planned_output_lens": {"mean": round(sum(asked) / len(asked), 2),
+                                        "min": min(asked), "max": max(asked)}}
 
     def _level_extras(self, cur: Dict[str, Any], level: Dict[str, Any]) -> Dict[str, Any]:
         """What a level event adds to stats.level_metrics: its load shape, warm-ups, send

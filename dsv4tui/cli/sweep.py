@@ -89,12 +89,20 @@ def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
     if getattr(args, "no_ignore_eos", False):
         data["ignore_eos"] = False
     try:
-        return SweepPlan.model_validate(data)
+        plan = SweepPlan.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise UserError(f"sweep: {where + ': ' if where else ''}"
                         f"{err['msg'].removeprefix('Value error, ')}", EXIT_CONFIG) from None
+    if getattr(args, "output_len", None) is not None and plan.dataset_prompts:
+        # --output-len given: it wins over the lengths the file set (a ShareGPT answer's, a
+        # line's output_len), as bench_serving's --sharegpt-output-len
+        from dsv4tui.agent.datasets import without_lengths
+
+        plan = plan.model_copy(update={"dataset_prompts": without_lengths(
+            [tuple(e) for e in plan.dataset_prompts])})  # type: ignore[misc]
+    return plan
 
 
 class Progress:

@@ -104,6 +104,11 @@ def add_parser(sub: Any) -> None:
                      help="measure a level even when the server is busy before it (another "
                      "client's requests); the level is marked busy instead of refused")
     swp.set_defaults(func=run_sweep)
+    reach = bsub.add_parser("reach", help="can a connection to the server open from this "
+                            "host? (a reach event: reachable, error)")
+    reach.add_argument("--url", required=True, help="the server's base URL")
+    reach.add_argument("--timeout", type=float, default=3.0, help="seconds to connect")
+    reach.set_defaults(func=run_reach)
 
 
 def _common(p: Any) -> None:
@@ -1027,6 +1032,18 @@ async def _unreachable(endpoint: Endpoint, timeout: float = 2.0) -> Optional[str
     return None
 
 
+
+
+def run_reach(args: Any) -> int:
+    """``bench reach --url``: one TCP connection to the server, from this host (the console
+    checks a ``--url`` before it starts a sweep: nothing reachable, nothing to store)."""
+    try:
+        endpoint = Endpoint(args.url)
+    except ValueError as exc:
+        raise _usage("--url: %s" % exc) from None
+    why = run_loop(_unreachable(endpoint, max(float(args.timeout), 0.1)))
+    protocol.emit("reach", url=endpoint.base, reachable=why is None, error=why)
+    return 0
 
 
 def execute_sweep(args: Any, plan: Dict[str, Any], sink: Any) -> Sweep:

@@ -16,7 +16,13 @@ from dsv4tui.core.campaign.load_text import parse_goodput, parse_levels, parse_r
 from dsv4tui.core.campaign.sweep import SweepOutcome, SweepWatch
 from dsv4tui.core.config import SweepPlan
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
+from dsv4tui.core.errors import (
+    EXIT_CONFIG,
+    EXIT_CONNECT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    UserError,
+)
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.text_table import table
 
@@ -250,6 +256,8 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
             tspec = bench_target(host.config, args.profile)
             tspec.update({k: v for k, v in (("model", args.model),
                                             ("api_key_env", args.api_key_env)) if v})
+        if args.url:  # nothing answers there: nothing to measure, nothing to store
+            await _check_reachable(host, args.url)
         with RunStore() as store:
             # which server, decided on the host now: a clear error before anything starts
             _, meta, notice = await find_target(host.agent, tspec, host=host.name,
@@ -281,6 +289,16 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
     finally:
         await sup.stop()
     return watch.outcome()
+
+
+async def _check_reachable(host: Any, url: str) -> None:
+    """A ``--url`` that no connection opens to from the host: one line, exit 4, before a run
+    is stored (nothing would be measured; the host's agent says why)."""
+    events = await host.agent.call("bench", "reach", "--url", url, timeout=30.0)
+    got = next((e for e in events if e.get("type") == "reach"), None)
+    if got is not None and not got.get("reachable"):
+        raise UserError(f"sweep: {got.get('error') or 'cannot connect to ' + url} (from "
+                        f"{host.name}); nothing was measured, no run stored", EXIT_CONNECT)
 
 
 def run(args: Any) -> int:

@@ -234,3 +234,72 @@ def test_no_control_character_reaches_the_terminal(evil_run: int,
     # an error message from the store (holding a label) is one line, once
     code, _, err = run(capsys, "runs", "show", "no\x1b[2Jsuch")
     assert code == 1 and "\x1b" not in err and err.count("dsv4tui: error:") == 1
+
+
+# --- exit codes say what happened (README "Exit codes") --------------------------------------
+
+
+@pytest.fixture
+def agent_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from plugins.sim import REPO
+
+    extra = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + (os.pathsep + extra if extra else ""))
+
+
+@pytest.mark.parametrize("sanity", [[], ["--no-sanity"]])
+def test_a_url_sweep_nothing_answers_at_stores_nothing_and_exits_4(
+        agent_importable: None, capsys: pytest.CaptureFixture[str], sanity: list[str]) -> None:
+    """A refused --url measured nothing: no failed run in the store, exit 4 (a connection
+    problem), one line saying so (it was exit 1 and a failed run)."""
+    from plugins.sim import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    code, _, err = run(capsys, "sweep", "--url", url, "--label", "nothing", "--levels", "1:2",
+                         *sanity)
+    assert code == 4, err
+    [line] = err.strip().splitlines()
+    assert "Connection refused" in line and url in line and "no run stored" in line
+    with RunStore() as store:
+        assert store.runs() == []
+
+
+@pytest.mark.parametrize("port", ["0", "99999", "-1"])
+def test_adopt_a_port_that_is_no_tcp_port_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str], port: str) -> None:
+    """--port 0 was taken for 'the default' (30000) and 99999 for a port nothing listens on."""
+    code, _, err = run(capsys, "server", "adopt", "local", "--port", port, "--dry-run")
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert f"--port must be a TCP port, 1 to 65535, not {port}" in line
+
+
+def test_adopt_with_an_api_key_variable_the_host_lacks_is_a_usage_error(
+        agent_importable: None, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DSV4TUI_TEST_NO_SUCH_KEY", raising=False)
+    code, _, err = run(capsys, "server", "adopt", "local", "--api-key-env",
+                       "DSV4TUI_TEST_NO_SUCH_KEY", "--dry-run")
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert "DSV4TUI_TEST_NO_SUCH_KEY is not set" in line and "local" in line
+
+
+def test_a_report_or_compare_of_a_run_with_itself_is_refused(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with RunStore() as store:
+        rid = store.start_run(label="only", host="local")
+        store.add_level(rid, {"level": 0, "concurrency": 1, "requests": 1, "completed": 1,
+                              "errors": 0, "output_tok_s": 10.0})
+        store.finish_run(rid, "done")
+    for argv in (["runs", "report", str(rid), str(rid), "--out", str(tmp_path / "r.html")],
+                 ["runs", "report", str(rid), "only", "--out", str(tmp_path / "r.html")],
+                 ["runs", "compare", str(rid), str(rid)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2, argv
+        [line] = err.strip().splitlines()
+        assert "a run compared with itself" in line
+        assert f"#{rid}" in line or f"run {rid} is given twice" in line
+    assert not (tmp_path / "r.html").exists()

@@ -190,16 +190,21 @@ def test_fleet_usage_errors_name_the_option(capsys: pytest.CaptureFixture[str]) 
 
 async def test_demo_fleet_json() -> None:
     """``fleet --demo``: the demo fleet's simulated hosts (each its own GPUs) and the one
-    that cannot be reached."""
+    that cannot be reached, on purpose: what the user asked for answered, so exit 0 (it was
+    4 every time, the demo's own offline host counted as the user's connection problem)."""
     code, out, err = await fleet_cli("--demo", "--json")
-    assert code == 4 and err == ""
+    assert code == 0 and err == ""
     hosts = {h["host"]: h for h in json.loads(out)["hosts"]}
+    assert hosts["offline"]["demo_offline"] is True
+    assert not any("demo_offline" in h for n, h in hosts.items() if n != "offline")
     assert list(hosts) == ["sim-h200", "sim-b200", "sim-pro6000", "sim-h100", "offline"]
     assert hosts["sim-h100"]["gpu_count"] == 4
     assert hosts["sim-h100"]["gpu_model"] == "4× NVIDIA H100 80GB HBM3"  # noqa: RUF001
     assert hosts["sim-b200"]["gpu_model"] == "8× NVIDIA B200"  # noqa: RUF001
     assert all(h["simulated"] for n, h in hosts.items() if n != "offline")
     assert "refused" in hosts["offline"]["error"]
+    code, out, _ = await fleet_cli("--demo")
+    assert code == 0 and "unreachable on purpose" in out
 
 
 async def test_unknown_host_key_is_refused_in_the_fleet_too(sim_gpus: None,

@@ -259,6 +259,10 @@ def adopt(port: int, host: Optional[str], pid: int, proc_start: Optional[int],
 
 def run_inspect(args: Any) -> int:
     key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if args.api_key_env and not key:  # the profile would name a key this host does not have
+        raise protocol.AgentError("usage", "--api-key-env: %s is not set on this host (the "
+                                  "variable must hold the server's API key here)"
+                                  % args.api_key_env, protocol.EXIT_USAGE)
     protocol.emit("foreign_server", **inspect(args.port, args.host, key))
     return 0
 

@@ -148,7 +148,8 @@ class RunSink(bench._Sink):
         if type_ == "level_start":  # between the warm-up and the level's first request
             self._before = self._scrape()
         elif type_ == "level":  # the level's requests have all ended
-            view = server_metrics.server_view(self._before, self._scrape())
+            view = server_metrics.server_view(self._before, self._scrape(),
+                                              fields.get("duration_s"))  # the measured window
             fields = dict(fields, server=view)
             self._before = None
         super().emit(type_, **{**ctx, **fields})

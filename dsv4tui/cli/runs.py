@@ -264,9 +264,24 @@ def compare_text(cmp: Any) -> str:
     return "\n".join(lines)
 
 
+def distinct_runs(store: RunStore, refs: list[str], what: str) -> None:
+    """Refuse (exit 2) the same run given twice (by id, or a label naming it): a run compared
+    with itself says nothing, and quietly dropping one would show fewer runs than asked."""
+    seen: dict[int, str] = {}
+    for ref in refs:
+        run = store.find_run(ref)
+        if run.id in seen:
+            same = (f"{seen[run.id]!r} and {ref!r} are both run #{run.id}"
+                    if seen[run.id] != ref else f"run {ref} is given twice")
+            raise UserError(f"runs {what}: {safe_text(same)}; a run compared with itself says "
+                            "nothing (give different runs)", EXIT_CONFIG)
+        seen[run.id] = ref
+
+
 def run_compare(args: Any) -> int:
     fmt = "json" if args.json else args.format
     with RunStore() as store:
+        distinct_runs(store, args.runs, "compare")
         cmp = compare_runs(store, args.runs, args.baseline)
     if fmt == "json":
         print_json(cmp.to_json())
@@ -305,6 +320,7 @@ def run_report(args: Any) -> int:
 
     charts.require()  # the one-line install hint (exit 2) before anything is read
     with RunStore() as store:
+        distinct_runs(store, args.runs, "report")
         rep = report.build(store, args.runs, args.baseline)
     path, fmt = report_paths(args.out, args.format,
                              report.runs_stem([f.run.id for f in rep.facts]))

@@ -448,6 +448,9 @@ def _adopt(args: Any) -> int:
     from dsv4tui.core.server import adopt
 
     settings, path = load_settings(args)
+    if args.port is not None and not 1 <= args.port <= 65535:  # 0 is not "the default"
+        raise UserError(f"server adopt: --port must be a TCP port, 1 to 65535, not {args.port}",
+                        EXIT_CONFIG)
     spec = host_spec(args.host, settings)
     if not (args.yes or args.dry_run or (sys.stdin.isatty() and sys.stdout.isatty())):
         return _refuse_unconfirmed(path)  # before connecting: nobody could say yes
@@ -456,10 +459,10 @@ def _adopt(args: Any) -> int:
                         "host, an ssh alias or local", EXIT_CONFIG)
     if args.profile:
         adopt.check_name(args.profile)
-    port, bind = args.port or 30000, None
+    port, bind = args.port if args.port is not None else 30000, None
     if spec.config.profiles:
         _, default = spec.config.profile()
-        port, bind = args.port or default.port, default.host
+        port, bind = args.port if args.port is not None else default.port, default.host
 
     async def look() -> adopt.Foreign:
         async with open_host(args.host, settings) as host:

@@ -16,7 +16,13 @@ from dsv4tui.core.campaign.load_text import parse_goodput, parse_levels, parse_r
 from dsv4tui.core.campaign.sweep import SweepOutcome, SweepWatch
 from dsv4tui.core.config import SweepPlan
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
+from dsv4tui.core.errors import (
+    EXIT_CONFIG,
+    EXIT_CONNECT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    UserError,
+)
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.text_table import table
 
@@ -89,12 +95,20 @@ def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
     if getattr(args, "no_ignore_eos", False):
         data["ignore_eos"] = False
     try:
-        return SweepPlan.model_validate(data)
+        plan = SweepPlan.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise UserError(f"sweep: {where + ': ' if where else ''}"
                         f"{err['msg'].removeprefix('Value error, ')}", EXIT_CONFIG) from None
+    if getattr(args, "output_len", None) is not None and plan.dataset_prompts:
+        # --output-len given: it wins over the lengths the file set (a ShareGPT answer's, a
+        # line's output_len), as bench_serving's --sharegpt-output-len
+        from dsv4tui.agent.datasets import without_lengths
+
+        plan = plan.model_copy(update={"dataset_prompts": without_lengths(
+            [tuple(e) for e in plan.dataset_prompts])})  # type: ignore[misc]
+    return plan
 
 
 class Progress:
@@ -242,6 +256,8 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
             tspec = bench_target(host.config, args.profile)
             tspec.update({k: v for k, v in (("model", args.model),
                                             ("api_key_env", args.api_key_env)) if v})
+        if args.url:  # nothing answers there: nothing to measure, nothing to store
+            await _check_reachable(host, args.url)
         with RunStore() as store:
             # which server, decided on the host now: a clear error before anything starts
             _, meta, notice = await find_target(host.agent, tspec, host=host.name,
@@ -273,6 +289,16 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
     finally:
         await sup.stop()
     return watch.outcome()
+
+
+async def _check_reachable(host: Any, url: str) -> None:
+    """A ``--url`` that no connection opens to from the host: one line, exit 4, before a run
+    is stored (nothing would be measured; the host's agent says why)."""
+    events = await host.agent.call("bench", "reach", "--url", url, timeout=30.0)
+    got = next((e for e in events if e.get("type") == "reach"), None)
+    if got is not None and not got.get("reachable"):
+        raise UserError(f"sweep: {got.get('error') or 'cannot connect to ' + url} (from "
+                        f"{host.name}); nothing was measured, no run stored", EXIT_CONNECT)
 
 
 def run(args: Any) -> int:

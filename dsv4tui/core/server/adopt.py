@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from dsv4tui.core import config_edit
 from dsv4tui.core.config import DEMO, HostConfig, ServerProfile, Settings
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, ConfigError, UserError
+from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, AgentFailed, ConfigError, UserError
 from dsv4tui.core.server import backends
 from dsv4tui.core.server.launch import FIELD_FLAGS, Launch, build_launch
 
@@ -406,7 +406,12 @@ async def inspect(host: Host, port: int, bind_host: str | None = None,
         args += ["--host", bind_host]
     if api_key_env:
         args += ["--api-key-env", api_key_env]
-    events = await host.agent.call(*args, timeout=60.0)
+    try:
+        events = await host.agent.call(*args, timeout=60.0)
+    except AgentFailed as exc:
+        if exc.kind == "usage":  # e.g. --api-key-env naming a variable the host has not set
+            raise UserError(f"server adopt: {host.name}: {exc.message}", EXIT_CONFIG) from None
+        raise
     ev = next((e for e in events if e.get("type") == "foreign_server"), None)
     if ev is None:
         raise AdoptError(f"{host.name}: the agent did not say what runs on port {port}")

@@ -258,6 +258,57 @@ def test_the_loop_finder_sees_loops_through_functions_and_not_type_checking() ->
     assert names == ["y", "z"]
 
 
+# The run store's modules use one another's public names only, and nothing outside
+# runstore.py reaches into a RunStore (its connection, lock, transaction or query plumbing):
+# the public query()/transaction() and the store's methods are the way in.
+STORE = PKG / "core" / "store"
+
+
+def _private_store_names() -> set[str]:
+    tree = ast.parse((STORE / "runstore.py").read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RunStore")
+    names = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
+    names |= {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute)
+              and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_the_store_is_used_through_public_names_only() -> None:
+    private = _private_store_names()
+    assert {"_tx", "_query", "_db", "_lock"} <= private
+    store_modules = {p.stem for p in STORE.glob("*.py")} - {"__init__"}
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        where = str(path.relative_to(PKG))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules_here: set[str] = set()  # names bound to a module (protocol._lock: not ours)
+        store_here: set[str] = set()  # ... to one of the store's modules
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules_here |= {(a.asname or a.name).split(".")[0] for a in node.names}
+                store_here |= {a.asname for a in node.names if a.asname
+                               and a.name.startswith("dsv4tui.core.store.")}
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                modules_here |= {a.asname or a.name for a in node.names}
+                if module == "dsv4tui.core.store":
+                    store_here |= {a.asname or a.name for a in node.names
+                                   if a.name in store_modules}
+                if module.startswith("dsv4tui.core.store"):
+                    bad += [f"{where}: from {module} import {a.name}" for a in node.names
+                            if a.name.startswith("_")]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") \
+                    or node.attr.startswith("__"):
+                continue
+            owner = node.value.id if isinstance(node.value, ast.Name) else None
+            if owner in store_here:
+                bad.append(f"{where}:{node.lineno}: {owner}.{node.attr}")
+            elif node.attr in private and path != STORE / "runstore.py" \
+                    and owner not in ("self", "cls") and owner not in modules_here:
+                bad.append(f"{where}:{node.lineno}: .{node.attr}")
+    assert not bad, f"private run store names used from outside: {bad}"
+
 def test_agent_bundle_runs_hello(tmp_path: Path) -> None:
     """The zipapp built from the installed package runs on a bare python with -I (no site)."""
     import json

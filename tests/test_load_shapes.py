@@ -260,6 +260,12 @@ def test_plan_inputs_say_what_is_wrong() -> None:
     assert parse_rates("2:100, 4.5:200") == [(2.0, 100), (4.5, 200)]
     assert parse_goodput("ttft:500,e2el:9000") == {"ttft_ms": 500.0, "e2el_ms": 9000.0}
     assert parse_levels("", required=False) == []
+    assert parse_levels(" 1:8, 8:32 ") == [(1, 8), (8, 32)]
+    for bad, why in (("1:4,,", "empty level"), ("1:4,", "empty level"), (",1:4", "empty level"),
+                     ("1 8:32", "is not C:n"), ("1:8:2", "is not C:n"), ("-1:4", "is not C:n"),
+                     ("8:4", "n must be at least C"), ("0:4", "C and n must be >= 1")):
+        with pytest.raises(ValueError, match=why):
+            parse_levels(bad)
     for bad, fn in (("2-100", parse_rates), ("ttft=5", parse_goodput), ("tbt:5", parse_goodput)):
         with pytest.raises(ValueError):
             fn(bad)
@@ -268,7 +274,8 @@ def test_plan_inputs_say_what_is_wrong() -> None:
     assert SweepPlan(levels=[], rates=[(2.0, 10)]).level_shapes() == [(0, 10)]
     assert SweepPlan(rates=[(2.0, 10)], max_concurrency=4).level_shapes()[-1] == (4, 10)
     for args in (["--rates", "0:5"], ["--goodput", "ttft:-1"], ["--random-range-ratio", "2"],
-                 ["--arrival", "bursty"], ["--workers", "0"]):
+                 ["--arrival", "bursty"], ["--workers", "0"], ["--levels", "1:4,,"],
+                 ["--levels", "8:4"]):
         code, events, _ = agent_run("bench", "sweep", "--url", "http://127.0.0.1:9", *args)
         assert code == 2, args
         assert "\n" not in of_type(events, "error")[0]["message"]

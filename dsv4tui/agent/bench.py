@@ -26,6 +26,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from dsv4tui.agent import arrivals, datasets, idle, protocol, saturation, stats, workers
+from dsv4tui.agent import levels as level_text
 from dsv4tui.agent.loadgen import HALT_STALLED, HALT_STOP, Flow, LevelLoad, request_event
 from dsv4tui.agent.openai_stream import (
     TRANSPORTS,
@@ -142,16 +143,10 @@ def _load_json(text: Optional[str], what: str) -> Any:
 
 
 def parse_levels(text: str) -> List[List[int]]:
-    levels = []
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        try:
-            c, n = (int(x) for x in part.strip().split(":"))
-        except ValueError:
-            raise _usage("--levels: %r is not C:n (e.g. 1:8,8:32)" % part) from None
-        levels.append([c, n])
-    return levels
+    try:
+        return [list(lv) for lv in level_text.parse_levels(text, required=False)]
+    except ValueError as exc:
+        raise _usage("--levels: %s" % exc) from None
 
 
 def parse_rates(text: str) -> List[List[float]]:

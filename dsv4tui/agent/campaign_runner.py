@@ -34,7 +34,18 @@ import time
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import bench, bench_lock, protocol, server, server_metrics, target
+from dsv4tui.agent import (
+    bench,
+    bench_lock,
+    detach,
+    procs,
+    protocol,
+    server,
+    server_metrics,
+    server_state,
+    target,
+)
+from dsv4tui.agent.commands import build_parser
 from dsv4tui.agent.gpu_window import GpuWindow
 from dsv4tui.agent.journal import Journal, events
 
@@ -203,9 +214,8 @@ class Status:
 
 
 def _agent_args(*argv: str) -> argparse.Namespace:
-    from dsv4tui.agent.__main__ import build_parser
-
-    return build_parser().parse_args(list(argv))
+    """The agent's own parsing of the commands the runner calls (bench, server)."""
+    return build_parser((bench, server)).parse_args(list(argv))
 
 
 def _target_args(tgt: Dict[str, Any]) -> List[str]:
@@ -339,12 +349,12 @@ class Campaign:
 
     def _stop_server(self) -> None:
         """``stop_server = true``: the server we started goes when the campaign ends."""
-        st = server.read_state()
-        if not server._ours_alive(st):
+        st = server_state.read_state()
+        if not server_state.ours_alive(st):
             return
         assert st is not None
         try:
-            with server.signals_deferred(), server.ServerLock("stop"):
+            with detach.signals_deferred(), server_state.ServerLock("stop"):
                 protocol.emit("stopped", **server.stop_server(
                     st, float(self.spec.get("grace_s") or 60.0), server.DEFAULT_GPU_WAIT_S))
         except protocol.AgentError as err:
@@ -352,8 +362,8 @@ class Campaign:
                           "at the end: %s" % err.message)
 
     def _server_note(self) -> Dict[str, Any]:
-        st = server.read_state()
-        alive = server._ours_alive(st)
+        st = server_state.read_state()
+        alive = server_state.ours_alive(st)
         return {"running": alive, "pid": (st or {}).get("pid") if alive else None,
                 "started_by_campaign": self.started_server is not None, "at": time.time(),
                 "text": ("when it ended, the server (pid %s) was left running"
@@ -405,7 +415,7 @@ class Campaign:
             protocol.emit("launch_end", launch=key, ok=False, kind=err.kind, error=err.message,
                           last_errors=lines, tail=tail[-20:],
                           elapsed_s=round(time.time() - t0, 3))
-            st = server.read_state()
+            st = server_state.read_state()
             if st and st.get("started_at", 0) >= t0:
                 self.started_server = st.get("pid")
             return "startup failed: %s" % err.message, lines or tail[-10:], key
@@ -414,7 +424,7 @@ class Campaign:
                           error="cancelled while the server was starting (it keeps starting)",
                           elapsed_s=round(time.time() - t0, 3))
             raise Cancelled() from None
-        st = server.read_state() or {}
+        st = server_state.read_state() or {}
         self.started_server = st.get("pid")
         protocol.emit("launch_end", launch=key, ok=True, pid=st.get("pid"),
                       started_at=st.get("started_at"),
@@ -499,8 +509,8 @@ class Campaign:
                 protocol.emit("level_gpus", level=lv.get("level"), gpus=gpus, final=True)
         status, reason, lines = sweep.status, sweep.reason, []
         if tgt.get("ours"):
-            st = server.read_state()
-            if st is not None and not server._ours_alive(st):
+            st = server_state.read_state()
+            if st is not None and not server_state.ours_alive(st):
                 fields = server.status_fields(st)
                 lines = [str(x) for x in fields.get("last_errors") or []]
                 code = fields.get("exit_code")
@@ -550,7 +560,7 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
         signal.signal(sig, signal.default_int_handler)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     runner_path = os.path.join(cdir, "runner.json")
-    record = {"pid": os.getpid(), "proc_start": server.proc_start(os.getpid()),
+    record = {"pid": os.getpid(), "proc_start": procs.proc_start(os.getpid()),
               "started_at": time.time(), "state": "running", "resume": resume}
     write_json(runner_path, record)
     journal = Journal(os.path.join(cdir, "journal.jsonl"))
@@ -568,7 +578,7 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
         state = "cancelled" if cancelled else "failed"
         reason = "cancelled" if cancelled else "the runner failed: %s: %s" % (
             type(exc).__name__, exc)
-        with server.signals_deferred():
+        with detach.signals_deferred():
             if camp is not None:
                 camp.end_open_run(state, reason)
             protocol.context = {}

@@ -10,12 +10,12 @@ right after the run).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from dsv4tui.core.store import sql
 from dsv4tui.core.store.schema import StoreError
 
 if TYPE_CHECKING:
@@ -70,16 +70,9 @@ class KernelCapture:
         return d
 
 
-def _loads(text: str | None) -> Any:
-    try:
-        return json.loads(text or "null")
-    except ValueError:
-        return None
-
-
 def _row(r: Any) -> KernelCapture:
-    summary = _loads(r["summary_json"]) or {}
-    load = _loads(r["load_json"])
+    summary = sql.loads(r["summary_json"]) or {}
+    load = sql.loads(r["load_json"])
     return KernelCapture(
         id=r["id"], run_id=r["run_id"], host=r["host"], url=r["url"], model=r["model"],
         backend=r["backend"], checkpoint=r["checkpoint"], label=r["label"], steps=r["steps"],
@@ -126,26 +119,18 @@ def save_capture(store: RunStore, summary: Mapping[str, Any], *, host: str,
              decision.get("tensor_active_pct"),
              int(bool(server.get("simulated") if simulated is None else simulated)),
              float(summary.get("time") or time.time()),
-             json.dumps(dict(summary), separators=(",", ":"), default=str),
+             sql.dumps(dict(summary)),
              launch_id, server_pid,
-             json.dumps(dict(load), separators=(",", ":"), default=str) if load else None))
+             sql.dumps(dict(load)) if load else None))
         return int(cur.lastrowid or 0)
 
 
 def captures(store: RunStore, *, host: str | None = None, run_id: int | None = None,
              limit: int | None = None) -> list[KernelCapture]:
     """Newest first."""
-    where: list[str] = []
-    args: list[Any] = []
-    if host is not None:
-        where.append("host = ?")
-        args.append(host)
-    if run_id is not None:
-        where.append("run_id = ?")
-        args.append(run_id)
-    sql = ("SELECT * FROM kernels" + (" WHERE " + " AND ".join(where) if where else "")
-           + " ORDER BY created_at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else ""))
-    return [_row(r) for r in store.query(sql, args)]
+    return [_row(r) for r in store.query(*sql.select(
+        "SELECT * FROM kernels", {"host": host, "run_id": run_id},
+        order="created_at DESC, id DESC", limit=limit))]
 
 
 def get_capture(store: RunStore, capture_id: int) -> KernelCapture | None:

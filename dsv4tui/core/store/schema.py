@@ -268,6 +268,14 @@ def version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
+def tables(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """The tables the file has and their columns (an older file, read-only, lacks some)."""
+    out: dict[str, set[str]] = {}
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        out[name] = {r[1] for r in conn.execute(f"PRAGMA table_info({_quote(name)})")}
+    return out
+
+
 def check_version(conn: sqlite3.Connection, where: str) -> int:
     """The file's schema version; StoreError when it is newer than this code knows."""
     found = version(conn)

@@ -6,8 +6,8 @@ a level cell per GPU for utilisation and the tensor pipe, then the node's averag
 from __future__ import annotations
 
 from dsv4tui.core.telemetry import GpuStatus, HostTelemetry
+from dsv4tui.tui.widgets.cells import level_char
 from dsv4tui.tui.widgets.gpu_base import Row
-from dsv4tui.tui.widgets.gpu_panel import level_char
 
 SUMMARY_BELOW = 30  # terminal rows: fewer -> one row per node
 

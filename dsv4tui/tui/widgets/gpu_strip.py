@@ -13,8 +13,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from dsv4tui.core.telemetry import GpuStatus, fmt_age
+from dsv4tui.tui.widgets.cells import level_char
 from dsv4tui.tui.widgets.gpu_base import TelemetryWidget
-from dsv4tui.tui.widgets.gpu_panel import level_char
 
 
 def _avg(values: list[float | None]) -> float | None:

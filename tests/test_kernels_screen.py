@@ -93,7 +93,7 @@ class Modes(App[None]):
     """Like the dashboard: the Kernels screen is one mode among others, and the app answers
     Reload only for the screen on top."""
 
-    MODES = {"other": Screen, "kernels": KernelsScreen}  # noqa: RUF012
+    MODES = {"other": Screen, "kernels": KernelsScreen}
 
     def __init__(self) -> None:
         super().__init__()

@@ -275,7 +275,7 @@ def test_plan_inputs_say_what_is_wrong() -> None:
     assert SweepPlan(rates=[(2.0, 10)], max_concurrency=4).level_shapes()[-1] == (4, 10)
     for args in (["--rates", "0:5"], ["--goodput", "ttft:-1"], ["--random-range-ratio", "2"],
                  ["--arrival", "bursty"], ["--workers", "0"], ["--levels", "1:4,,"],
-                 ["--levels", "8:4"]):
+                 ["--levels", "8:4"], ["--seed", "-1"]):
         code, events, _ = agent_run("bench", "sweep", "--url", "http://127.0.0.1:9", *args)
         assert code == 2, args
         assert "\n" not in of_type(events, "error")[0]["message"]

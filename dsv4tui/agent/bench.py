@@ -260,8 +260,8 @@ def _check_plan(plan: Dict[str, Any]) -> None:
     for key in ("ignore_eos", "allow_busy", "stop_when_saturated"):
         if not isinstance(plan[key], bool):
             raise _usage("%s must be true or false" % key)
-    if plan["seed"] is not None and not _is_int(plan["seed"]):
-        raise _usage("seed must be an integer or null")
+    if plan["seed"] is not None and not (_is_int(plan["seed"]) and plan["seed"] >= 0):
+        raise _usage("seed must be an integer >= 0, or null")
     if plan["arrival"] not in arrivals.KINDS:
         raise _usage("arrival must be one of %s" % ", ".join(arrivals.KINDS))
     for key in ("max_concurrency", "workers"):

@@ -55,7 +55,7 @@ async def _node_logs(host: Any, cmd: list[str], args: Any) -> None:
     together with ``--follow``. A node that cannot be reached is one line, the others print."""
     import asyncio
 
-    from dsv4tui.core.nodes.control import Nodes
+    from dsv4tui.core.nodes.fanout import Nodes
 
     names = [spec.name for spec in host.spec.group]
     if args.node and args.node not in names:

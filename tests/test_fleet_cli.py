@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from plugins.ssh_server import SshHost
 
+from dsv4tui.core import paths
 from dsv4tui.core.config import HostConfig, Settings
 from dsv4tui.core.fleet.model import Fleet, HostSummary
 from dsv4tui.core.fleet.rows import cells, problems
@@ -231,3 +232,26 @@ def test_a_lost_host_shows_no_figures_as_current() -> None:
     assert c["state"] == "reconnecting · retry 3s"
     assert s.to_json() == {"host": "h200a", "state": "reconnecting",
                            "error": "h200a: connection lost"}
+
+
+def test_the_compact_table_still_marks_a_simulated_host() -> None:
+    """Under 115 columns the table has no MODEL column, where "SIMULATED" is said: the GPU
+    count says it there (the Fleet title promises "SIMULATED hosts marked")."""
+    sim = HostSummary("sim-h200", state="connected", frames=1, gpu_count=8, simulated=True,
+                      gpu_model="8× NVIDIA H200")  # noqa: RUF001
+    assert cells(sim, compact=True)["gpus"] == "8 SIM"
+    assert cells(sim)["gpus"] == "8" and cells(sim)["model"] == "H200 SIMULATED"
+    real = HostSummary("h200a", state="connected", frames=1, gpu_count=8)
+    assert cells(real, compact=True)["gpus"] == "8"
+
+
+def test_one_shot_fleet_says_unreachable_not_retry(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --watch nothing retries after the command: a host that did not connect is
+    "unreachable" (it said "lost · retry 0s"), and `known:` names each host once."""
+    paths.config_file().write_text("[hosts.local]\n")
+    code = main(["fleet", "nope", "--timeout", "5"])
+    out = capsys.readouterr().out
+    assert code == 4
+    row = next(line for line in out.splitlines() if line.startswith("nope "))
+    assert "unreachable" in row and "retry" not in row
+    assert "(known: local, demo)" in out

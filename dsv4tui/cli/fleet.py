@@ -61,12 +61,21 @@ def specs(args: argparse.Namespace) -> list[Any]:
     return specs_for(args.hosts, settings, accept_new=args.accept_new)
 
 
-def render(summaries: list[Any], demo: bool = False) -> str:
+def render(summaries: list[Any], demo: bool = False, once: bool = False) -> str:
+    """The table and one line per problem. ``once`` (no --watch): nothing retries after the
+    command ends, so a host that did not connect is ``unreachable`` (or ``failed``: auth,
+    host key), not ``lost · retry 3s``."""
     from dsv4tui.core.campaign.labels import safe_text
     from dsv4tui.core.fleet.demo import OFFLINE
     from dsv4tui.core.fleet.rows import COLUMNS, cells, problems
 
-    rows = [[safe_text(cells(s)[key]) for key, _ in COLUMNS] for s in summaries]
+    def row(s: Any) -> list[str]:
+        c = cells(s)
+        if once and not s.connected:
+            c["state"] = "failed" if s.state == "failed" else "unreachable"
+        return [safe_text(c[key]) for key, _ in COLUMNS]
+
+    rows = [row(s) for s in summaries]
     out = table(rows, [title for _, title in COLUMNS])
     lines = problems(summaries)
     if demo:  # the demo's unreachable host is there on purpose: say so
@@ -96,7 +105,7 @@ async def _run(args: argparse.Namespace, host_specs: list[Any]) -> int:
             if args.json:
                 print_json({"hosts": [_json(args, s) for s in summaries]})
             else:
-                print(render(summaries, args.demo))
+                print(render(summaries, args.demo, once=True))
             return EXIT_CONNECT if any(not s.connected and not _demo_offline(args, s)
                                        for s in summaries) else 0
         tty = sys.stdout.isatty()

@@ -38,7 +38,9 @@ HOME, CLEAR_EOL, CLEAR_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"
 
 def add_parser(cmds: Any) -> None:
     c = cmds.add_parser("metrics", help="the server's own /metrics: load, KV, TTFT/ITL quantiles",
-                        description=(__doc__ or "").splitlines()[0])
+                        description="the serving engine's own Prometheus numbers (SGLang's /metrics): "
+                        "once, since the server started; --watch: over the last --window "
+                        "seconds")
     c.add_argument("host", metavar="HOST", nargs="?",
                    help="local, demo, a [hosts] name, an ssh alias (or give --url)")
     c.add_argument("--url", help="scrape this server from here (e.g. http://127.0.0.1:30000)")

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from dsv4tui.cli.output import print_json
+from dsv4tui.cli.output import ask, print_json
 from dsv4tui.cli.sweep import level_table
 from dsv4tui.core.campaign import export
 from dsv4tui.core.campaign.columns import change_title, fmt_change
@@ -388,14 +388,6 @@ def run_import(args: Any) -> int:
     return 0
 
 
-def _ask(question: str) -> bool:
-    try:
-        answer = input(question)
-    except EOFError:
-        return False
-    return answer.strip().lower() in ("y", "yes")
-
-
 def run_delete(args: Any) -> int:
     from dsv4tui.core.store import kernels as kernel_store
 
@@ -415,7 +407,7 @@ def run_delete(args: Any) -> int:
             if not (sys.stdin.isatty() and sys.stdout.isatty()):
                 raise UserError(f"runs delete: not deleting {what} without --yes (no terminal "
                                 "to ask)", EXIT_CONFIG)
-            if not _ask(f"delete {what}? [y/N] "):
+            if not ask(f"delete {what}? [y/N] "):
                 print("nothing deleted")
                 return 1
         store.delete_run(run.id)

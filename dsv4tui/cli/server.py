@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from dsv4tui.cli.output import print_json
+from dsv4tui.cli.output import ask, print_json
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
@@ -484,7 +484,7 @@ def _adopt(args: Any) -> int:
         print(safe_text(f"dry run: nothing written to {path}, nothing recorded on {args.host}"))
         return 0
     question = f"write profile {proposal.name!r} to {path} and adopt pid {foreign.pid}? [y/N] "
-    if not args.yes and not _ask(question):
+    if not args.yes and not ask(question):
         print("nothing written; the server runs on as before")
         return EXIT_FAILED
 
@@ -510,11 +510,3 @@ def _adopt(args: Any) -> int:
 def _refuse_unconfirmed(path: Any) -> int:
     raise UserError(f"server adopt: not writing {path} without --yes (no terminal to ask; "
                     "--dry-run shows what would be written)", EXIT_CONFIG)
-
-
-def _ask(question: str) -> bool:
-    try:
-        answer = input(question)
-    except EOFError:
-        return False
-    return answer.strip().lower() in ("y", "yes")

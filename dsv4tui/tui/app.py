@@ -411,23 +411,26 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
         self.load_host_facts()
 
     # -- kernel captures (the Kernels screen posts these) ------------------------------------
-    def on_kernels_screen_reload(self, _message: Any) -> None:
-        self.load_captures()
+    def on_kernels_screen_reload(self, message: KernelsScreen.Reload) -> None:
+        self.load_captures(message.screen)
 
     def on_kernels_screen_run_requested(self, message: Any) -> None:
         self.take_capture(int(message.steps), int(message.concurrency))
 
-    def _on_kernels(self, show: Callable[[KernelsScreen], None]) -> None:
-        if isinstance(self.screen, KernelsScreen):
-            show(self.screen)
+    def _on_kernels(self, show: Callable[[KernelsScreen], None],
+                    screen: KernelsScreen | None = None) -> None:
+        """``show`` on the Kernels screen ``screen`` (default: the one on top, if it is)."""
+        screen = screen or (self.screen if isinstance(self.screen, KernelsScreen) else None)
+        if screen is not None and screen.is_mounted:
+            show(screen)
 
     @work(group="kernels-load", thread=True, exit_on_error=False)
-    def load_captures(self) -> None:
+    def load_captures(self, screen: KernelsScreen | None = None) -> None:
         from dsv4tui.core.store import kernels as kernel_store
 
         items = kernel_store.captures(self._run_store(),
                                       host=self.spec.name if self.spec else None)
-        self.call_from_thread(self._on_kernels, lambda screen: screen.set_captures(items))
+        self.call_from_thread(self._on_kernels, lambda s: s.set_captures(items), screen)
 
     @work(group="kernels", exclusive=True, exit_on_error=False)
     async def take_capture(self, steps: int, concurrency: int) -> None:

@@ -44,3 +44,16 @@ def test_the_demos_short_sweep_does_not_replace_a_configured_one() -> None:
     configured = Settings(sweep=SweepPlan(levels=[(2, 8)]))
     assert demo_settings(configured).sweep.levels == [(2, 8)]
     assert demo_settings(Settings()).sweep.output_len == 64
+
+
+def test_the_fleet_app_and_the_dashboard_do_not_import_each_other() -> None:
+    """The dashboard imports its fleet half (app_fleet); the Fleet loop that opens
+    dashboards lives with the commands, so app_fleet never imports the dashboard back."""
+    import ast
+
+    import dsv4tui.tui.app_fleet as app_fleet
+
+    tree = ast.parse(Path(app_fleet.__file__).read_text(encoding="utf-8"))
+    names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert "dsv4tui.tui.app" not in names and not any(
+        n.startswith("dsv4tui.tui.commands") for n in names)

@@ -39,7 +39,7 @@ from dsv4tui.core.view.host_link import HostLink
 from dsv4tui.core.view.journal import Effects, bench_event
 from dsv4tui.core.view.next_launch import NextLaunch
 from dsv4tui.core.view.notice import Notice
-from dsv4tui.core.view.parts import ALL, COMPARE, GPU, LOGS, PROFILES, RUNS, SERVER
+from dsv4tui.core.view.parts import ALL, COMPARE, GPU, LOGS, PROFILES, RUNS, SERVER, SWEEP
 from dsv4tui.core.view.profiles import model_for, profiles_of
 from dsv4tui.core.view.runs import Newest, baseline_of, latest_runs, run_rows
 from dsv4tui.tui import keymap, themes
@@ -187,7 +187,7 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
         if self._live_levels and now - self._live_at >= LIVE_LEVEL_S:
             self._live_at = now  # level_metrics over a level's requests: at most 2 per second
             if m.refresh_live_levels(self.model.sweep, self._live_levels):
-                self._dirty.add("sweep")
+                self._dirty.add(SWEEP)
         parts, self._dirty = frozenset(self._dirty), set()
         if not parts or self._stopping or not self.is_running:
             return
@@ -329,13 +329,14 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
     @work(group="server", exclusive=True, exit_on_error=False)
     async def restart_server(self, profile: str | None, backend: str | None,
                              overrides: dict[str, str | None] | None = None) -> None:
+        host = self.host()  # not connected: nothing changes, the error dialog says why
         name, prof = self._profile(profile)
         backend, flags = self.next_launch.take(name, backend, overrides)
         if name != self.model.active_profile:
             self.model.active_profile = name
             self._follow_metrics()  # its port may differ
         try:
-            await launch.restart(self.link, name, prof, backend, flags, self._store,
+            await launch.restart(self.link, host, name, prof, backend, flags, self._store,
                                  on_started=partial(setattr, self, "_started_server", True))
         except Exception:
             self._refresh_later()  # where the server stands now

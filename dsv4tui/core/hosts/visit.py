@@ -90,3 +90,17 @@ async def stop_simulated_server(host: Any) -> None:
 
     with contextlib.suppress(Exception):
         await asyncio.wait_for(server_control.stop(host, grace=5), 15)
+
+
+async def demo_server_state(settings: Any, *, stop: bool = False) -> str | None:
+    """The demo host's simulated server state (``serve demo`` asks before its tabs start);
+    ``stop``: stop it unless it is stopped already (a tab started it: it goes with serve)."""
+    from dsv4tui.core.config import DEMO
+    from dsv4tui.core.hosts.resolve import open_host
+    from dsv4tui.core.server import control as server_control
+
+    async with open_host(DEMO, settings) as host:
+        state = (await server_control.status(host)).get("state")
+        if stop and state not in ("stopped", "crashed", None):
+            await server_control.stop(host, grace=5)
+    return state if isinstance(state, str) else None

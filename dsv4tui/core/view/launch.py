@@ -149,16 +149,15 @@ def sanity_ended(s: m.SanityView, outcome: Any = None, error: str | None = None)
         s.status = "passed" if outcome.passed else "failed"
 
 
-async def restart(link: HostLink, name: str, prof: ServerProfile, backend: str | None,
-                  flags: dict[str, str | None], store: Any, *,
+async def restart(link: HostLink, host: Any, name: str, prof: ServerProfile,
+                  backend: str | None, flags: dict[str, str | None], store: Any, *,
                   on_started: Callable[[], None]) -> None:
-    """Restart the server with profile ``name`` (``backend``, attention ``flags``: what the
-    dashboard picked) until it is ready, the Launch screen following each step; raises what
-    ``server_control.restart`` raised, the model saying how it ended."""
+    """Restart ``host``'s server with profile ``name`` (``backend``, attention ``flags``:
+    what the dashboard picked) until it is ready, the Launch screen following each step;
+    raises what ``server_control.restart`` raised, the model saying how it ended."""
     from dsv4tui.core.server import control
 
     model = link.model
-    host = link.host()
     launched = Launched(name, backend or prof.backend_label, prof.checkpoint_label, prof.tp_size)
     link.restarted()
     link.mark(*restart_begins(model, launched, model.mono()))

@@ -282,21 +282,11 @@ def tab_command(args: argparse.Namespace) -> str:
 
 # --- the demo's simulated server ------------------------------------------------------------
 
-async def _demo_server_state(settings: Any, stop: bool = False) -> str | None:
-    from dsv4tui.core.config import DEMO
-    from dsv4tui.core.hosts.resolve import open_host
-    from dsv4tui.core.server import control as server_control
-
-    async with open_host(DEMO, settings) as host:
-        state = (await server_control.status(host)).get("state")
-        if stop and state not in ("stopped", "crashed", None):
-            await server_control.stop(host, grace=5)
-    return state if isinstance(state, str) else None
-
-
 def _demo_state(settings: Any, stop: bool = False) -> str | None:
+    from dsv4tui.core.hosts.visit import demo_server_state
+
     try:
-        return run_async(_demo_server_state(settings, stop))
+        return run_async(demo_server_state(settings, stop=stop))
     except UserError as exc:
         print(f"dsv4tui serve: note: the demo's simulated server: {exc.message}",
               file=sys.stderr)

@@ -21,7 +21,8 @@ from dsv4tui.core.config import HostConfig, Settings
 from dsv4tui.core.fleet.model import STREAM, Fleet
 from dsv4tui.core.hosts.resolve import host_spec
 from dsv4tui.tui.app import Dsv4App
-from dsv4tui.tui.app_fleet import BACK, FleetApp, browse
+from dsv4tui.tui.app_fleet import BACK, FleetApp
+from dsv4tui.tui.commands.dashboard import browse
 from dsv4tui.tui.screens.fleet import FleetScreen
 from dsv4tui.tui.widgets.fleet_table import FleetTable
 

@@ -235,15 +235,10 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-# The app and its fleet half import each other; the change that thins tui/app.py removes the
-# loop (drop this exception then).
-KNOWN_CYCLES = [["dsv4tui.tui.app", "dsv4tui.tui.app_fleet"]]
-
-
 def test_no_import_loops() -> None:
     graph = import_graph()
     assert "dsv4tui.agent.server" in graph and "dsv4tui.core.store" in graph
-    cycles = [c for c in import_cycles(graph) if c not in KNOWN_CYCLES]
+    cycles = import_cycles(graph)
     assert not cycles, "import loops (each a set of modules that import each other):\n" + \
         "\n".join(" <-> ".join(c) for c in cycles)
 

@@ -78,17 +78,6 @@ def test_restart_refuses_a_misfit_backend_before_connecting(
     assert code == 0 and "warning" not in out
 
 
-def test_picker_lists_only_backends_that_fit() -> None:
-    from dsv4tui.tui.app import backend_choices
-
-    names = [c.value for c in backend_choices("NVFP4", "marlin")]
-    assert "marlin" in names and "flashinfer_cutlass" in names
-    assert "flashinfer_mxfp4" not in names and "triton_kernel" not in names
-    # the running backend stays listed (marked) even when it does not fit, and says why
-    odd = {c.value: c for c in backend_choices("NVFP4", "flashinfer_mxfp4")}
-    assert odd["flashinfer_mxfp4"].current and "not NVFP4" in odd["flashinfer_mxfp4"].note
-
-
 # --- 5: README and CLI agree ---------------------------------------------------------------
 
 def test_server_stop_and_status_dry_run_do_not_connect(

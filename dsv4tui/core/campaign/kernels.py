@@ -10,6 +10,7 @@ on the same launch, never to "the host's latest run" of another backend or a can
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -169,3 +170,47 @@ def store_capture(store: RunStore, summary: Mapping[str, Any], ctx: ServerContex
         simulated=(ctx.simulated or None) if ctx else None,
         launch_id=ctx.launch_id if ctx else None, server_pid=ctx.server_pid if ctx else None)
     return capture_id, run_id
+
+
+def progress_text(ev: Mapping[str, Any]) -> str | None:
+    """What the Kernels screen says while a capture is being taken (None: not a step)."""
+    if ev.get("type") not in ("kernels_target", "kernels_phase"):
+        return None
+    return str(ev.get("message") or f"capturing kernels of {ev.get('url')} ...")
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A capture the dashboard took and stored."""
+
+    capture_id: int
+    run_id: int | None
+    ctx: ServerContext
+    profile: str
+    concurrency: int
+
+    def text(self) -> str:
+        ctx = self.ctx
+        what = "/".join(x for x in (ctx.backend, ctx.checkpoint) if x) or self.profile
+        launch = f"launch {ctx.launch_id}" if ctx.launch_id is not None else "launch unknown"
+        link = (f"with run {self.run_id}" if self.run_id is not None else
+                "not linked to a run (no run on this launch ran in the last "
+                f"{LINK_WINDOW_S / 60:.0f} min)")
+        return (f"stored capture #{self.capture_id} of {what} at C={self.concurrency} "
+                f"({launch}), {link}")
+
+
+async def take(host: Any, store: RunStore, profile_name: str, profile: Any, *, steps: int,
+               concurrency: int, on_event: EventCallback | None = None) -> Taken:
+    """Steady load + SGLang's /start_profile on ``host``'s server of ``profile`` (a
+    ``config.ServerProfile``), stored with the launch it measured and the load."""
+    url = f"http://{profile.host}:{profile.port}"
+    ctx = await server_context(host, store, profile_name)
+    taken_at = time.time()
+    summary = await collect_kernels(
+        host.agent, agent_args(url, steps=steps, concurrency=concurrency,
+                               model=profile.served_model_name,
+                               api_key_env=profile.api_key_env), on_event)
+    capture_id, run_id = await asyncio.to_thread(store_capture, store, summary, ctx,
+                                                 taken_at=taken_at)
+    return Taken(capture_id, run_id, ctx, profile_name, concurrency)

@@ -140,7 +140,12 @@ class KernelsScreen(DsvScreen):
     """
 
     class Reload(Message):
-        """The app: load the stored captures and call ``set_captures``."""
+        """The app: load the stored captures and call ``set_captures`` of ``screen`` (the
+        one asking: it may be mounted in the background, not on top)."""
+
+        def __init__(self, screen: KernelsScreen | None = None) -> None:
+            super().__init__()
+            self.screen = screen
 
     class RunRequested(Message):
         """The app: take a capture now (agent ``kernels run``), store it, reload."""
@@ -181,7 +186,7 @@ class KernelsScreen(DsvScreen):
     def on_screen_resume(self) -> None:
         """Ask for the stored captures each time the screen is shown: it may have been mounted
         in the background, and a capture taken meanwhile (the CLI, another console) shows."""
-        self.post_message(self.Reload())
+        self.post_message(self.Reload(self))
 
     # -- fed by the app -----------------------------------------------------------------
     def set_captures(self, items: Sequence[Any]) -> None:
@@ -253,7 +258,7 @@ class KernelsScreen(DsvScreen):
         kernels.show(shown[0].summary, shown[1].summary if len(shown) > 1 else None)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "prof-table" and not self.marked:
+        if event.data_table.id == "kern-table" and not self.marked:
             self._draw_detail()
 
     # -- actions --------------------------------------------------------------------------
@@ -270,7 +275,7 @@ class KernelsScreen(DsvScreen):
         self._draw_detail()
 
     def action_reload(self) -> None:
-        self.post_message(self.Reload())
+        self.post_message(self.Reload(self))
 
     def action_capture(self) -> None:
         self.set_progress(f"capture requested: {self.steps} steps at C={self.concurrency}…")

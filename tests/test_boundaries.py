@@ -13,16 +13,20 @@ AGENT_BUNDLED = {"httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certif
 STDLIB = set(sys.stdlib_module_names)
 
 
-def imports(path: Path) -> set[str]:
+def parse(path: Path) -> ast.Module:
     # CPython 3.11 raised "AST constructor recursion depth mismatch" here once, in CI, when
     # a collection ran a finalizer in the middle of ast.parse: parse with the GC off
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        return ast.parse(path.read_text(encoding="utf-8"))
     finally:
         if was_enabled:
             gc.enable()
+
+
+def imports(path: Path) -> set[str]:
+    tree = parse(path)
     package = ".".join(path.relative_to(PKG.parent).with_suffix("").parts[:-1])
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -176,13 +180,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        was_enabled = gc.isenabled()
-        gc.disable()  # see imports()
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        finally:
-            if was_enabled:
-                gc.enable()
+        tree = parse(path)
         edges: set[str | None] = set()
         for node in _runtime_imports(tree):
             if isinstance(node, ast.Import):
@@ -260,7 +258,7 @@ STORE = PKG / "core" / "store"
 
 
 def _private_store_names() -> set[str]:
-    tree = ast.parse((STORE / "runstore.py").read_text(encoding="utf-8"))
+    tree = parse(STORE / "runstore.py")
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RunStore")
     names = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
     names |= {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute)
@@ -275,7 +273,7 @@ def test_the_store_is_used_through_public_names_only() -> None:
     bad = []
     for path in sorted(PKG.rglob("*.py")):
         where = str(path.relative_to(PKG))
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path)
         modules_here: set[str] = set()  # names bound to a module (protocol._lock: not ours)
         store_here: set[str] = set()  # ... to one of the store's modules
         for node in ast.walk(tree):

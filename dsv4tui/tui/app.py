@@ -1,5 +1,8 @@
-"""The dashboard App: modes (one screen each), bindings, the workers that call the core, and
-the batched model flush.
+"""The dashboard App: modes (one screen each), bindings, the connection's workers, and the
+batched model flush. Its keys and workers by feature are mixed in: the server's
+(:mod:`dsv4tui.tui.app_server`), the run store's and the kernel captures'
+(:mod:`dsv4tui.tui.app_runs`), sweeps and campaigns (:mod:`dsv4tui.tui.app_campaign`), the
+Fleet's (:mod:`dsv4tui.tui.app_fleet`).
 
 The App owns what lives longer than a screen: the :class:`HostSupervisor` of the one host
 (connection state, reconnects, the long-lived ``telemetry``, ``metrics`` and ``logs --follow``
@@ -17,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,23 +31,24 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from dsv4tui.core import outputs, paths, signals
+from dsv4tui.core import signals
 from dsv4tui.core.config import ServerProfile, Settings
 from dsv4tui.core.errors import ConnectError, UserError
 from dsv4tui.core.hosts import visit
 from dsv4tui.core.server.host_facts import HostFacts
-from dsv4tui.core.view import choices, launch
 from dsv4tui.core.view import model as m
 from dsv4tui.core.view.host_link import HostLink
-from dsv4tui.core.view.journal import Effects, bench_event
+from dsv4tui.core.view.journal import Effects
 from dsv4tui.core.view.next_launch import NextLaunch
 from dsv4tui.core.view.notice import Notice
-from dsv4tui.core.view.parts import ALL, COMPARE, GPU, LOGS, PROFILES, RUNS, SERVER, SWEEP
-from dsv4tui.core.view.profiles import model_for, profiles_of
-from dsv4tui.core.view.runs import Newest, baseline_of, latest_runs, run_rows
+from dsv4tui.core.view.parts import ALL, GPU, LOGS, SWEEP
+from dsv4tui.core.view.profiles import model_for
+from dsv4tui.core.view.runs import Newest
 from dsv4tui.tui import keymap, themes
 from dsv4tui.tui.app_campaign import CampaignWatcher
 from dsv4tui.tui.app_fleet import FleetMember
+from dsv4tui.tui.app_runs import RunsKeys
+from dsv4tui.tui.app_server import ServerKeys
 from dsv4tui.tui.responsive import ResponsiveApp
 from dsv4tui.tui.screens import dialogs
 from dsv4tui.tui.screens.base import DsvScreen
@@ -72,7 +76,7 @@ PALETTE_SCOPES = {"logs", "runs", "compare"}  # the screens' key scopes the pale
 WORKERS_TO_END = ("sweep", "sanity", "server", "status", "connect")  # cancelled by a quit
 
 
-class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
+class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp):
     """``Dsv4App(spec=host_spec(...), settings=...)`` runs live; ``Dsv4App(model=frozen)``
     shows a frozen model (snapshot tests) without any host."""
 
@@ -234,7 +238,7 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
         self.last_error = message
         self.push_screen(ErrorScreen(title, message, details))
 
-    # -- the connection, the server ---------------------------------------------------------
+    # -- the connection and the server's status ---------------------------------------------
     @work(group="connect", exclusive=True, exit_on_error=False)
     async def connect_host(self) -> None:
         self.link.start(self.settings.telemetry.interval_s, self.shared_supervisor())
@@ -310,207 +314,6 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
                     self.set_timer(STATUS_POLL_S, self._poll_status)
         self.run_worker(poll(), group="status", exclusive=True, exit_on_error=False)
 
-    def _profile(self, name: str | None = None) -> tuple[str, ServerProfile]:
-        if self.spec is None:
-            raise UserError("no host")
-        return self.spec.config.profile(name or self.model.active_profile)  # type: ignore[no-any-return]
-
-    def backend_for(self, profile: str | None) -> str:
-        return self.next_launch.backend_for(self.model, profile)
-
-    def attention_current(self, profile: str | None) -> dict[str, str | None]:
-        """The attention flags the next restart of ``profile`` uses."""
-        try:
-            name, prof = self._profile(profile)
-        except UserError:
-            return {}
-        return self.next_launch.attention_for(name, prof)
-
-    @work(group="server", exclusive=True, exit_on_error=False)
-    async def restart_server(self, profile: str | None, backend: str | None,
-                             overrides: dict[str, str | None] | None = None) -> None:
-        host = self.host()  # not connected: nothing changes, the error dialog says why
-        name, prof = self._profile(profile)
-        backend, flags = self.next_launch.take(name, backend, overrides)
-        if name != self.model.active_profile:
-            self.model.active_profile = name
-            self._follow_metrics()  # its port may differ
-        try:
-            await launch.restart(self.link, host, name, prof, backend, flags, self._store,
-                                 on_started=partial(setattr, self, "_started_server", True))
-        except Exception:
-            self._refresh_later()  # where the server stands now
-            raise
-        await self._sanity()
-
-    def _target_spec(self) -> dict[str, Any]:
-        """Where sanity and sweeps aim: the server dsv4tui started on the host, whichever
-        profile (else what answers on the default profile's port) -- decided on the host."""
-        from dsv4tui.core.campaign.plan import bench_target
-
-        return bench_target(self.spec.config) if self.spec is not None else {"mode": "ours"}
-
-    async def _find_target(self) -> Any:
-        from dsv4tui.core.bench_runner import find_target
-
-        host = self.host()
-        target, meta, notice = await find_target(host.agent, self._target_spec(),
-                                                 host=host.name, simulated=host.simulated,
-                                                 store=self._store)
-        if notice:
-            self.notify(notice, title="not our server", severity="warning", timeout=8)
-        return target, meta
-
-    def _on_bench_event(self, ev: dict[str, Any]) -> None:
-        self.apply(bench_event(self.model, ev, self._live_levels,
-                               sweep_watched=self._sweep_cid is not None))
-
-    async def _sanity(self) -> None:
-        from dsv4tui.core.bench_runner import BenchRunner
-
-        runner = BenchRunner(self.host().agent, self._store, on_event=self._on_bench_event)
-        await launch.sanity(self.model, runner, self._find_target, self.settings.sanity.suite(),
-                            self.mark)
-
-    @work(group="sanity", exclusive=True, exit_on_error=False)
-    async def run_sanity(self) -> None:
-        await self._sanity()
-
-    @work(group="facts", exclusive=True, exit_on_error=False)
-    async def load_host_facts(self) -> None:
-        """What the pickers need to know of the host (``core.server.host_facts``)."""
-        try:
-            host = self.host()
-        except ConnectError:
-            return
-        await self.host_facts.gather(host)
-
-    @work(group="server", exclusive=True, exit_on_error=False)
-    async def adopt_server(self) -> None:
-        """Inspect the foreign server, show its launch as a profile diff, write it (after the
-        confirm) and record it on the host as ours: the core's adopt, as the CLI does."""
-        from dsv4tui.core.server import adopt
-
-        host = self.host()
-        assert self.spec is not None
-        path = self.config_path or paths.config_file()
-        cfg, prof = self.spec.config, self.model.profile()
-        on_port = self._profile(prof.name)[1] if cfg.profiles and prof is not None else None
-        proposal = await adopt.prepare(host, self.spec.name, cfg, on_port, path)
-        if not await self.push_screen_wait(
-                dialogs.adopt_confirm(adopt.proposal_lines(proposal), path)):
-            return
-        await adopt.commit(host, proposal, path, cfg)
-        self.model.profiles = profiles_of(cfg)
-        self.model.active_profile = proposal.name
-        self.notify(f"adopted pid {proposal.foreign.pid} as profile {proposal.name!r} (written "
-                    f"to {path}); r restarts it, a and b change one flag", timeout=8,
-                    markup=False)
-        self.link.restarted()
-        await self._refresh_status()
-        self.mark(PROFILES, SERVER)
-        self.load_host_facts()
-
-    # -- kernel captures (the Kernels screen posts these) ------------------------------------
-    def on_kernels_screen_reload(self, message: KernelsScreen.Reload) -> None:
-        self.load_captures(message.screen)
-
-    def on_kernels_screen_run_requested(self, message: Any) -> None:
-        self.take_capture(int(message.steps), int(message.concurrency))
-
-    def _on_kernels(self, show: Callable[[KernelsScreen], None],
-                    screen: KernelsScreen | None = None) -> None:
-        """``show`` on the Kernels screen ``screen`` (default: the one on top, if it is)."""
-        screen = screen or (self.screen if isinstance(self.screen, KernelsScreen) else None)
-        if screen is not None and screen.is_mounted:
-            show(screen)
-
-    @work(group="kernels-load", thread=True, exit_on_error=False)
-    def load_captures(self, screen: KernelsScreen | None = None) -> None:
-        from dsv4tui.core.store import kernels as kernel_store
-
-        items = kernel_store.captures(self._run_store(),
-                                      host=self.spec.name if self.spec else None)
-        self.call_from_thread(self._on_kernels, lambda s: s.set_captures(items), screen)
-
-    @work(group="kernels", exclusive=True, exit_on_error=False)
-    async def take_capture(self, steps: int, concurrency: int) -> None:
-        """A kernel capture of the running server (``core.campaign.kernels.take``)."""
-        from dsv4tui.core.campaign import kernels
-
-        host = self.host()
-        name, prof = self._profile(self.model.server.profile or self.model.active_profile)
-
-        def progress(ev: dict[str, Any]) -> None:
-            if (text := kernels.progress_text(ev)) is not None:
-                self._on_kernels(lambda screen: screen.set_progress(text))
-        try:
-            taken = await kernels.take(host, self._run_store(), name, prof, steps=steps,
-                                       concurrency=concurrency, on_event=progress)
-        except UserError as err:
-            message = err.message
-            self._on_kernels(lambda screen: screen.set_error(message))
-            raise
-        self._on_kernels(lambda screen: screen.set_progress(taken.text()))
-        self.load_captures()
-
-    # -- the run store, compare, files (written by workers, said by a notification) ---------
-    def _run_store(self) -> Any:
-        if self._store is None:
-            from dsv4tui.core.store import RunStore
-
-            self._store = RunStore()
-        return self._store
-
-    @work(group="store", thread=True, exit_on_error=False)
-    def open_store(self) -> None:
-        self._run_store()
-        self._load_runs_now()
-
-    @work(group="store", thread=True, exit_on_error=False)
-    def load_runs(self) -> None:
-        self._load_runs_now()
-
-    def _load_runs_now(self) -> None:
-        if self._store is not None:
-            ticket = self._runs_reads.ask()
-            self.call_from_thread(self._set_runs, run_rows(self._store), ticket)
-
-    def _set_runs(self, rows: list[m.RunRow], ticket: int = 0) -> None:
-        if self._runs_reads.show(ticket):
-            self.model.runs.set_rows(rows)
-            self.mark(RUNS)
-
-    @work(group="store", thread=True, exit_on_error=False)
-    def load_compare(self, ids: list[Any]) -> None:
-        from dsv4tui.core.campaign.compare import compare_runs
-
-        if self._store is None:
-            raise UserError("the run store is not open")
-        cmp = compare_runs(self._store, [str(i) for i in ids], baseline_of(self.model.runs, ids))
-        self.call_from_thread(self.show_compare, cmp)
-
-    def show_compare(self, view: m.CompareView) -> None:
-        """``view`` (a ``campaign.compare.Comparison``) on the Compare screen, over Runs."""
-        self.model.runs.compare = view
-        if not isinstance(self.screen, CompareScreen):
-            if self.current_mode != "runs":
-                self.switch_mode("runs")
-            self.push_screen(CompareScreen(self.model))
-        self.mark(COMPARE)
-
-    @work(group="export", thread=True, exit_on_error=False)
-    def export_compare(self) -> None:
-        self.call_from_thread(self.tell, outputs.export_compare(self.model.runs.compare))
-
-    @work(group="export", thread=True, exit_on_error=False)
-    def write_screenshot(self, svg: str, name: str) -> None:
-        self.call_from_thread(self.tell, outputs.write_screenshot(svg, name))
-
-    @work(group="report", thread=True, exit_on_error=False)
-    def write_report(self, ids: list[int], baseline: int | None) -> None:
-        self.call_from_thread(self.tell, outputs.write_report(self._store, ids, baseline))
-
     def refresh_all(self) -> None:  # tests and benchmarks
         self.mark(*ALL)
 
@@ -533,145 +336,6 @@ class Dsv4App(FleetMember, CampaignWatcher, ResponsiveApp):
             self.pop_screen()
         else:
             self.push_screen(HelpScreen())
-
-    def _need_live(self) -> bool:
-        if not self.live:
-            self.notify("no host attached", severity="warning")
-        elif not self.model.conn.connected:
-            self.notify(f"{self.model.conn.host} is not connected", severity="warning",
-                        markup=False)
-        return self.live and self.model.conn.connected
-
-    def _refused(self, why: str | None) -> bool:
-        if why:
-            self.notify(why, severity="warning")
-        return bool(why)
-
-    def _need_profile(self, *, configured: bool = False) -> m.ProfileChoice | None:
-        prof = self.model.profile()
-        if prof is None or (configured and self.spec is None):
-            self.notify("this host has no launch profiles", severity="warning")
-            return None
-        return prof
-
-    def action_pick_backend(self) -> None:
-        if (prof := self._need_profile()) is None:
-            return
-        current = self.next_launch.running_backend(self.model, prof.name)
-
-        def chosen(value: str | None) -> None:
-            if value and value != current:
-                self._confirm_restart(prof.name, value)
-        self.push_screen(dialogs.backend_picker(prof, choices.backend_choices(
-            prof.checkpoint, current, prof.quantization)), chosen)
-
-    def action_pick_attention(self) -> None:
-        if (prof := self._need_profile(configured=True)) is None:
-            return
-        name, profile = self._profile(prof.name)
-        facts, version = self.host_facts, self.host_facts.version(name)
-        listed = choices.attention_choices(profile, self.attention_current(name),
-                                           facts.capability, version)
-
-        def chosen(value: str | None) -> None:
-            picked = choices.picked_attention(value)
-            if picked is not None and self.attention_current(name).get(picked[0]) != picked[1]:
-                self._confirm_restart(name, None, dict([picked]))
-        self.push_screen(dialogs.attention_picker(name, version, facts.capability,
-                                                  self.model.simulated, listed), chosen)
-
-    def action_pick_profile(self) -> None:
-        if not self.model.profiles:
-            self.notify("this host has no launch profiles", severity="warning")
-            return
-        current = self.model.active_profile
-
-        def chosen(value: str | None) -> None:
-            if value and value != current:
-                self._confirm_restart(value, None)
-        self.push_screen(dialogs.profile_picker(choices.profile_choices(
-            self.model.profiles, current, self.backend_for)), chosen)
-
-    def action_restart(self) -> None:
-        if self._need_profile() is not None:
-            self._confirm_restart(self.model.active_profile, None)
-
-    def _confirm_restart(self, profile: str | None, backend: str | None,
-                         overrides: dict[str, str | None] | None = None) -> None:
-        if not self._need_live() or self._refused(launch.why_not_restart(self.model)):
-            return
-        prof = self.model.profile(profile)
-        assert prof is not None
-        before = self.attention_current(prof.name)
-        changes = [(key, before.get(key), value) for key, value in (overrides or {}).items()]
-
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self.switch_mode("launch")
-                self.restart_server(prof.name, backend, overrides)
-        self.push_screen(dialogs.restart_confirm(prof, backend or self.backend_for(prof.name),
-                                                 self.model.server.state, changes), answer)
-
-    def action_sanity(self) -> None:
-        if not self._need_live():
-            return
-        if self.model.startup.active:
-            self.notify("the server is restarting; sanity runs when it is ready", timeout=4)
-            return
-        self.run_sanity()
-
-    def action_adopt(self) -> None:
-        if not self._need_live():
-            return
-        if self.model.server.state != "foreign":
-            self.notify("no server that dsv4tui did not start on the profile's port",
-                        timeout=4)
-        elif self.model.simulated:
-            self.notify("the demo host's profiles are built in: nothing to adopt there",
-                        severity="warning")
-        else:
-            self.adopt_server()
-
-    def action_compare(self) -> None:
-        if isinstance(self.screen, CampaignScreen):
-            ids = latest_runs(self.model.campaign)
-            if len(ids) < 2:
-                self.notify("two variants with runs are needed to compare", timeout=4)
-                return
-            self.load_runs()
-            self.load_compare(ids)
-            return
-        marked = list(self.model.runs.marked)
-        if len(marked) >= 2:
-            self.load_compare(marked)
-            return
-        if self.current_mode != "runs":
-            self.switch_mode("runs")
-        self.notify("mark 2 or more runs with space, then c", timeout=4)
-
-    def action_export(self) -> None:
-        self.export_compare()
-
-    def action_reload_runs(self) -> None:
-        self.load_runs()
-
-    def action_save_screen(self) -> None:
-        """The screen as SVG (Textual's own screenshot), into the data dir's screenshots."""
-        self.write_screenshot(self.export_screenshot(), outputs.screenshot_name(self.current_mode))
-
-    def action_report_runs(self) -> None:
-        marked = list(self.model.runs.marked)
-        if not marked:
-            self.notify("mark the runs for the report with space, then R", timeout=4)
-            return
-        self.write_report(marked, baseline_of(self.model.runs, marked))
-
-    def action_report_compare(self) -> None:
-        view = self.model.runs.compare
-        if view is None or not view.runs:
-            self.notify("nothing to report: compare 2+ runs first (Runs: space, c)", timeout=4)
-            return
-        self.write_report([r.id for r in view.runs], view.baseline_id)
 
     def action_focus_logs(self) -> None:
         screen = self.screen

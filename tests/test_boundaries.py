@@ -302,6 +302,61 @@ def test_the_store_is_used_through_public_names_only() -> None:
                 bad.append(f"{where}:{node.lineno}: .{node.attr}")
     assert not bad, f"private run store names used from outside: {bad}"
 
+
+# The agent's event protocol is used through its public names (emit, write_lines, ...): its
+# lock and writer are its own.
+PROTOCOL = "dsv4tui.agent.protocol"
+
+
+def test_the_protocol_is_used_through_public_names_only() -> None:
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path == PKG / "agent" / "protocol.py":
+            continue
+        where = str(path.relative_to(PKG))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        package = ".".join(path.relative_to(PKG.parent).with_suffix("").parts[:-1])
+        bound: set[str] = set()  # names bound to the protocol module in this file
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bound |= {a.asname for a in node.names if a.name == PROTOCOL and a.asname}
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    module = f"{base}.{module}" if module else base
+                if module == PROTOCOL:
+                    bad += [f"{where}:{node.lineno}: from {module} import {a.name}"
+                            for a in node.names if a.name.startswith("_")]
+                elif f"{module}.protocol" == PROTOCOL:
+                    bound |= {a.asname or a.name for a in node.names if a.name == "protocol"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                    and not node.attr.startswith("__") and (
+                        ast.unparse(node.value) == PROTOCOL
+                        or (isinstance(node.value, ast.Name) and node.value.id in bound)):
+                bad.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    assert not bad, f"the agent protocol's private names used from outside it: {bad}"
+
+
+def test_one_reading_of_a_process_start_time() -> None:
+    """A process's start time (what tells a live process from a reused pid) is read by
+    dsv4tui.agent.procs.proc_start only: the agent, the console and the tests' helpers ask
+    it, none parses /proc/PID/stat for it on its own."""
+    root = PKG.parent
+    own = PKG / "agent" / "procs.py"
+    bad = []
+    for path in sorted([*PKG.rglob("*.py"), *(root / "tests").rglob("*.py"),
+                        *(root / "benchmarks").rglob("*.py")]):
+        if path == own:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        bad += [f"{path.relative_to(root)}:{n.lineno}: def {n.name}" for n in ast.walk(tree)
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and n.name.lstrip("_") == "proc_start"]
+    assert not bad, f"a second reader of a process's start time: {bad}"
+
+
 def test_agent_bundle_runs_hello(tmp_path: Path) -> None:
     """The zipapp built from the installed package runs on a bare python with -I (no site)."""
     import json

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -253,6 +254,77 @@ def test_a_url_sweep_nothing_answers_at_stores_nothing_and_exits_4(
     assert "Connection refused" in line and url in line and "no run stored" in line
     with RunStore() as store:
         assert store.runs() == []
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose socket accepts connections (the kernel completes them) and never says a
+    word: a hung server, or something that is no HTTP server."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def test_a_url_that_accepts_but_never_answers_http_stores_nothing_and_exits_4(
+        agent_importable: None, capsys: pytest.CaptureFixture[str], silent_port: int) -> None:
+    """Connected is not answering: a sweep there would only time out (it stored a failed run,
+    exit 1, "cannot connect ... ConnectTimeout" after 28 s). The reach check waits the sweep's
+    stall timeout (at most 10 s) for one HTTP answer."""
+    paths.config_file().write_text("[sweep]\nstall_timeout_s = 1.5\n")
+    url = f"http://127.0.0.1:{silent_port}"
+    code, _, err = run(capsys, "sweep", "--url", url, "--label", "silent", "--levels", "1:2",
+                       "--no-sanity")
+    assert code == 4, err
+    [line] = err.strip().splitlines()
+    assert "accepted the connection but did not answer HTTP within 1.5 s" in line, line
+    assert url in line and "no run stored" in line
+    with RunStore() as store:
+        assert store.runs() == []
+
+
+def test_a_server_that_answers_500_to_everything_is_a_server(
+        agent_importable: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Any HTTP answer is an answer: the reach check lets a 500 server through, and its sweep
+    fails as it should, every request's HTTP 500 in the run."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Always500(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            body = b'{"error": "internal"}'
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Always500)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}"
+        code, _, err = run(capsys, "sweep", "--url", url, "--model", "m", "--label", "five",
+                           "--levels", "1:2", "--warmup", "0", "--no-sanity", "--json")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert code == 1, err
+    with RunStore() as store:
+        [r] = store.runs()
+        levels = [lv.stats for lv in store.levels(r.id)]
+    assert r.status == "failed"
+    assert sum(lv["errors_by_kind"].get("http_500", 0) for lv in levels) >= 1, levels
 
 
 @pytest.mark.parametrize("port", ["0", "99999", "-1"])

@@ -105,10 +105,12 @@ def add_parser(sub: Any) -> None:
                      help="measure a level even when the server is busy before it (another "
                      "client's requests); the level is marked busy instead of refused")
     swp.set_defaults(func=run_sweep)
-    reach = bsub.add_parser("reach", help="can a connection to the server open from this "
-                            "host? (a reach event: reachable, error)")
+    reach = bsub.add_parser("reach", help="does the server answer HTTP from this host? (a "
+                            "reach event: reachable, connected, answered, status, error)")
     reach.add_argument("--url", required=True, help="the server's base URL")
     reach.add_argument("--timeout", type=float, default=3.0, help="seconds to connect")
+    reach.add_argument("--answer-timeout", type=float, default=10.0,
+                       help="seconds to wait for an HTTP answer once connected")
     reach.set_defaults(func=run_reach)
 
 
@@ -1030,14 +1032,16 @@ async def _unreachable(endpoint: Endpoint, timeout: float = 2.0) -> Optional[str
 
 
 def run_reach(args: Any) -> int:
-    """``bench reach --url``: one TCP connection to the server, from this host (the console
-    checks a ``--url`` before it starts a sweep: nothing reachable, nothing to store)."""
+    """``bench reach --url``: does the server answer HTTP, from this host (agent/reach.py;
+    the console checks a ``--url`` before it starts a sweep: no answer, nothing to store)."""
+    from dsv4tui.agent import reach
+
     try:
         endpoint = Endpoint(args.url)
     except ValueError as exc:
         raise _usage("--url: %s" % exc) from None
-    why = run_loop(_unreachable(endpoint, max(float(args.timeout), 0.1)))
-    protocol.emit("reach", url=endpoint.base, reachable=why is None, error=why)
+    protocol.emit("reach", **run_loop(reach.probe(endpoint, max(float(args.timeout), 0.1),
+                                                  max(float(args.answer_timeout), 0.1))))
     return 0
 
 

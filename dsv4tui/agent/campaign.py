@@ -261,16 +261,12 @@ def follow(args: Any) -> int:
                       % (size, offset))
         offset = 0
     protocol.emit("journal_pos", id=args.id, offset=offset)
-    out = sys.stdout
     while True:
         alive = runner_alive(cdir)
         ended = (read_json(os.path.join(cdir, "runner.json")) or {}).get("state") in ENDED
         lines, new, torn = read_lines(path, offset, final=not alive)
         if lines:
-            with protocol._lock:
-                for raw, _ in lines:
-                    out.write(raw.decode("ascii") + "\n")
-                out.flush()
+            protocol.write_lines(raw.decode("ascii") for raw, _ in lines)
         for t in torn:
             protocol.emit("journal_torn", id=args.id, **t)
         if new != offset:

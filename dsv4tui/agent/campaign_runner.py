@@ -138,7 +138,14 @@ class RunSink(bench._Sink):
     """The sweep's event sink: events to the journal from a thread (as ``bench sweep`` sends
     them to stdout), each level's GPU summary right after the level, and the server's own
     view of the level (its /metrics read when the level starts and when it ends: server-side
-    TTFT / ITL / E2E / queue time, next to the client's numbers in the ``level`` event)."""
+    TTFT / ITL / E2E / queue time, next to the client's numbers in the ``level`` event).
+
+    The two reads block the sweep's loop, on purpose: they come when none of its requests is
+    in flight (``level_start`` after the warm-up, before the first send; ``level`` after the
+    last request ended), so no timestamp waits on them, and each must be answered before the
+    next traffic. Read from a thread instead, the start's answer could come after the level's
+    first requests finished (a 2 s /metrics: none of a 1 s level's requests in its view) and
+    the end's after the next level's idle probe (tests/test_runner_slow_metrics.py)."""
 
     def __init__(self, sampler: GpuSampler, url: Optional[str] = None,
                  api_key: Optional[str] = None) -> None:

@@ -257,7 +257,7 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
             tspec.update({k: v for k, v in (("model", args.model),
                                             ("api_key_env", args.api_key_env)) if v})
         if args.url:  # nothing answers there: nothing to measure, nothing to store
-            await _check_reachable(host, args.url)
+            await _check_reachable(host, args.url, min(plan.stall_timeout_s, REACH_ANSWER_S))
         with RunStore() as store:
             # which server, decided on the host now: a clear error before anything starts
             _, meta, notice = await find_target(host.agent, tspec, host=host.name,
@@ -291,10 +291,19 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
     return watch.outcome()
 
 
-async def _check_reachable(host: Any, url: str) -> None:
-    """A ``--url`` that no connection opens to from the host: one line, exit 4, before a run
-    is stored (nothing would be measured; the host's agent says why)."""
-    events = await host.agent.call("bench", "reach", "--url", url, timeout=30.0)
+# How long a --url that accepted the connection has to answer the reach check's GET: the
+# sweep's stall timeout (each of its requests would stall after that), at most the 10 s the
+# agent's own GETs (model discovery, /server_info) wait for an answer.
+REACH_ANSWER_S = 10.0
+
+
+async def _check_reachable(host: Any, url: str, answer_timeout_s: float) -> None:
+    """A ``--url`` that does not answer HTTP from the host (no connection opens, or the
+    server accepts it and says nothing within ``answer_timeout_s``): one line, exit 4, before
+    a run is stored (nothing would be measured; the host's agent says why). Any HTTP answer,
+    even a 500, passes: that server's sweep measures its errors."""
+    events = await host.agent.call("bench", "reach", "--url", url, "--answer-timeout",
+                                   f"{answer_timeout_s:g}", timeout=30.0 + answer_timeout_s)
     got = next((e for e in events if e.get("type") == "reach"), None)
     if got is not None and not got.get("reachable"):
         raise UserError(f"sweep: {got.get('error') or 'cannot connect to ' + url} (from "

@@ -303,40 +303,50 @@ def test_the_store_is_used_through_public_names_only() -> None:
     assert not bad, f"private run store names used from outside: {bad}"
 
 
-# The agent's event protocol is used through its public names (emit, write_lines, ...): its
-# lock and writer are its own.
-PROTOCOL = "dsv4tui.agent.protocol"
+# No module reaches into another dsv4tui module's private names (``bench._Sink``,
+# ``protocol._lock``, ``session._event``): what another module needs is public, named so.
+def _own_modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(PKG.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
 
 
-def test_the_protocol_is_used_through_public_names_only() -> None:
+def test_no_module_uses_another_modules_private_names() -> None:
+    mods = _own_modules()
     bad = []
-    for path in sorted(PKG.rglob("*.py")):
-        if path == PKG / "agent" / "protocol.py":
-            continue
+    for name, path in sorted(mods.items()):
         where = str(path.relative_to(PKG))
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        package = ".".join(path.relative_to(PKG.parent).with_suffix("").parts[:-1])
-        bound: set[str] = set()  # names bound to the protocol module in this file
+        tree = parse(path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        bound: dict[str, str] = {}  # local name -> the dsv4tui module it is bound to
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                bound |= {a.asname for a in node.names if a.name == PROTOCOL and a.asname}
+                bound |= {a.asname: a.name for a in node.names if a.asname and a.name in mods}
             elif isinstance(node, ast.ImportFrom):
                 module = node.module or ""
                 if node.level:
                     base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                     module = f"{base}.{module}" if module else base
-                if module == PROTOCOL:
-                    bad += [f"{where}:{node.lineno}: from {module} import {a.name}"
-                            for a in node.names if a.name.startswith("_")]
-                elif f"{module}.protocol" == PROTOCOL:
-                    bound |= {a.asname or a.name for a in node.names if a.name == "protocol"}
+                for a in node.names:
+                    if module in mods and a.name.startswith("_") and not a.name.startswith("__"):
+                        bad.append(f"{where}:{node.lineno}: from {module} import {a.name}")
+                    elif f"{module}.{a.name}" in mods:
+                        bound[a.asname or a.name] = f"{module}.{a.name}"
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
-                    and not node.attr.startswith("__") and (
-                        ast.unparse(node.value) == PROTOCOL
-                        or (isinstance(node.value, ast.Name) and node.value.id in bound)):
+                    and not node.attr.startswith("__") and isinstance(node.value, ast.Name) \
+                    and bound.get(node.value.id, name) != name:
                 bad.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
-    assert not bad, f"the agent protocol's private names used from outside it: {bad}"
+    assert not bad, f"private names of other modules used: {bad}"
+
+
+def test_the_private_name_check_sees_a_violation(tmp_path: Path) -> None:
+    tree = ast.parse("from dsv4tui.agent import bench\nbench._Sink()\n")
+    attrs = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+    assert [ast.unparse(a) for a in attrs if a.attr.startswith("_")] == ["bench._Sink"]
+    assert "dsv4tui.agent.bench" in _own_modules()
 
 
 def test_one_reading_of_a_process_start_time() -> None:

@@ -457,14 +457,14 @@ def run_sanity(args: Any) -> int:
 
     bench_lock.check_free("a sanity check")  # its requests would land in someone's sweep
     cases = load_cases(args.cases_json)
-    failed = run_loop(_sanity(args, cases))
+    failed = run_loop(sanity_cases(args, cases))
     if failed:
         raise protocol.AgentError("sanity_failed", "%d of %d sanity cases failed"
                                   % (failed, len(cases)))
     return 0
 
 
-async def _sanity(args: Any, cases: List[Dict[str, Any]]) -> int:
+async def sanity_cases(args: Any, cases: List[Dict[str, Any]]) -> int:
     target = await resolve_target(args)
     endpoint = args.endpoint or "chat"
     _emit_target(target, args, endpoint=endpoint)
@@ -498,7 +498,7 @@ def _rel(t: Optional[float], res: StreamResult) -> Optional[float]:
 # --- sweep -------------------------------------------------------------------------------
 
 
-class _Sink:
+class Sink:
     """Writes events from a thread, so a slow pipe (SSH) never blocks the measuring loop."""
 
     def __init__(self) -> None:
@@ -1076,7 +1076,7 @@ def run_sweep(args: Any) -> int:
     # the host's one load generator: never beside a campaign's (or another sweep's)
     if not bench_lock.acquire({"id": None, "name": "bench sweep", "kind": "sweep"}):
         raise bench_lock.busy_error(bench_lock.holder(), "another sweep")
-    sink = _Sink()
+    sink = Sink()
     try:
         sweep = execute_sweep(args, plan, sink)
     finally:

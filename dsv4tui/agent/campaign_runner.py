@@ -134,7 +134,7 @@ class GpuSampler:
                 self.proc.kill()
 
 
-class RunSink(bench._Sink):
+class RunSink(bench.Sink):
     """The sweep's event sink: events to the journal from a thread (as ``bench sweep`` sends
     them to stdout), each level's GPU summary right after the level, and the server's own
     view of the level (its /metrics read when the level starts and when it ends: server-side
@@ -488,7 +488,7 @@ class Campaign:
                                json.dumps(cases), "--timeout",
                                "%g" % float(spec.get("sanity_timeout_s") or 120))
             try:
-                failed = bench.run_loop(bench._sanity(args, list(cases)))
+                failed = bench.run_loop(bench.sanity_cases(args, list(cases)))
             except protocol.AgentError as err:
                 return self._end_run(key, "failed", "sanity could not run: %s" % err.message)
             except KeyboardInterrupt:

@@ -96,14 +96,14 @@ class MetricsSampler:
             os.kill(self.pid, signal.SIGTERM)
         except OSError:
             pass
-        status = workers._reap(self.pid, 3.0)
+        status = workers.reap(self.pid, 3.0)
         if status is None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except OSError:
                 pass
-            workers._reap(self.pid, 2.0)
-        reader = workers._Reader(self._fd)
+            workers.reap(self.pid, 2.0)
+        reader = workers.Reader(self._fd)
         samples: List[Sample] = []
         while True:
             got = reader.read()
@@ -129,7 +129,7 @@ def _sample(url: str, api_key: Optional[str], interval: float, fd: int, parent: 
         got = server_metrics.scrape(url, api_key, timeout=max(1.0, interval * 4))
         if got.get("ok") and got.get("queued") is not None:
             try:
-                workers._send(fd, (t, float(got["queued"]), got.get("running")))
+                workers.send_obj(fd, (t, float(got["queued"]), got.get("running")))
             except OSError:
                 return 0
         left = interval - (perf() - t)

@@ -149,13 +149,13 @@ def _previous_run(store: RunStore, run: Run) -> Run | None:
 
 def server_lines(facts: dict[str, Any]) -> list[str]:
     """What a run's server said it ran: SGLang version, GPUs, driver, how many args."""
-    from dsv4tui.core.campaign.compare import _gpus_text
+    from dsv4tui.core.campaign.compare import gpus_text
 
     host = facts.get("host") or {}
     bits = []
     if facts.get("sglang_version"):
         bits.append(f"SGLang {facts['sglang_version']}")
-    gpus = _gpus_text(host.get("gpus") or facts.get("gpu_names"), host.get("compute_capability"))
+    gpus = gpus_text(host.get("gpus") or facts.get("gpu_names"), host.get("compute_capability"))
     if gpus:
         bits.append(gpus + (" SIMULATED" if host.get("simulated") else ""))
     if host.get("driver"):

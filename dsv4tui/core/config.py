@@ -482,7 +482,7 @@ class Settings(_Model):
         return self
 
 
-def _format_error(path: Path, exc: ValidationError) -> str:
+def format_error(path: Path, exc: ValidationError) -> str:
     err = exc.errors()[0]
     parts = [str(p) for p in err["loc"]]
     if err["type"] == "config_key":  # the error is about one key of a table (keymap.restart)
@@ -507,4 +507,4 @@ def load(path: Path | None = None) -> tuple[Settings, Path]:
     try:
         return Settings.model_validate(raw), path
     except ValidationError as exc:
-        raise ConfigError(_format_error(path, exc)) from None
+        raise ConfigError(format_error(path, exc)) from None

@@ -3,7 +3,16 @@ of every action, its binding id, default key and description).
 
 The screens build their ``BINDINGS`` with :func:`bindings`; the config's ``[keymap]`` is
 validated by the config itself (``dsv4tui.core.actions.keymap_problems``) and applied with
-``App.set_keymap``.
+``App.set_keymap`` (Textual remaps every binding with that id, wherever it is declared).
+
+A screen's keys are priority bindings: Textual answers them the moment the key arrives, where
+a plain binding waits until the key has bubbled from the focused widget up to the App, one
+message hop per widget, each behind whatever the event loop has queued (a log repaint is
+10-15 ms). A printable key that the focused widget takes as text (an Input:
+``check_consume_key``) is left out of every binding above that widget, so ``/flood`` typed
+into the log search box lands in the box. The app-wide keys are declared twice: as the App's
+plain bindings (under a dialog they wait for it, as before: a dialog's ``q`` or ``n`` is
+its own) and as priority bindings of every main screen (:func:`app_keys`), answered at once.
 """
 
 from __future__ import annotations
@@ -23,14 +32,29 @@ from dsv4tui.core.actions import (
     split_keys,
 )
 
-__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "bindings", "check_keymap", "display_key",
-           "effective", "keymap_problems"]
+__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "app_keys", "bindings", "check_keymap",
+           "display_key", "effective", "escape_binding", "keymap_problems"]
 
 
-def bindings(scope: str) -> list[BindingType]:
+def bindings(scope: str, *, priority: bool | None = None) -> list[BindingType]:
+    """The bindings of ``scope``'s actions; priority ones except for the App's own
+    (``scope="app"``), unless ``priority`` says otherwise."""
+    first = scope != "app" if priority is None else priority
     return [Binding(a.key, a.action, a.description, show=a.show, id=a.id, tooltip=a.help,
-                    key_display=a.key_display)
+                    key_display=a.key_display, priority=first)
             for a in ACTIONS if a.scope == scope]
+
+
+def app_keys() -> list[BindingType]:
+    """The app-wide keys as a main screen's priority bindings (their actions name the App)."""
+    return bindings("app", priority=True)
+
+
+def escape_binding(action: str) -> Binding:
+    """Escape for ``action`` (closing a search or filter box), answered first; the screen's
+    ``check_action`` says whether a box is open, and when none is the key goes on as
+    usual (the screen's own escape). Not remappable, not listed: the box says "esc"."""
+    return Binding("escape", action, "Close", show=False, priority=True)
 
 
 def check_keymap(keymap: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Self, TypeVar, cast
+from typing import ClassVar, TypeVar, cast
 
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Container
-from textual.geometry import Region, Size
-from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
 from dsv4tui.core.view.model import UiModel
-from dsv4tui.tui import keymap
-from dsv4tui.tui.responsive import draw_now
+from dsv4tui.tui import keymap, textual_hooks
 from dsv4tui.tui.screens.messages import ALL, CONN, LOGS, PROFILES, SERVER, ModelUpdated
 from dsv4tui.tui.widgets.host_bar import ConnectionBanner, HostBar
 from dsv4tui.tui.widgets.log_view import LogPanel
@@ -40,7 +38,7 @@ class _KeysBar(Static):
 
     def refresh_keys(self) -> None:
         app = self.app
-        km = getattr(app, "_keymap", None) or {}
+        km = getattr(app, "active_keymap", None) or {}
         sign = (tuple(sorted(km.items())), tuple(getattr(app, "extra_tabs", {})))
         if sign != self._sign:
             self._sign = sign
@@ -108,8 +106,11 @@ class KeyBar(_KeysBar):
         return "  ".join(parts)
 
 
-class DsvScreen(Screen[None]):
-    """A main screen (a mode). Subclasses compose their body and redraw their parts."""
+class DsvScreen(textual_hooks.SwitchScreen):
+    """A main screen (a mode). Subclasses compose their body and redraw their parts. The
+    app-wide keys are its priority bindings (answered at once; :mod:`dsv4tui.tui.keymap`)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = keymap.app_keys()
 
     MODE = ""
     AUTO_FOCUS: ClassVar[str | None] = None
@@ -119,6 +120,9 @@ class DsvScreen(Screen[None]):
         super().__init__(name=self.MODE)
         self.model = model
         self._found: dict[tuple[type[Widget], str | None], Widget] = {}
+        # from going out of view until its parts show current data again
+        self.catching_up = False
+        self._been_shown = False  # resumed (shown) once already
 
     def compose(self) -> ComposeResult:
         yield ConnectionBanner(self.model)
@@ -132,68 +136,45 @@ class DsvScreen(Screen[None]):
         yield from ()
 
     def on_mount(self) -> None:
-        # Textual marks a mode's screen as styled only when it was mounted at the time of the
-        # switch; a new screen mounts just after, so its second visit re-parsed and re-applied
-        # the whole stylesheet (100-250 ms). Mounted now, with the current stylesheet.
-        self._css_update_count = self.app._css_update_count
+        textual_hooks.mark_styled(self)  # mounted now, with the current stylesheet
         self.refresh_parts(ALL)
 
-    def _on_screen_resume(self, event: events.ScreenResume) -> None:
-        """Textual's Screen._on_screen_resume, without its restyle of the whole screen.
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        """Back into view (Textual's own resume steps: ``textual_hooks.resume_from_cache``).
 
-        Switching modes re-applies every CSS rule to every node of the screen and so throws
-        away every widget's cached lines (~50 ms apply + a ~80 ms cold render at 160x48 on a
-        small machine). Nothing restyles our screens while they are away: a theme change is
-        caught by ``switch_mode`` (``refresh_css``), the breakpoint classes by
-        ``_screen_resized``. So: the same steps, minus ``update_node_styles``.
-        """
-        event.prevent_default()
-        app = self.app
-        if app.SUSPENDED_SCREEN_CLASS:
-            self.remove_class(app.SUSPENDED_SCREEN_CLASS)
-        self.stack_updates += 1
-        app._refresh_notifications()
-        self._update_auto_focus()
-        if self.is_attached:
-            if self._size != app.size:
-                self._refresh_layout(app.size)
-            # repaint the whole screen (the terminal still shows the screen we came from)
-            # from its widgets' cached lines; refresh() would also throw away the screen's
-            # own (unchanged) background lines
-            self._repaint_regions.add(self.outer_size.region)
-            self._repaint_required = True
-            self.check_idle()
+        A screen shown before answers the key at once, as it was when it was left (from its
+        widgets' cached lines: nothing re-rendered); then every part is brought up to date
+        and drawn again in the same callback. Bringing the Dashboard up to date is 5-25 ms
+        under load (the server panel's quantiles, the GPU rows, the log tail), which the
+        screen switch no longer waits for; :attr:`catching_up` says which frame is which.
+        A screen's first showing is drawn with current data only (it may have been mounted
+        in the background long before, and its layout is new)."""
+        textual_hooks.keep_styles(event)
+        textual_hooks.resume_from_cache(self, event)
         self.one(NavBar).refresh_keys()
         self.one(KeyBar).refresh_keys()
-        self.refresh_parts(ALL)
+        if not (self._been_shown and textual_hooks.enabled("switch_then_update")):
+            self.refresh_parts(ALL)
+            self.catching_up = False
+        self._been_shown = True
         self.on_resumed()
-        if self.is_attached and self.is_current:
-            # draw now rather than on the next tick of the screen's update timer (up to a
-            # frame later): this frame is the answer to a key press
-            draw_now(self)
-            key_answered = getattr(app, "_key_answered", None)
+        self.call_next(self._draw_resumed)
+
+    def on_screen_suspend(self) -> None:
+        self.catching_up = True  # out of view: what it shows ages until it is back
+
+    def _draw_resumed(self) -> None:
+        drawn = self.is_attached and self.is_current
+        if self.catching_up:
+            if drawn:
+                textual_hooks.draw_now(self)  # the switch: the screen as it was left
+            self.refresh_parts(ALL)
+            self.catching_up = False
+        if drawn:
+            textual_hooks.draw_now(self)  # as it is now
+            key_answered = getattr(self.app, "key_answered", None)
             if key_answered is not None:
                 key_answered()
-
-    def _screen_resized(self, size: Size) -> None:
-        """Textual calls this on every mode switch, and it reflows and repaints the whole
-        screen at once, with what the screen showed when it was left; the resume handler
-        above then repaints it again with current data. When the size is the one the screen
-        was laid out for, skip the first pass: one repaint, already current (a layout asked
-        for while the screen was away is done by that repaint's update)."""
-        if size == self._compositor.size:
-            return
-        super()._screen_resized(size)
-
-    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
-                recompose: bool = False) -> Self:
-        """Textual refreshes the screen it switches away from, which throws away the screen's
-        own lines (48 rows re-rendered on the way back, ~2 ms under load); the resume above
-        repaints from cached lines anyway, so that one call is skipped."""
-        if (getattr(self.app, "leaving_screen", None) is self
-                and not (regions or layout or recompose)):
-            return self
-        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def on_resumed(self) -> None:
         """Called after the screen came back into view (subclasses)."""
@@ -239,7 +220,7 @@ class DsvScreen(Screen[None]):
 class LogScreen(DsvScreen):
     """A main screen with a LogPanel: the log keys (``/``, n/N, f, v, t) work anywhere on it."""
 
-    BINDINGS = keymap.bindings("logs")
+    BINDINGS: ClassVar[list[BindingType]] = keymap.bindings("logs")
     SCOPES = ("logs", "app")
 
     def _panel(self) -> LogPanel | None:

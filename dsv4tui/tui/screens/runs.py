@@ -75,7 +75,7 @@ def fmt_date(epoch: float, year: bool = True) -> str:
 
 class RunsScreen(DsvScreen):
     MODE = "runs"
-    BINDINGS = keymap.bindings("runs")
+    BINDINGS = [*keymap.bindings("runs"), keymap.escape_binding("close_filter")]
     SCOPES = ("runs", "app")
     AUTO_FOCUS = "#runs-table"
 
@@ -172,7 +172,7 @@ class RunsScreen(DsvScreen):
         else:
             shown = len(runs.visible())
             filt = f" · filter [b]{esc(runs.filter)}[/b]" if runs.filter else ""
-            km = getattr(self.app, "_keymap", None) or {}
+            km = getattr(self.app, "active_keymap", None) or {}
             key = dict((a.id, k) for a, k in keymap.effective(km))
             hidden = runs.hidden_failed
             failed = ""
@@ -249,17 +249,19 @@ class RunsScreen(DsvScreen):
         self.query_one("#runs-table").focus()
         self._fill()
 
-    def key_escape(self) -> None:
-        """Escape in the filter box clears it (the key goes on to the bindings); elsewhere
-        it does what a Screen's escape does (clears a text selection)."""
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "close_filter":  # escape: leaves the filter box, else goes on as usual
+            return self.query_one("#runs-filter", Input).has_focus
+        return True
+
+    def action_close_filter(self) -> None:
+        """Escape in the filter box clears it and goes back to the table."""
         box = self.query_one("#runs-filter", Input)
-        if not box.has_focus:
-            self._key_escape()
-            return
         box.value = ""
         self.model.runs.filter = ""
         self.set_focus(self.query_one("#runs-table"))
         self._fill()
+        box.remove_class("-visible")  # it still has focus until its Blur comes
 
     async def action_export(self) -> None:
         await self.app.run_action("export")

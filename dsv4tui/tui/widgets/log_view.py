@@ -13,11 +13,13 @@ search) and the ``/`` search box.
 from __future__ import annotations
 
 from collections import deque
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
 from textual import events, on
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.cache import LRUCache
 from textual.containers import Vertical
 from textual.geometry import Size
@@ -28,6 +30,7 @@ from textual.strip import Strip
 from textual.widgets import Input, Static
 
 from dsv4tui.core.view.log_lines import ERROR, INFO, LEVEL_NAMES, WARNING, LogLine, LogLines
+from dsv4tui.tui import keymap
 from dsv4tui.tui.widgets.text import update_static
 
 _MAX_VIRTUAL_WIDTH = 1000
@@ -231,7 +234,7 @@ class LogView(ScrollView, can_focus=True):
             self._scroll_to_end()
         self.post_message(self.Changed(self))
 
-    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         if self.follow and self.max_scroll_y > 0:
             self.follow = False
 
@@ -424,7 +427,9 @@ class LogView(ScrollView, can_focus=True):
 
 
 class LogPanel(Vertical):
-    """A LogView, its status line and the ``/`` search box."""
+    """A LogView, its status line and the ``/`` search box (escape closes it)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [keymap.escape_binding("close_search")]
 
     DEFAULT_CSS = """
     LogPanel { height: 1fr; }
@@ -501,16 +506,18 @@ class LogPanel(Vertical):
             self.app.notify(f"not found: {event.value.strip()}", severity="warning", timeout=3,
                             markup=False)
 
-    def key_escape(self, event: events.Key) -> bool:
-        """Escape closes the search box (a key method, not ``on_key``: the App answers the
-        other keys without a trip through the widgets, see ResponsiveApp)."""
-        box = self.query_one(Input)
-        if not box.has_class("-visible"):
-            return False
-        event.stop()
-        box.remove_class("-visible")
-        self.screen.set_focus(self.view)  # now: the next key goes to the view's bindings
+    @property
+    def search_open(self) -> bool:
+        return self.query_one(Input).has_class("-visible")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "close_search":  # escape: closes an open box, else goes on as usual
+            return self.search_open
         return True
+
+    def action_close_search(self) -> None:
+        self.query_one(Input).remove_class("-visible")
+        self.screen.set_focus(self.view)  # now: the next key goes to the view's bindings
 
     def next_match(self, forward: bool = True) -> None:
         view = self.view

@@ -183,7 +183,7 @@ class KernelsScreen(DsvScreen):
         super().on_mount()
         self._draw_detail()
 
-    def on_screen_resume(self) -> None:
+    def on_resumed(self) -> None:
         """Ask for the stored captures each time the screen is shown: it may have been mounted
         in the background, and a capture taken meanwhile (the CLI, another console) shows."""
         self.post_message(self.Reload(self))

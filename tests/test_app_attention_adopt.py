@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plugins.pilot import until
+from plugins.pilot import toasts, until
 from plugins.sim import SimProcess, free_port, reap_server, sim_profile, start_sim, subprocess_env
 
 from dsv4tui.core import config, paths
@@ -118,12 +118,11 @@ async def test_dashboard_offers_adopt_then_restarts_it_from_the_picker(
         by_hand: SimProcess) -> None:
     settings_, path = config.load()
     app = Dsv4App(host_spec("local", settings_), settings=settings(), config_path=path)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
         m = app.model
         await until(pilot, lambda: m.conn.connected and m.server.state == "foreign", 20,
                     "the foreign server")
-        await until(pilot, lambda: any("press A to adopt it" in n.message
-                                       for n in app._notifications), 10, "the adopt offer")
+        await until(pilot, lambda: "press A to adopt it" in toasts(app), 10, "the adopt offer")
         await until(pilot, lambda: app.link.log.path == str(by_hand.log), 10, "its log followed")
         await pilot.press("A")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 20, "adopt confirm")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from plugins.pilot import toasts
 from snapshot_apps.frozen import FrozenApp, frozen_app, frozen_model
 from textual.worker import Worker
 
@@ -19,11 +20,6 @@ from dsv4tui.tui.screens.runs import CompareScreen, RunsScreen
 from dsv4tui.tui.widgets.charts import Chart
 from dsv4tui.tui.widgets.host_bar import ConnectionBanner
 from dsv4tui.tui.widgets.log_view import LogPanel
-
-
-def toasts(app: Any) -> str:
-    """What the notifications on screen say (the app runs with ``notifications=True``)."""
-    return " | ".join(str(toast.render()) for toast in app.screen.query("Toast"))
 
 
 def config_with_mistakes() -> Settings:

@@ -297,7 +297,9 @@ async def serve_shared(args: argparse.Namespace, port: int, report_fd: int) -> N
     selector = getattr(loop, "_selector", None)
     if isinstance(selector, StampingSelector):
         server.clock = lambda: selector.woke
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say TCP (Nagle would
+    # hold a small chunk behind an unacked one until the client's delayed ACK, ~40 ms)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((args.host, port))
     shared = await loop.create_server(lambda: Handler(server), sock=sock, backlog=1024)

@@ -13,35 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plugins.pilot import until
+from plugins.pilot import toasts, until
 from plugins.sim import SimProcess, free_port, reap_server, sim_profile, start_sim, subprocess_env
 
 from dsv4tui.core import config, paths
 from dsv4tui.core.config import HostConfig, Settings
 from dsv4tui.core.hosts.resolve import HostSpec, demo_env, host_spec
 from dsv4tui.core.server import control as server_control
-from dsv4tui.tui.app import Dsv4App, attention_choices
+from dsv4tui.tui.app import Dsv4App
 from dsv4tui.tui.screens.modals import ConfirmScreen, PickerScreen
 
 pytestmark = pytest.mark.timeout(150)
-
-
-def test_choices_follow_the_version_and_the_gpus() -> None:
-    prof = sim_profile(30000)  # a DeepSeek-V4 model: its two kernels come first
-    choices = attention_choices(prof, {"dsv4_attn_backend": None}, "12.0", "0.5.23")
-    values = [c.value for c in choices]
-    assert values[0] == "#dsv4_attn_backend" and not choices[0].enabled
-    assert "dsv4_attn_backend=flashmla_mega" in values and "attention_backend=fa3" in values
-    by = {c.value: c for c in choices}
-    assert by["dsv4_attn_backend=trtllm"].note.startswith("✗ does not run on sm_120")
-    assert by["dsv4_attn_backend=auto"].current
-    assert by["attention_backend=trtllm_mla"].note.startswith("✓ runs on sm_120")
-    assert by["attention_backend=aiter"].note.startswith("✗ not for NVIDIA GPUs")
-    old = [c.value for c in attention_choices(prof, {}, "9.0", "0.5.21")]
-    assert "dsv4_attn_backend=flashmla_mega" not in old  # 0.5.21 lacks it
-    plain = attention_choices(sim_profile(1, model_path="/models/Llama-3-8B"), {}, None, None)
-    assert {c.value.partition("=")[0] for c in plain} == {"#attention_backend",
-                                                          "attention_backend"}
 
 
 async def pick(pilot: Any, app: Dsv4App, value: str) -> None:
@@ -87,8 +69,8 @@ async def test_attention_picker_marks_sm100_kernels_and_restarts(demo_spec: Host
         m = app.model
         await until(pilot, lambda: m.conn.connected and m.server.state == "stopped", 20,
                     "connected")
-        await until(pilot, lambda: "sglang" in app.host_facts, 20, "the host's facts")
-        assert app.host_facts["compute_capability"] == "12.0"  # the simulated RTX PRO 6000
+        await until(pilot, lambda: app.host_facts.sglang is not None, 20, "the host's facts")
+        assert app.host_facts.capability == "12.0"  # the simulated RTX PRO 6000
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, PickerScreen), 5, "attention picker")
         assert isinstance(app.screen, PickerScreen)
@@ -136,13 +118,12 @@ async def test_dashboard_offers_adopt_then_restarts_it_from_the_picker(
         by_hand: SimProcess) -> None:
     settings_, path = config.load()
     app = Dsv4App(host_spec("local", settings_), settings=settings(), config_path=path)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
         m = app.model
         await until(pilot, lambda: m.conn.connected and m.server.state == "foreign", 20,
                     "the foreign server")
-        await until(pilot, lambda: any("press A to adopt it" in n.message
-                                       for n in app._notifications), 10, "the adopt offer")
-        await until(pilot, lambda: app._log_path == str(by_hand.log), 10, "its log followed")
+        await until(pilot, lambda: "press A to adopt it" in toasts(app), 10, "the adopt offer")
+        await until(pilot, lambda: app.link.log.path == str(by_hand.log), 10, "its log followed")
         await pilot.press("A")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 20, "adopt confirm")
         text = str(app.screen.message)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plugins.pilot import until
+from plugins.pilot import toasts, until
 from plugins.sim import free_port, sim_profile
 from plugins.ssh_server import SshHost
 from textual.widgets import Static
@@ -21,7 +21,8 @@ from dsv4tui.core.config import HostConfig, Settings
 from dsv4tui.core.fleet.model import STREAM, Fleet
 from dsv4tui.core.hosts.resolve import host_spec
 from dsv4tui.tui.app import Dsv4App
-from dsv4tui.tui.app_fleet import BACK, FleetApp, browse
+from dsv4tui.tui.app_fleet import BACK, FleetApp
+from dsv4tui.tui.commands.dashboard import browse
 from dsv4tui.tui.screens.fleet import FleetScreen
 from dsv4tui.tui.widgets.fleet_table import FleetTable
 
@@ -183,11 +184,11 @@ class _Sleeper:
 
 async def test_zero_outside_a_fleet_says_so() -> None:
     app = Dsv4App()
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await pilot.press("0")
         await pilot.pause(0.2)
         assert app.is_running
-        assert any("not opened from a fleet" in str(n.message) for n in app._notifications)
+        assert "not opened from a fleet" in toasts(app)
 
 
 async def test_a_dropped_link_reconnects_and_the_others_go_on(sim_gpus: None,

@@ -146,3 +146,34 @@ def test_import_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert err.endswith(message) and "\n" not in err
     with RunStore() as store:
         assert store.runs() == []  # nothing half-imported
+
+
+def test_a_simulated_run_exported_and_imported_back_is_still_simulated(
+        sims: list, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """bench_serving's format has no place for 'this was the simulator': our "dsv4tui" key
+    carries it (bench_serving ignores it), and the import reads it, so the imported run says
+    SIM wherever a simulated run does."""
+    from plugins.sim import start_sim
+
+    sim = start_sim(tmp_path / "sim")
+    sims.append(sim)
+    sim.wait_ready()
+    assert main(["sweep", "--url", sim.url, "--label", "simmed", "--levels", "1:2",
+                 "--output-len", "4", "--no-sanity", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    out = tmp_path / "simmed.jsonl"
+    assert main(["runs", "export", str(run_id), "--format", "bench-serving", "-o",
+                 str(out)]) == 0
+    [line] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line["dsv4tui"]["simulated"] is True and line["dsv4tui"]["backend"] == "triton"
+    assert main(["runs", "import", str(out), "--label", "simmed-back", "--json"]) == 0
+    back = json.loads(capsys.readouterr().out)["run_id"]
+    with RunStore() as store:
+        run = store.run(back)
+        assert run is not None and run.simulated and run.backend == "triton"
+    capsys.readouterr()
+    assert main(["runs", "list"]) == 0
+    [row] = [ln for ln in capsys.readouterr().out.splitlines() if "simmed-back" in ln]
+    assert "SIM" in row
+    assert main(["runs", "show", str(back)]) == 0
+    assert "SIMULATED" in capsys.readouterr().out

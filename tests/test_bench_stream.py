@@ -311,3 +311,29 @@ def test_stamping_loop_times_reads_at_poll_return(script_server: ScriptServer) -
     res, stamped = openai_stream.run(go())
     assert stamped and res.ok and res.output_tokens == 3
     assert all(res.t_send <= t <= res.t_end for t in res.token_times)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_the_agents_connections_never_wait_for_nagle(script_server: ScriptServer,
+                                                           transport: str) -> None:
+    """httpx writes a request's headers and body as two writes; with Nagle on, the body
+    would wait for the server's delayed ACK of the headers (~40 ms) on a kept-alive
+    connection. Both transports' sockets have TCP_NODELAY."""
+    import socket
+
+    script_server.responses = [normal_stream(2), normal_stream(2)]
+    client = make_client(transport, Endpoint(script_server.url), pool_size=2)
+    body = build_body("chat", "m", "hi", 2, 0.0)
+    try:
+        for _ in range(2):
+            assert parse_stream(await client.request(PATH, body, 5.0, 5.0)).ok
+        if transport == "raw":
+            socks = [c.transport.get_extra_info("socket") for c in client._all]
+        else:  # httpcore's pool: its connections' network streams
+            pool = client._client._transport._pool
+            socks = [c._connection._network_stream.get_extra_info("socket")
+                     for c in pool.connections]
+        assert socks
+        assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in socks)
+    finally:
+        await client.aclose()

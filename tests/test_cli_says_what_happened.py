@@ -6,11 +6,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dsv4tui.core import paths
+from dsv4tui.core import paths, theme_names
 from dsv4tui.core.campaign.export import csv_cell, md_cell
 from dsv4tui.core.campaign.labels import check_label, safe_line, safe_text
 from dsv4tui.core.config import ServerProfile
@@ -18,7 +19,6 @@ from dsv4tui.core.errors import UserError
 from dsv4tui.core.server.backends import backend_misfit, checkpoint_misfit
 from dsv4tui.core.store import RunStore
 from dsv4tui.main import main
-from dsv4tui.core import theme_names
 
 NVFP4_HOST = """
 [hosts.ct200]
@@ -77,17 +77,6 @@ def test_restart_refuses_a_misfit_backend_before_connecting(
     code, out, _ = run(capsys, "server", "restart", "ct200", "--backend", "flashinfer_cutlass",
                        "--dry-run")
     assert code == 0 and "warning" not in out
-
-
-def test_picker_lists_only_backends_that_fit() -> None:
-    from dsv4tui.tui.app import backend_choices
-
-    names = [c.value for c in backend_choices("NVFP4", "marlin")]
-    assert "marlin" in names and "flashinfer_cutlass" in names
-    assert "flashinfer_mxfp4" not in names and "triton_kernel" not in names
-    # the running backend stays listed (marked) even when it does not fit, and says why
-    odd = {c.value: c for c in backend_choices("NVFP4", "flashinfer_mxfp4")}
-    assert odd["flashinfer_mxfp4"].current and "not NVFP4" in odd["flashinfer_mxfp4"].note
 
 
 # --- 5: README and CLI agree ---------------------------------------------------------------
@@ -235,3 +224,143 @@ def test_no_control_character_reaches_the_terminal(evil_run: int,
     # an error message from the store (holding a label) is one line, once
     code, _, err = run(capsys, "runs", "show", "no\x1b[2Jsuch")
     assert code == 1 and "\x1b" not in err and err.count("dsv4tui: error:") == 1
+
+
+# --- exit codes say what happened (README "Exit codes") --------------------------------------
+
+
+@pytest.fixture
+def agent_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from plugins.sim import REPO
+
+    extra = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + (os.pathsep + extra if extra else ""))
+
+
+@pytest.mark.parametrize("sanity", [[], ["--no-sanity"]])
+def test_a_url_sweep_nothing_answers_at_stores_nothing_and_exits_4(
+        agent_importable: None, capsys: pytest.CaptureFixture[str], sanity: list[str]) -> None:
+    """A refused --url measured nothing: no failed run in the store, exit 4 (a connection
+    problem), one line saying so (it was exit 1 and a failed run)."""
+    from plugins.sim import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    code, _, err = run(capsys, "sweep", "--url", url, "--label", "nothing", "--levels", "1:2",
+                         *sanity)
+    assert code == 4, err
+    [line] = err.strip().splitlines()
+    assert "Connection refused" in line and url in line and "no run stored" in line
+    with RunStore() as store:
+        assert store.runs() == []
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose socket accepts connections (the kernel completes them) and never says a
+    word: a hung server, or something that is no HTTP server."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def test_a_url_that_accepts_but_never_answers_http_stores_nothing_and_exits_4(
+        agent_importable: None, capsys: pytest.CaptureFixture[str], silent_port: int) -> None:
+    """Connected is not answering: a sweep there would only time out (it stored a failed run,
+    exit 1, "cannot connect ... ConnectTimeout" after 28 s). The reach check waits the sweep's
+    stall timeout (at most 10 s) for one HTTP answer."""
+    paths.config_file().write_text("[sweep]\nstall_timeout_s = 1.5\n")
+    url = f"http://127.0.0.1:{silent_port}"
+    code, _, err = run(capsys, "sweep", "--url", url, "--label", "silent", "--levels", "1:2",
+                       "--no-sanity")
+    assert code == 4, err
+    [line] = err.strip().splitlines()
+    assert "accepted the connection but did not answer HTTP within 1.5 s" in line, line
+    assert url in line and "no run stored" in line
+    with RunStore() as store:
+        assert store.runs() == []
+
+
+def test_a_server_that_answers_500_to_everything_is_a_server(
+        agent_importable: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Any HTTP answer is an answer: the reach check lets a 500 server through, and its sweep
+    fails as it should, every request's HTTP 500 in the run."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Always500(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            body = b'{"error": "internal"}'
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Always500)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}"
+        code, _, err = run(capsys, "sweep", "--url", url, "--model", "m", "--label", "five",
+                           "--levels", "1:2", "--warmup", "0", "--no-sanity", "--json")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert code == 1, err
+    with RunStore() as store:
+        [r] = store.runs()
+        levels = [lv.stats for lv in store.levels(r.id)]
+    assert r.status == "failed"
+    assert sum(lv["errors_by_kind"].get("http_500", 0) for lv in levels) >= 1, levels
+
+
+@pytest.mark.parametrize("port", ["0", "99999", "-1"])
+def test_adopt_a_port_that_is_no_tcp_port_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str], port: str) -> None:
+    """--port 0 was taken for 'the default' (30000) and 99999 for a port nothing listens on."""
+    code, _, err = run(capsys, "server", "adopt", "local", "--port", port, "--dry-run")
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert f"--port must be a TCP port, 1 to 65535, not {port}" in line
+
+
+def test_adopt_with_an_api_key_variable_the_host_lacks_is_a_usage_error(
+        agent_importable: None, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DSV4TUI_TEST_NO_SUCH_KEY", raising=False)
+    code, _, err = run(capsys, "server", "adopt", "local", "--api-key-env",
+                       "DSV4TUI_TEST_NO_SUCH_KEY", "--dry-run")
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert "DSV4TUI_TEST_NO_SUCH_KEY is not set" in line and "local" in line
+
+
+def test_a_report_or_compare_of_a_run_with_itself_is_refused(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with RunStore() as store:
+        rid = store.start_run(label="only", host="local")
+        store.add_level(rid, {"level": 0, "concurrency": 1, "requests": 1, "completed": 1,
+                              "errors": 0, "output_tok_s": 10.0})
+        store.finish_run(rid, "done")
+    for argv in (["runs", "report", str(rid), str(rid), "--out", str(tmp_path / "r.html")],
+                 ["runs", "report", str(rid), "only", "--out", str(tmp_path / "r.html")],
+                 ["runs", "compare", str(rid), str(rid)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2, argv
+        [line] = err.strip().splitlines()
+        assert "a run compared with itself" in line
+        assert f"#{rid}" in line or f"run {rid} is given twice" in line
+    assert not (tmp_path / "r.html").exists()

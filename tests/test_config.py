@@ -35,6 +35,8 @@ def test_documented_example_is_valid() -> None:
      "extra_args", "--cuda-graph-max-bs-decode"),
     ('[hosts.a]\nsshh = "x"\n', "hosts.a.sshh", "Extra inputs"),
     ("[sweep]\nlevels = [[0, 8]]\n", "sweep.levels", "must be >= 1"),
+    ("[sweep]\nlevels = [[8, 4]]\n", "sweep.levels", "n must be at least C"),
+    ("[sweep]\nseed = -1\n", "sweep.seed", "greater than or equal to 0"),
     ("theme = \n", "not valid TOML", ""),
 ])
 def test_bad_config_one_line(tmp_path: Path, text: str, where: str, why: str) -> None:

@@ -98,3 +98,26 @@ def test_a_node_that_cannot_be_reached_is_its_state(capsys: pytest.CaptureFixtur
     rows = {r["name"]: r for r in json.loads(out)["hosts"]} if out.lstrip().startswith("{") \
         else {r["name"]: r for r in json.loads(out)}
     assert rows["pair"]["nodes"] == ["local", "b"] and rows["demo-pair"]["nodes"]
+
+
+def test_logs_of_a_host_made_of_nodes_show_every_node(demo_pair: None,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "server", "start", "demo-pair", "--json")
+    assert code == 0, out
+    try:
+        code, out = run(capsys, "logs", "demo-pair", "--lines", "50")
+        assert code == 0, out
+        tagged = [line for line in out.splitlines() if " │ " in line]
+        assert {line.split(" │ ")[0].strip() for line in tagged} == {"demo-node0", "demo-node1"}
+        assert any("node_rank=1" in line or "rank 1" in line for line in tagged
+                   if line.startswith("demo-node1"))
+        code, out = run(capsys, "logs", "demo-pair", "--node", "demo-node1", "--lines", "5",
+                        "--json")
+        assert code == 0, out
+        events = [json.loads(line) for line in out.splitlines()]
+        assert events and {e["node"] for e in events} == {"demo-node1"}
+        code, out = run(capsys, "logs", "demo-pair", "--node", "nope")
+        assert code == 2 and "demo-node0, demo-node1" in out and "Traceback" not in out
+    finally:
+        code, out = run(capsys, "server", "stop", "demo-pair", "--grace", "10")
+        assert code == 0, out

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from plugins.ssh_server import SshHost
 
+from dsv4tui.core import paths
 from dsv4tui.core.config import HostConfig, Settings
 from dsv4tui.core.fleet.model import Fleet, HostSummary
 from dsv4tui.core.fleet.rows import cells, problems
@@ -190,16 +191,21 @@ def test_fleet_usage_errors_name_the_option(capsys: pytest.CaptureFixture[str]) 
 
 async def test_demo_fleet_json() -> None:
     """``fleet --demo``: the demo fleet's simulated hosts (each its own GPUs) and the one
-    that cannot be reached."""
+    that cannot be reached, on purpose: what the user asked for answered, so exit 0 (it was
+    4 every time, the demo's own offline host counted as the user's connection problem)."""
     code, out, err = await fleet_cli("--demo", "--json")
-    assert code == 4 and err == ""
+    assert code == 0 and err == ""
     hosts = {h["host"]: h for h in json.loads(out)["hosts"]}
+    assert hosts["offline"]["demo_offline"] is True
+    assert not any("demo_offline" in h for n, h in hosts.items() if n != "offline")
     assert list(hosts) == ["sim-h200", "sim-b200", "sim-pro6000", "sim-h100", "offline"]
     assert hosts["sim-h100"]["gpu_count"] == 4
     assert hosts["sim-h100"]["gpu_model"] == "4× NVIDIA H100 80GB HBM3"  # noqa: RUF001
     assert hosts["sim-b200"]["gpu_model"] == "8× NVIDIA B200"  # noqa: RUF001
     assert all(h["simulated"] for n, h in hosts.items() if n != "offline")
     assert "refused" in hosts["offline"]["error"]
+    code, out, _ = await fleet_cli("--demo")
+    assert code == 0 and "unreachable on purpose" in out
 
 
 async def test_unknown_host_key_is_refused_in_the_fleet_too(sim_gpus: None,
@@ -226,3 +232,26 @@ def test_a_lost_host_shows_no_figures_as_current() -> None:
     assert c["state"] == "reconnecting · retry 3s"
     assert s.to_json() == {"host": "h200a", "state": "reconnecting",
                            "error": "h200a: connection lost"}
+
+
+def test_the_compact_table_still_marks_a_simulated_host() -> None:
+    """Under 115 columns the table has no MODEL column, where "SIMULATED" is said: the GPU
+    count says it there (the Fleet title promises "SIMULATED hosts marked")."""
+    sim = HostSummary("sim-h200", state="connected", frames=1, gpu_count=8, simulated=True,
+                      gpu_model="8× NVIDIA H200")  # noqa: RUF001
+    assert cells(sim, compact=True)["gpus"] == "8 SIM"
+    assert cells(sim)["gpus"] == "8" and cells(sim)["model"] == "H200 SIMULATED"
+    real = HostSummary("h200a", state="connected", frames=1, gpu_count=8)
+    assert cells(real, compact=True)["gpus"] == "8"
+
+
+def test_one_shot_fleet_says_unreachable_not_retry(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --watch nothing retries after the command: a host that did not connect is
+    "unreachable" (it said "lost · retry 0s"), and `known:` names each host once."""
+    paths.config_file().write_text("[hosts.local]\n")
+    code = main(["fleet", "nope", "--timeout", "5"])
+    out = capsys.readouterr().out
+    assert code == 4
+    row = next(line for line in out.splitlines() if line.startswith("nope "))
+    assert "unreachable" in row and "retry" not in row
+    assert "(known: local, demo)" in out

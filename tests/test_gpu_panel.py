@@ -16,16 +16,8 @@ from textual.app import App, ComposeResult
 
 from dsv4tui.agent.smi_source import FIELD_SETS, parse_query_line
 from dsv4tui.core.telemetry import Frame, GpuSample, HostTelemetry
-from dsv4tui.tui.widgets.gpu_panel import (
-    COLUMNS,
-    GpuFrame,
-    GpuPanel,
-    bar_cells,
-    cell_value,
-    level_char,
-    plan_layout,
-    spark_chars,
-)
+from dsv4tui.tui.widgets.cells import bar_cells, level_char, spark_chars
+from dsv4tui.tui.widgets.gpu_panel import COLUMNS, GpuFrame, GpuPanel, cell_value, plan_layout
 from dsv4tui.tui.widgets.gpu_strip import GpuStrip
 
 sys.path.insert(0, str(Path(__file__).parent / "data" / "telemetry"))

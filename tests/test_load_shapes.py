@@ -108,8 +108,9 @@ def test_dataset_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         {"id": "b", "conversations": [{"from": "human", "value": "only one turn"}]},
         {"id": "c", "conversation": [{"from": "human", "value": "Name a colour."},
                                      {"from": "gpt", "value": "blue"}]}]))
-    assert datasets.load(str(share)) == ("sharegpt", [("What is 2+2?", None),
-                                                      ("Name a colour.", None)])
+    # the output length is the reference answer's (UTF-8 bytes / 4, rounded up: no tokenizer)
+    assert datasets.load(str(share)) == ("sharegpt", [("What is 2+2?", 1),
+                                                      ("Name a colour.", 1)])
     lines = tmp_path / "prompts.jsonl"
     lines.write_text('{"prompt": "one", "output_len": 7}\n\n{"prompt": "two"}\n')
     assert datasets.load(str(lines)) == ("jsonl", [("one", 7), ("two", None)])
@@ -175,6 +176,41 @@ def test_dataset_prompts_as_sent(script_server: ScriptServer, tmp_path: Path) ->
         "(Expecting value)"
 
 
+def test_sharegpt_lengths_come_from_the_answers_and_levels_say_what_was_asked(
+        script_server: ScriptServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    """bench_serving takes a ShareGPT entry's output length from its reference answer: so do
+    we (unless --output-len is given), and a level whose requests asked different lengths
+    records no single planned_output_len, but what they asked (mean, min, max)."""
+    from dsv4tui.core.store import RunStore
+
+    answers = ["x" * 40, "y" * 81, "word " * 30]  # 10, 21 and 38 "tokens" (bytes / 4 up)
+    share = tmp_path / "share.json"
+    share.write_text(json.dumps([
+        {"conversations": [{"from": "human", "value": f"question {i}"},
+                           {"from": "gpt", "value": a}]} for i, a in enumerate(answers)]))
+    script_server.responses = [normal_stream(3)]
+    code, events, err = agent_run("bench", "sweep", "--url", script_server.url, "--model", "m",
+                                  "--levels", "1:6", "--dataset", str(share), "--warmup", "0")
+    assert code == 0, err
+    got = sorted({(r["messages"][0]["content"], r["max_tokens"]) for r in _sent(script_server)})
+    assert got == [("question 0", 10), ("question 1", 21), ("question 2", 38)]
+    [level] = of_type(events, "level")
+    assert level["planned_output_len"] is None  # not one number: each asked its own
+    assert level["planned_output_lens"] == {"mean": 23.0, "min": 10, "max": 38}
+    # --output-len given: it wins over the answers' lengths, and the level has one length
+    script_server.requests.clear()
+    assert main(["sweep", "--url", script_server.url, "--model", "m", "--label", "fixed",
+                 "--levels", "1:3", "--dataset", str(share), "--output-len", "5",
+                 "--warmup", "0", "--no-sanity", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {r["max_tokens"] for r in _sent(script_server)} == {5}
+    with RunStore() as store:
+        [stored] = store.levels(out["run_id"])
+    assert stored.stats["planned_output_len"] == 5
+    assert stored.stats["planned_output_lens"] == {"mean": 5.0, "min": 5, "max": 5}
+
+
 # --- goodput ---------------------------------------------------------------------------------
 
 
@@ -224,6 +260,12 @@ def test_plan_inputs_say_what_is_wrong() -> None:
     assert parse_rates("2:100, 4.5:200") == [(2.0, 100), (4.5, 200)]
     assert parse_goodput("ttft:500,e2el:9000") == {"ttft_ms": 500.0, "e2el_ms": 9000.0}
     assert parse_levels("", required=False) == []
+    assert parse_levels(" 1:8, 8:32 ") == [(1, 8), (8, 32)]
+    for bad, why in (("1:4,,", "empty level"), ("1:4,", "empty level"), (",1:4", "empty level"),
+                     ("1 8:32", "is not C:n"), ("1:8:2", "is not C:n"), ("-1:4", "is not C:n"),
+                     ("8:4", "n must be at least C"), ("0:4", "C and n must be >= 1")):
+        with pytest.raises(ValueError, match=why):
+            parse_levels(bad)
     for bad, fn in (("2-100", parse_rates), ("ttft=5", parse_goodput), ("tbt:5", parse_goodput)):
         with pytest.raises(ValueError):
             fn(bad)
@@ -232,7 +274,8 @@ def test_plan_inputs_say_what_is_wrong() -> None:
     assert SweepPlan(levels=[], rates=[(2.0, 10)]).level_shapes() == [(0, 10)]
     assert SweepPlan(rates=[(2.0, 10)], max_concurrency=4).level_shapes()[-1] == (4, 10)
     for args in (["--rates", "0:5"], ["--goodput", "ttft:-1"], ["--random-range-ratio", "2"],
-                 ["--arrival", "bursty"], ["--workers", "0"]):
+                 ["--arrival", "bursty"], ["--workers", "0"], ["--levels", "1:4,,"],
+                 ["--levels", "8:4"], ["--seed", "-1"]):
         code, events, _ = agent_run("bench", "sweep", "--url", "http://127.0.0.1:9", *args)
         assert code == 2, args
         assert "\n" not in of_type(events, "error")[0]["message"]
@@ -287,6 +330,53 @@ def test_saturation_from_rates_without_metrics(sims: list, tmp_path: Path) -> No
     assert slow["saturation"]["saturated"] is False
     assert fast["saturation"]["saturated"] is True
     assert fast["saturation"]["achieved_rate"] < 0.9 * fast["saturation"]["offered_rate"]
+
+
+def test_an_open_loop_overload_is_saturated_and_stops_the_sweep(
+        sims: list, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The simulator admits every request (256 may run) and slows them all down: offered far
+    more than it serves, its queue stays short while requests pile up in its batch. The level
+    is saturated by what completed (achieved = request_throughput, well under offered), the
+    sweep stops after two such levels, and the stored run says why."""
+    from dsv4tui.core.store import RunStore
+
+    sim = start_sim(tmp_path / "sim")
+    sims.append(sim)
+    sim.wait_ready()
+    assert main(["sweep", "--url", sim.url, "--label", "overload", "--rates",
+                 "40:80,80:80,2:10", "--output-len", "32", "--input-len", "8", "--seed", "1",
+                 "--stop-when-saturated", "--no-sanity", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    levels = out["levels"]
+    assert [lv["rate"] for lv in levels] == [40.0, 80.0]  # the 2/s level never ran
+    for lv in levels:
+        sat = lv["saturation"]
+        assert sat["saturated"] is True and sat["source"] == "rate", sat
+        assert sat["achieved_rate"] == pytest.approx(lv["request_throughput"], abs=1e-3)
+        assert sat["achieved_rate"] < 0.5 * sat["offered_rate"]
+    with RunStore() as store:
+        run = store.run(out["run_id"])
+        assert run is not None and run.status == "done"
+        assert "two saturated levels in a row" in (run.error or "")
+        assert "1 level not run" in (run.error or "")
+        assert len(store.levels(run.id)) == 2
+
+
+def test_a_server_that_keeps_up_is_not_saturated_by_its_drain(
+        known_server: Callable[..., KnownServer]) -> None:
+    """A short level against a server with a long answer (1 s): the last requests' E2E after
+    the last arrival puts request_throughput well under the offered rate, yet the server kept
+    pace all along (every request answered at once, each in 1 s): not saturated."""
+    srv = known_server(ttft_ms=20, itl_ms=25)
+    code, events, err = agent_run("bench", "sweep", "--url", srv.url, "--rates", "10:40",
+                                  "--arrival", "constant", "--output-len", "40", "--seed", "1")
+    assert code == 0, err
+    [level] = of_type(events, "level")
+    sat = level["saturation"]
+    assert sat["achieved_rate"] == level["request_throughput"]
+    assert sat["achieved_rate"] < 0.9 * sat["offered_rate"]  # the drain
+    assert sat["saturated"] is False and "drain" in sat["detail"], sat
+    assert sat["pace"]["finished"] >= 0.9 * sat["pace"]["arrived"]
 
 
 # --- the Bench plan dialog --------------------------------------------------------------------

@@ -157,7 +157,7 @@ def test_delete_and_bad_ids(seeded: list[int], capsys: pytest.CaptureFixture[str
     assert main(["runs", "delete", str(seeded[0]), "--json", "--yes"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "deleted": seeded[0], "label": "triton", "levels": 2, "requests": 6,
-        "sanity_results": 1, "kernel_profiles_unlinked": 0}
+        "sanity_results": 1, "kernel_captures_unlinked": 0}
     for argv in (["runs", "show", str(seeded[0])], ["runs", "delete", "nope"],
                  ["runs", "compare", str(seeded[1]), "999"], ["runs", "export", "42"]):
         assert main(argv) == 1

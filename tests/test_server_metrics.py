@@ -85,3 +85,33 @@ def test_scrape_failures_say_why(script_server: ScriptServer) -> None:
     assert out["running"] is None
     out = sm.scrape(f"http://127.0.0.1:{free_port()}", timeout=2.0)
     assert not out["ok"] and out["status"] == 0 and "cannot reach" in out["error"]
+
+
+def test_a_levels_server_side_rate_is_over_its_measured_window(
+        sims: list, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The campaign runner scrapes /metrics at level_start (after the warm-up) and after the
+    level; between the two its load workers start and stop, and nothing of the level is
+    measured. The server's output tok/s is its own token count over the level's measured
+    window (first send -> last finish), so it agrees with the client's (166 against 267 tok/s
+    over the scrapes' span before)."""
+    import json
+
+    from plugins.sim import start_sim
+
+    from dsv4tui.core.store import RunStore
+    from dsv4tui.main import main
+
+    sim = start_sim(tmp_path)
+    sims.append(sim)
+    sim.wait_ready()
+    assert main(["sweep", "--url", sim.url, "--label", "srv", "--levels", "4:8",
+                 "--output-len", "32", "--workers", "2", "--no-sanity", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    with RunStore() as store:
+        [level] = [lv.stats for lv in store.levels(run_id)]
+    srv = level["server"]
+    assert level["workers"] == 2 and srv["requests"] == 8  # the warm-up is not in it
+    assert srv["output_tokens"] == level["output_tokens"] == 256
+    assert srv["window_s"] == pytest.approx(level["duration_s"], abs=1e-3)
+    assert srv["scrape_window_s"] >= srv["window_s"]
+    assert srv["output_tok_s"] == pytest.approx(level["output_tok_s"], rel=0.01)

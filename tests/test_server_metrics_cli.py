@@ -42,12 +42,21 @@ def test_once_from_a_url(served: SimProcess, capsys: pytest.CaptureFixture[str])
     out = json.loads(capsys.readouterr().out)
     assert out["engine"] == "sglang" and out["over"] == "since_start"
     finished = out["requests_total"]
-    assert finished >= 2 and out["latency_ms"]["e2e"]["requests"] == finished
+    assert finished >= 2 and out["latency_ms"]["e2e"]["observations"] == finished
+    # ITL counts token intervals, not requests: 3 + 7 from the two requests (4 and 8 tokens)
+    itl = out["latency_ms"]["itl"]
+    assert "requests" not in itl and itl["observed"] == "token intervals"
+    assert itl["observations"] >= 10 > finished
+    assert out["latency_ms"]["e2e"]["observed"] == "requests"
     assert out["latency_ms"]["ttft"]["p50"] > 0 and out["running"] == 0
     assert out["latency_ms"]["ttft"]["p50_bucket"][0] <= out["latency_ms"]["ttft"]["p50"]
     assert main(["server", "metrics", "--url", served.url]) == 0
     text = capsys.readouterr().out
     assert "since the server started" in text and "TTFT" in text and "bucket in brackets" in text
+    [itl_line] = [ln for ln in text.splitlines() if ln.strip().startswith("ITL")]
+    assert f"({itl['observations']:,.0f} token intervals)" in itl_line
+    [e2e_line] = [ln for ln in text.splitlines() if ln.strip().startswith("E2E")]
+    assert f"({finished:,.0f} requests)" in e2e_line
     assert "gen idle" in text  # nothing running: the gauge is only the last one seen
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from plugins.sim import AgentEnv, event, free_port
 
+from dsv4tui.agent import procs
 from dsv4tui.agent import server as agent_server
 
 # The stand-in: main (HTTP-less) forks a child that calls setsid() and forks a grandchild that
@@ -54,7 +55,7 @@ def tree_pids(path: Path, want: int = 4, timeout: float = 10.0) -> dict[str, int
 
 
 def running(pid: int) -> bool:
-    return agent_server.alive(pid)
+    return procs.alive(pid)
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def test_stop_ends_the_whole_tree_also_setsid_children(agent_env: AgentEnv,
         assert pids["main"] == pid
         assert os.getsid(pids["setsid-child"]) == pids["setsid-child"] != os.getsid(pid)
         assert os.getsid(pids["grandchild"]) == pids["setsid-child"]
-        assert agent_server.group_members(pid, None) == sorted([pid, pids["group-child"]])
+        assert procs.group_members(pid, None) == sorted([pid, pids["group-child"]])
 
         code, events = agent_env.run("server", "stop", "--grace", "5", timeout=60)
         stopping, stopped = event(events, "stopping"), event(events, "stopped")
@@ -109,7 +110,7 @@ def test_stop_leaves_alone_what_it_did_not_start(agent_env: AgentEnv, tmp_path: 
         tree_pids(pids_file)
         # a state file whose record points at the bystander with another start time
         fake = {"pid": bystander.pid, "pgid": bystander.pid,
-                "proc_start": (agent_server.proc_start(bystander.pid) or 0) + 1}
+                "proc_start": (procs.proc_start(bystander.pid) or 0) + 1}
         tree = agent_server.ServerTree(fake["pid"], fake["proc_start"], fake["pgid"])
         assert tree.scan() == []
         tree.signal([bystander.pid], 9)

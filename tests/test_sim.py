@@ -390,3 +390,47 @@ def test_metrics_count_what_it_serves_from_any_client(tmp_path: Path) -> None:
         assert (m["running"], m["queued"]) == (0.0, 0.0)
     finally:
         proc.stop()
+
+
+def test_a_reused_keep_alive_connection_gets_its_first_token_as_soon_as_a_fresh_one(
+        sims: list[SimProcess], tmp_path: Path) -> None:
+    """The agent streams on kept-alive connections. The simulator wrote the response headers
+    and the role chunk as two small writes on a socket without TCP_NODELAY: Nagle held the
+    second until the client's delayed ACK (~40 ms), so every request but a fresh
+    connection's first got its first token ~30 ms late (client TTFT 46 ms against the
+    server's 13 ms). On one reused connection TTFT must be what a fresh one sees."""
+    import socket
+    import statistics
+
+    from dsv4tui.agent import openai_stream as oss
+
+    sim = start_sim(tmp_path, decode_speed=100.0)  # TTFT of a short prompt: a few ms
+    sims.append(sim)
+    sim.wait_ready()
+    ep = oss.Endpoint(sim.url)
+    body = oss.build_body("chat", "dsv4-sim", "hello there", 4, 0.0)
+
+    async def ttft(client: oss.RawClient) -> float:
+        raw = await client.request("/v1/chat/completions", body, 10.0, 10.0)
+        res = oss.parse_stream(raw)
+        assert res.ok, res.error
+        return res.token_times[0] - raw.t_send
+
+    async def measure() -> tuple[list[float], list[float]]:
+        fresh = []
+        for _ in range(4):  # each on a new connection (the first one also wakes the server)
+            client = oss.RawClient(ep)
+            fresh.append(await ttft(client))
+            await client.aclose()
+        client = oss.RawClient(ep)
+        reused = [await ttft(client) for _ in range(8)]  # back to back, as a C=1 level
+        assert len(client._all) == 1  # one connection, kept alive
+        sock = client._all[0].transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)  # ours never waits
+        await client.aclose()
+        return fresh[1:], reused[1:]
+
+    fresh, reused = oss.run(measure())
+    extra_ms = 1000 * (statistics.median(reused) - statistics.median(fresh))
+    assert extra_ms < 20, (f"reused TTFT {[round(1000 * t, 1) for t in reused]} ms against "
+                           f"fresh {[round(1000 * t, 1) for t in fresh]} ms")

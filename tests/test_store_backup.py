@@ -36,7 +36,7 @@ def _runs_in(path: Path) -> int:
 def test_a_backup_holds_what_the_wal_holds(tmp_path: Path) -> None:
     src = paths.store_file()
     store = RunStore(src)
-    store._db.execute("PRAGMA wal_autocheckpoint = 0")  # everything stays in the -wal
+    store.query("PRAGMA wal_autocheckpoint = 0")  # everything stays in the -wal
     for i in range(9):
         run = store.start_run(label=f"r{i}", host="h")
         store.add_request(run, {"level": 0, "index": 0, "ok": True, "start_s": 0.0})

@@ -58,7 +58,7 @@ def test_migration_to_autoincrement_keeps_every_column_row_and_reference(tmp_pat
     db.close()
 
     with RunStore(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 5
+        assert store.schema_version == SCHEMA_VERSION == 6
         assert [r.id for r in store.runs()] == [3, 2, 1]
         assert store.run(2).campaign_id == "c1"  # type: ignore[union-attr]
         assert store.start_run(label="new", host="ct200") == 4
@@ -78,7 +78,7 @@ def test_migration_to_autoincrement_keeps_every_column_row_and_reference(tmp_pat
     assert db.execute("PRAGMA foreign_key_check").fetchall() == []
     for table in ("levels", "requests", "level_gpus", "sanity_results"):  # 3's went with it
         assert db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 2, table
-    assert db.execute("SELECT count(*) FROM kernel_profiles WHERE run_id IS NULL"
+    assert db.execute("SELECT count(*) FROM kernels WHERE run_id IS NULL"
                       ).fetchone()[0] == 1  # ON DELETE SET NULL still holds
     db.execute("DELETE FROM runs WHERE id = 1")  # and ON DELETE CASCADE
     assert db.execute("SELECT count(*) FROM levels").fetchone()[0] == 1

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from dsv4tui.agent import protocol, smi_source
+from dsv4tui.agent.gpu_source import GPM_FIELDS, SourceUnavailable
 from dsv4tui.agent.smi_source import (
     BASE_FIELDS,
     FIELD_SETS,
@@ -30,7 +31,6 @@ from dsv4tui.agent.smi_source import (
     parse_value,
     split_csv_line,
 )
-from dsv4tui.agent.telemetry import GPM_FIELDS, SourceUnavailable
 
 sys.path.insert(0, str(Path(__file__).parent / "data" / "telemetry"))
 import loaders

@@ -1,10 +1,12 @@
-"""The app shell with frozen data (no host): keys and their remapping, the command palette,
-themes, the error dialog, the connection banner, quitting, the runs list."""
+"""The app shell with frozen data (no host), one scenario a test: keys and their remapping,
+the help screen and the command palette, themes, the error dialog, the connection banner,
+quitting, the runs list and the compare screen."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from plugins.pilot import toasts
 from snapshot_apps.frozen import FrozenApp, frozen_app, frozen_model
 from textual.worker import Worker
 
@@ -20,13 +22,26 @@ from dsv4tui.tui.widgets.host_bar import ConnectionBanner
 from dsv4tui.tui.widgets.log_view import LogPanel
 
 
-async def test_number_keys_switch_screens_and_help_lists_every_binding() -> None:
+def config_with_mistakes() -> Settings:
+    """A keymap with a typo and an unknown theme: a config file with them does not load
+    (tests/test_config.py), settings built in code can still hold them."""
+    settings = Settings(keymap={"help": "f1", "screen.bench": "ctrl+u"})
+    return settings.model_copy(update={"keymap": {**settings.keymap, "nope": "x"},
+                                       "theme": "no-such-theme"})
+
+
+async def test_number_keys_switch_screens() -> None:
     app = frozen_app()
     async with app.run_test(size=(120, 40)) as pilot:
         for key, mode in zip("12345", keymap.SCREENS, strict=True):
             await pilot.press(key)
             await pilot.pause()
             assert app.current_mode == mode
+
+
+async def test_help_lists_every_binding_and_escape_closes_it() -> None:
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         table = app.screen.query_one("DataTable")
@@ -35,7 +50,11 @@ async def test_number_keys_switch_screens_and_help_lists_every_binding() -> None
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
-        # every action is in the command palette, and the themes
+
+async def test_the_command_palette_lists_every_action_and_theme() -> None:
+    app = frozen_app("runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
         titles = " | ".join(c.title for c in app.get_system_commands(app.screen))
         for action in keymap.ACTIONS:
             if action.scope in ("app", "runs") and action.palette:
@@ -43,32 +62,42 @@ async def test_number_keys_switch_screens_and_help_lists_every_binding() -> None
         for name in ("dark", "light", "high-contrast"):
             assert f"Theme: {name}" in titles
 
-        # q asks while busy (the frozen campaign and sweep are running), not otherwise
+
+async def test_quit_asks_while_a_campaign_or_a_sweep_runs() -> None:
+    app = frozen_app()  # the frozen campaign and sweep are running
+    async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("q")
         assert isinstance(app.screen, ConfirmScreen)
+        assert "campaign" in str(app.screen.message)
         await pilot.press("n")
         assert app.is_running
         app.model.campaign.state = "done"
         await pilot.press("q")
-        assert isinstance(app.screen, ConfirmScreen)  # the sweep
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "sweep" in str(app.screen.message)
         await pilot.press("n")
-        app.model.sweep.status = "done"
+        assert app.is_running
+
+
+async def test_quit_with_nothing_running_exits_at_once() -> None:
+    app = frozen_app()
+    app.model.campaign.state = app.model.sweep.status = "done"
+    async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("q")
         await pilot.pause(0.3)
     assert app.return_code == 0
 
 
-async def test_keymap_and_theme_from_config() -> None:
-    settings = Settings(keymap={"help": "f1", "screen.bench": "ctrl+u"})
-    # a config file with a typo does not load (tests/test_config.py); settings built in code
-    # can still hold one: the dashboard drops it with a warning that names the fix
-    settings = settings.model_copy(update={"keymap": {**settings.keymap, "nope": "x"},
-                                           "theme": "no-such-theme"})
-    app = FrozenApp(settings=settings, model=frozen_model())
+async def test_a_bad_keymap_entry_is_dropped_with_a_warning() -> None:
+    app = FrozenApp(settings=config_with_mistakes(), model=frozen_model())
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await pilot.pause(0.3)
+        assert "keymap.nope: unknown binding id 'nope'" in toasts(app)
+
+
+async def test_keys_remapped_in_the_config_replace_the_defaults() -> None:
+    app = FrozenApp(settings=config_with_mistakes(), model=frozen_model())
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        assert any("keymap.nope: unknown binding id 'nope'" in n.message
-                   for n in app._notifications)
         await pilot.press("question_mark")
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("f1")
@@ -81,9 +110,18 @@ async def test_keymap_and_theme_from_config() -> None:
         await pilot.pause()
         assert app.current_mode == "bench"
 
-        # a bad theme name falls back to dark with a notification; charts follow the theme
-        assert app.theme == "dark"
-        assert any("unknown theme" in n.message for n in app._notifications)
+
+async def test_an_unknown_theme_falls_back_to_dark_with_a_warning() -> None:
+    app = FrozenApp(settings=config_with_mistakes(), model=frozen_model())
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await pilot.pause(0.3)
+        assert app.theme == "dark" and app.has_class("-theme-dark")
+        assert "unknown theme" in toasts(app)
+
+
+async def test_charts_and_the_theme_classes_follow_a_theme_switch() -> None:
+    app = frozen_app("bench")
+    async with app.run_test(size=(120, 40)) as pilot:
         chart = app.screen.query_one(Chart)
         dark = chart.series_colors()
         app.theme = "light"
@@ -92,7 +130,7 @@ async def test_keymap_and_theme_from_config() -> None:
         assert app.has_class("-theme-light") and not app.has_class("-theme-dark")
 
 
-async def test_worker_failure_dialog_and_connection_banner() -> None:
+async def test_a_failed_worker_shows_one_error_dialog() -> None:
     app = frozen_app()
     async with app.run_test(size=(120, 40)) as pilot:
         def boom() -> None:
@@ -103,13 +141,17 @@ async def test_worker_failure_dialog_and_connection_banner() -> None:
         await pilot.pause(0.3)
         await pilot.pause()
         assert isinstance(app.screen, ErrorScreen)
-        assert app.last_error == "the agent said no"
+        assert app.screen.title_text == "sanity check could not run"
+        assert app.screen.message == "the agent said no"
         await pilot.press("enter")
         assert not isinstance(app.screen, ErrorScreen)
         assert app.is_running
         assert worker.is_finished
 
-        # connection lost: the banner counts down, panels are greyed
+
+async def test_a_lost_connection_shows_the_countdown_and_greys_the_panels() -> None:
+    app = frozen_app()
+    async with app.run_test(size=(120, 40)) as pilot:
         banner = app.screen.query_one(ConnectionBanner)
         assert not banner.has_class("-visible")
         app.model.conn.state = "reconnecting"
@@ -128,24 +170,35 @@ async def test_worker_failure_dialog_and_connection_banner() -> None:
         assert not app.screen.has_class("-stale")
 
 
-async def test_runs_filter_mark_baseline_compare() -> None:
+async def test_the_runs_filter_narrows_the_list() -> None:
     app = frozen_app("runs")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, RunsScreen)
-        table = screen.query_one("#runs-table")
+        assert isinstance(app.screen, RunsScreen)
+        table = app.screen.query_one("#runs-table")
         assert table.row_count == 4  # type: ignore[attr-defined]
         await pilot.press("slash", *"nvfp4", "enter")
         await pilot.pause()
         assert table.row_count == 2  # type: ignore[attr-defined]
-        app.model.runs.marked.clear()
-        await pilot.press("space", "space")
-        assert app.model.runs.marked == [3, 2]
+
+
+async def test_space_marks_runs_and_B_makes_the_highlighted_one_the_baseline() -> None:
+    app = frozen_app("runs")
+    app.model.runs.marked.clear()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("space", "space")  # each mark moves the cursor to the next run
+        assert app.model.runs.marked == [4, 3]
         await pilot.press("B")
         assert app.model.runs.baseline == 2
-        await pilot.press("escape")  # leaves the filter box? the table has focus: no-op
-        app._show_compare(app.model.runs.compare)  # type: ignore[arg-type]
+
+
+async def test_the_compare_screen_changes_metric_and_escape_goes_back() -> None:
+    app = frozen_app("runs")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.model.runs.compare is not None
+        app.show_compare(app.model.runs.compare)
         await pilot.pause()
         assert isinstance(app.screen, CompareScreen)
         await pilot.press("m", "B")

@@ -165,7 +165,7 @@ async def test_runs_list_uses_its_width_and_keeps_ids() -> None:
         assert used <= table.size.width
 
 
-async def test_help_shows_binding_ids_and_the_profile_keys() -> None:
+async def test_help_shows_binding_ids_and_the_kernels_keys() -> None:
     app = frozen_app("dashboard")
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
@@ -174,7 +174,7 @@ async def test_help_shows_binding_ids_and_the_profile_keys() -> None:
         assert isinstance(app.screen, HelpScreen)
         table = app.screen.query_one(DataTable)
         ids = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]
-        assert "profile.run" in ids and "runs.failed" in ids
+        assert "kernels.run" in ids and "runs.failed" in ids
         id_col = table.ordered_columns[3]
         assert id_col.get_render_width(table) - 2 >= max(len(i) for i in ids)
         right = table.region.x + sum(c.get_render_width(table) for c in table.ordered_columns)
@@ -187,8 +187,8 @@ async def test_help_shows_binding_ids_and_the_profile_keys() -> None:
         from dsv4tui.tui.screens.base import KeyBar
 
         bar = str(app.screen.query_one(KeyBar).render())
-        assert "k Profile now" in bar
-        assert keymap.BY_ID["profile.run"].key == "k"
+        assert "k Capture now" in bar
+        assert keymap.BY_ID["kernels.run"].key == "k"
 
 
 def test_compare_legend_is_not_drawn_over_the_bars() -> None:

@@ -13,18 +13,7 @@ import sys
 import threading
 from typing import List, Optional
 
-from dsv4tui.agent import protocol
-
-
-class _ArgumentError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage, so errors become events."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _ArgumentError(message)
+from dsv4tui.agent import commands, protocol
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,24 +21,16 @@ def build_parser() -> argparse.ArgumentParser:
         bench,
         campaign,
         hello,
+        kernels,
         logs,
         server,
         server_metrics,
         target,
         telemetry,
     )
-    from dsv4tui.agent import (
-        kernels as profile,
-    )
 
-    parser = _Parser(prog="dsv4tui-agent")
-    parser.add_argument("--cancel-on-eof", action="store_true",
-                        help="treat EOF on stdin as cancel (set by the console on streams)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for module in (hello, telemetry, server, logs, bench, profile, campaign, target,
-                   server_metrics):
-        module.add_parser(sub)
-    return parser
+    return commands.build_parser((hello, telemetry, server, logs, bench, kernels, campaign,
+                                  target, server_metrics))
 
 
 def _watch_stdin() -> None:
@@ -72,7 +53,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except _ArgumentError as exc:
+    except commands.ArgumentError as exc:
         protocol.emit_error(protocol.AgentError("usage", str(exc), protocol.EXIT_USAGE))
         return protocol.EXIT_USAGE
     # SIGTERM ends the command like Ctrl-C: cleanly, with a final event.

@@ -25,7 +25,7 @@ import shutil
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import health, protocol
+from dsv4tui.agent import health, procs, protocol, server_state
 
 REDACTED = "***"
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
@@ -93,6 +93,13 @@ def _readlink(path: str) -> Optional[str]:
         return None
 
 
+def foreign_log(owner: Optional[Dict[str, Any]]) -> Optional[str]:
+    """The log file of a server we did not start (its stdout/stderr), when it is one."""
+    if not owner or not owner.get("pid"):
+        return None
+    return log_file(int(owner["pid"]))
+
+
 def log_file(pid: int) -> Optional[str]:
     """Where the process writes its output when that is a regular file (stdout, else stderr):
     ``nohup python -m sglang.launch_server ... > server.log 2>&1 &`` -> that file."""
@@ -132,9 +139,7 @@ def _boot_time() -> Optional[float]:
 
 def process(pid: int) -> Dict[str, Any]:
     """Everything a launch profile and a later stop need to know of process ``pid``."""
-    from dsv4tui.agent import server
-
-    st = server._stat(pid) or []
+    st = procs.stat_fields(pid) or []
     pgrp = int(st[2]) if len(st) > 2 else None
     sid = int(st[3]) if len(st) > 3 else None
     start = int(st[19]) if len(st) > 19 else None
@@ -175,11 +180,9 @@ def _redact_info(info: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
 
 def inspect(port: int, host: Optional[str], api_key: Optional[str]) -> Dict[str, Any]:
     """The ``foreign_server`` event's fields for the server on ``port``."""
-    from dsv4tui.agent import server
-
     probe = health.probe_host(host)
-    state = server.read_state()
-    if server._ours_alive(state) and int((state or {}).get("port") or 0) == port:
+    state = server_state.read_state()
+    if server_state.ours_alive(state) and int((state or {}).get("port") or 0) == port:
         assert state is not None
         how = "adopted" if state.get("adopted") else "started"
         raise protocol.AgentError(
@@ -205,11 +208,9 @@ def inspect(port: int, host: Optional[str], api_key: Optional[str]) -> Dict[str,
 def adopt(port: int, host: Optional[str], pid: int, proc_start: Optional[int],
           profile: Dict[str, Any], api_key_env: Optional[str]) -> Dict[str, Any]:
     """Record the server ``pid`` on ``port`` as ours; the ``adopted`` event's fields."""
-    from dsv4tui.agent import server
-
-    with server.ServerLock("adopt"):
-        state = server.read_state()
-        if server._ours_alive(state):
+    with server_state.ServerLock("adopt"):
+        state = server_state.read_state()
+        if server_state.ours_alive(state):
             assert state is not None
             if int(state.get("pid") or 0) == pid:
                 raise protocol.AgentError("ours", "pid %d is already the server dsv4tui runs "
@@ -246,12 +247,8 @@ def adopt(port: int, host: Optional[str], pid: int, proc_start: Optional[int],
             "adopted": {"at": time.time(), "group_leader": leader, "pgid": facts["pgid"],
                         "sid": facts["sid"], "user": facts["user"]},
         }
-        for stale in (server.EXIT_FILE,):  # a previous server's exit record is not this one's
-            try:
-                os.unlink(server._path(stale))
-            except OSError:
-                pass
-        server._write_json(server.STATE_FILE, record)
+        server_state.forget_exit()
+        server_state.write_state(record)
     return {"pid": pid, "port": port, "log": facts["log"], "group_leader": leader,
             "pgid": facts["pgid"], "started_at": record["started_at"],
             "profile": (profile or {}).get("name")}
@@ -259,14 +256,9 @@ def adopt(port: int, host: Optional[str], pid: int, proc_start: Optional[int],
 
 def run_inspect(args: Any) -> int:
     key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if args.api_key_env and not key:  # the profile would name a key this host does not have
+        raise protocol.AgentError("usage", "--api-key-env: %s is not set on this host (the "
+                                  "variable must hold the server's API key here)"
+                                  % args.api_key_env, protocol.EXIT_USAGE)
     protocol.emit("foreign_server", **inspect(args.port, args.host, key))
-    return 0
-
-
-def run_adopt(args: Any) -> int:
-    from dsv4tui.agent import server
-
-    profile = server._json_arg(args.profile_json, "--profile-json", dict)
-    protocol.emit("adopted", **adopt(args.port, args.host, args.pid, args.proc_start, profile,
-                                     args.api_key_env))
     return 0

@@ -26,6 +26,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from dsv4tui.agent import arrivals, datasets, idle, protocol, saturation, stats, workers
+from dsv4tui.agent import levels as level_text
 from dsv4tui.agent.loadgen import HALT_STALLED, HALT_STOP, Flow, LevelLoad, request_event
 from dsv4tui.agent.openai_stream import (
     TRANSPORTS,
@@ -104,6 +105,13 @@ def add_parser(sub: Any) -> None:
                      help="measure a level even when the server is busy before it (another "
                      "client's requests); the level is marked busy instead of refused")
     swp.set_defaults(func=run_sweep)
+    reach = bsub.add_parser("reach", help="does the server answer HTTP from this host? (a "
+                            "reach event: reachable, connected, answered, status, error)")
+    reach.add_argument("--url", required=True, help="the server's base URL")
+    reach.add_argument("--timeout", type=float, default=3.0, help="seconds to connect")
+    reach.add_argument("--answer-timeout", type=float, default=10.0,
+                       help="seconds to wait for an HTTP answer once connected")
+    reach.set_defaults(func=run_reach)
 
 
 def _common(p: Any) -> None:
@@ -137,16 +145,10 @@ def _load_json(text: Optional[str], what: str) -> Any:
 
 
 def parse_levels(text: str) -> List[List[int]]:
-    levels = []
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        try:
-            c, n = (int(x) for x in part.strip().split(":"))
-        except ValueError:
-            raise _usage("--levels: %r is not C:n (e.g. 1:8,8:32)" % part) from None
-        levels.append([c, n])
-    return levels
+    try:
+        return [list(lv) for lv in level_text.parse_levels(text, required=False)]
+    except ValueError as exc:
+        raise _usage("--levels: %s" % exc) from None
 
 
 def parse_rates(text: str) -> List[List[float]]:
@@ -207,6 +209,8 @@ def build_plan(args: Any) -> Dict[str, Any]:
             fmt, entries = datasets.load(args.dataset)
         except datasets.DatasetError as exc:
             raise _usage("--dataset: %s" % exc) from None
+        if getattr(args, "output_len", None) is not None:
+            entries = datasets.without_lengths(entries)  # --output-len given: it wins
         shipped = datasets.ship(entries, plan.get("seed") or 0)
         plan.update(dataset=args.dataset, dataset_prompts=[list(e) for e in shipped],
                     dataset_info=datasets.info(args.dataset, fmt, len(entries), len(shipped)))
@@ -258,8 +262,8 @@ def _check_plan(plan: Dict[str, Any]) -> None:
     for key in ("ignore_eos", "allow_busy", "stop_when_saturated"):
         if not isinstance(plan[key], bool):
             raise _usage("%s must be true or false" % key)
-    if plan["seed"] is not None and not _is_int(plan["seed"]):
-        raise _usage("seed must be an integer or null")
+    if plan["seed"] is not None and not (_is_int(plan["seed"]) and plan["seed"] >= 0):
+        raise _usage("seed must be an integer >= 0, or null")
     if plan["arrival"] not in arrivals.KINDS:
         raise _usage("arrival must be one of %s" % ", ".join(arrivals.KINDS))
     for key in ("max_concurrency", "workers"):
@@ -453,14 +457,14 @@ def run_sanity(args: Any) -> int:
 
     bench_lock.check_free("a sanity check")  # its requests would land in someone's sweep
     cases = load_cases(args.cases_json)
-    failed = run_loop(_sanity(args, cases))
+    failed = run_loop(sanity_cases(args, cases))
     if failed:
         raise protocol.AgentError("sanity_failed", "%d of %d sanity cases failed"
                                   % (failed, len(cases)))
     return 0
 
 
-async def _sanity(args: Any, cases: List[Dict[str, Any]]) -> int:
+async def sanity_cases(args: Any, cases: List[Dict[str, Any]]) -> int:
     target = await resolve_target(args)
     endpoint = args.endpoint or "chat"
     _emit_target(target, args, endpoint=endpoint)
@@ -494,7 +498,7 @@ def _rel(t: Optional[float], res: StreamResult) -> Optional[float]:
 # --- sweep -------------------------------------------------------------------------------
 
 
-class _Sink:
+class Sink:
     """Writes events from a thread, so a slow pipe (SSH) never blocks the measuring loop."""
 
     def __init__(self) -> None:
@@ -704,6 +708,7 @@ class Sweep:
                        arrival=shape.get("arrival"), max_concurrency=shape["cap"], workers=w,
                        name=name)
         results = self._open(li, shape, check, busy, warmups, workers_=w)
+        self.current["asked"] = [tokens for _, tokens in specs[:n]]  # type: ignore[index]
         sampler = None
         if check.get("source") == "metrics" and workers.can_fork():
             try:
@@ -876,14 +881,29 @@ class Sweep:
                      partial=len(results) < n, idle=cur["idle"], busy=cur["busy"],
                      warmup_errors=sum(1 for r in warm if not r["ok"]),
                      ignore_eos=bool(self.plan["ignore_eos"]),
-                     planned_output_len=self.plan["output_len"], started_at=cur["started_at"],
+                     started_at=cur["started_at"],
                      finished_at=now, time=now, client_cpu_s=round(cpu, 4),
                      client_cpu_us_per_token=(round(cpu * 1e6 / level["output_tokens"], 2)
                                               if level["output_tokens"] else None))
+        level.update(self._planned_lengths(cur))
         level.update(self._level_extras(cur, level))
         self.sink.emit("level", **level)
         self.levels.append(level)
         self.levels_done += 1
+
+    def _planned_lengths(self, cur: Dict[str, Any]) -> Dict[str, Any]:
+        """What the level's counted requests asked for (max_tokens): ``planned_output_len``
+        is that one number when every request asked the same, else null (a dataset's own
+        lengths, or a range ratio), and ``planned_output_lens`` {mean, min, max} always."""
+        asked = cur.get("asked")
+        if asked is None:  # refused before it was built: what it would have asked
+            asked = [t for _, t in level_requests(self.plan, self.seed, cur["level"],
+                                                  cur["requests"])]
+        if not asked:
+            return {"planned_output_len": None, "planned_output_lens": None}
+        return {"planned_output_len": asked[0] if len(set(asked)) == 1 else None,
+                "planned_output_lens": {"mean": round(sum(asked) / len(asked), 2),
+                                        "min": min(asked), "max": max(asked)}}
 
     def _level_extras(self, cur: Dict[str, Any], level: Dict[str, Any]) -> Dict[str, Any]:
         """What a level event adds to stats.level_metrics: its load shape, warm-ups, send
@@ -900,17 +920,20 @@ class Sweep:
             "goodput": stats.goodput(results, plan["goodput"], level["duration_s"]),
         }
         schedule = cur.get("schedule")
-        offered = achieved = None
+        offered = None
+        due: List[Tuple[float, Optional[float]]] = []
         if not closed:
             out["send_lag_ms"] = stats.summarize(r.get("send_lag_ms") for r in results)
             out["send_lag_ms"]["max"] = max((r["send_lag_ms"] for r in results
                                              if r.get("send_lag_ms") is not None), default=None)
             out["cap_wait_ms"] = stats.summarize(r.get("cap_wait_ms") for r in results)
             offered = arrivals.offered_rate(schedule) if schedule else None
-            ends = sorted(r["start_s"] + r["e2e_s"] for r in results
-                          if r.get("ok") and r.get("e2e_s") is not None)
-            if len(ends) >= 2 and ends[-1] > ends[0]:
-                achieved = (len(ends) - 1) / (ends[-1] - ends[0])
+            # (due, ok finish) per request sent, on the level's clock (saturation's pace)
+            for r in results:
+                if r.get("sched_s") is None:
+                    continue
+                done = r.get("ok") and r.get("start_s") is not None and r.get("e2e_s") is not None
+                due.append((r["sched_s"], r["start_s"] + r["e2e_s"] if done else None))
         samples = cur.get("queue_samples") or []
         window = None
         t0s = [r["start_s"] for r in results if r.get("start_s") is not None]
@@ -927,8 +950,11 @@ class Sweep:
                      and lv["status"] != "failed"), None)
         out["saturation"] = saturation.verdict(
             closed=closed, samples=samples, window=window, in_flight=_streams(shape),
-            offered_rate=offered, achieved_rate=achieved, tok_s=level["output_tok_s"],
-            previous=prev if closed else None, concurrency=shape["c"])
+            offered_rate=offered,
+            # achieved is the level's request_throughput: what completed over its window
+            achieved_rate=None if closed else level["request_throughput"],
+            tok_s=level["output_tok_s"], previous=prev if closed else None,
+            concurrency=shape["c"], arrivals=due or None)
         if level["completed"] == 0:
             out["saturation"].update(saturated=None, detail="no request completed")
         return out
@@ -1005,6 +1031,20 @@ async def _unreachable(endpoint: Endpoint, timeout: float = 2.0) -> Optional[str
 
 
 
+def run_reach(args: Any) -> int:
+    """``bench reach --url``: does the server answer HTTP, from this host (agent/reach.py;
+    the console checks a ``--url`` before it starts a sweep: no answer, nothing to store)."""
+    from dsv4tui.agent import reach
+
+    try:
+        endpoint = Endpoint(args.url)
+    except ValueError as exc:
+        raise _usage("--url: %s" % exc) from None
+    protocol.emit("reach", **run_loop(reach.probe(endpoint, max(float(args.timeout), 0.1),
+                                                  max(float(args.answer_timeout), 0.1))))
+    return 0
+
+
 def execute_sweep(args: Any, plan: Dict[str, Any], sink: Any) -> Sweep:
     """Run a whole sweep, its events to ``sink`` (``emit(type, **fields)``, ``broken``),
     ending with the ``sweep`` event; returns the Sweep (``status``, ``reason``). Ctrl-C and
@@ -1036,7 +1076,7 @@ def run_sweep(args: Any) -> int:
     # the host's one load generator: never beside a campaign's (or another sweep's)
     if not bench_lock.acquire({"id": None, "name": "bench sweep", "kind": "sweep"}):
         raise bench_lock.busy_error(bench_lock.holder(), "another sweep")
-    sink = _Sink()
+    sink = Sink()
     try:
         sweep = execute_sweep(args, plan, sink)
     finally:

@@ -30,7 +30,7 @@ import sys
 import time
 from typing import Any, Dict
 
-from dsv4tui.agent import bench_lock, protocol, server
+from dsv4tui.agent import bench_lock, detach, procs, protocol, server_state
 from dsv4tui.agent.campaign_runner import ENDED, read_json, write_json
 from dsv4tui.agent.journal import read_lines
 from dsv4tui.agent.state import cache_dir
@@ -86,7 +86,7 @@ def check_spec(spec: Any) -> Dict[str, Any]:
 
 def runner_alive(cdir: str) -> bool:
     rec = read_json(os.path.join(cdir, "runner.json")) or {}
-    return rec.get("state") == "running" and server.alive(rec.get("pid"), rec.get("proc_start"))
+    return rec.get("state") == "running" and procs.alive(rec.get("pid"), rec.get("proc_start"))
 
 
 def summary(cdir: str) -> Dict[str, Any]:
@@ -145,7 +145,7 @@ def _fork_runner(cdir: str, resume: bool) -> Dict[str, Any]:
             os.dup2(null, 0)
             os.dup2(log, 1)
             os.dup2(log, 2)
-            server._close_fds_except((w,))
+            detach.close_fds_except((w,))
             sys.stdout = os.fdopen(1, "w", buffering=1)
             sys.stderr = os.fdopen(2, "w", buffering=1)
             code = campaign_runner.main(cdir, resume, w)
@@ -157,7 +157,7 @@ def _fork_runner(cdir: str, resume: bool) -> Dict[str, Any]:
             os._exit(code)
     os.close(w)
     os.close(log)
-    reply = server.read_handshake(r, pid)
+    reply = detach.read_handshake(r, pid)
     if reply.get("error"):
         err = reply["error"]
         raise protocol.AgentError(str(err.get("kind") or "runner"), str(err.get("message")),
@@ -226,11 +226,11 @@ def start(args: Any) -> int:
 def _check_server_lock() -> None:
     """A restart or stop in progress (another console's): a campaign starting now would
     measure, or restart, a server halfway through it."""
-    owner = server.server_lock_busy()
+    owner = server_state.lock_busy()
     if owner is not None:
         raise protocol.AgentError(
             "busy", "busy: %s in progress by %s; start the campaign when it is done" % (
-                owner.get("action", "a server command"), server._owner_text(owner)),
+                owner.get("action", "a server command"), server_state.owner_text(owner)),
             protocol.EXIT_BUSY, owner=owner)
 
 
@@ -261,16 +261,12 @@ def follow(args: Any) -> int:
                       % (size, offset))
         offset = 0
     protocol.emit("journal_pos", id=args.id, offset=offset)
-    out = sys.stdout
     while True:
         alive = runner_alive(cdir)
         ended = (read_json(os.path.join(cdir, "runner.json")) or {}).get("state") in ENDED
         lines, new, torn = read_lines(path, offset, final=not alive)
         if lines:
-            with protocol._lock:
-                for raw, _ in lines:
-                    out.write(raw.decode("ascii") + "\n")
-                out.flush()
+            protocol.write_lines(raw.decode("ascii") for raw, _ in lines)
         for t in torn:
             protocol.emit("journal_torn", id=args.id, **t)
         if new != offset:

@@ -34,7 +34,18 @@ import time
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import bench, bench_lock, protocol, server, server_metrics, target
+from dsv4tui.agent import (
+    bench,
+    bench_lock,
+    detach,
+    procs,
+    protocol,
+    server,
+    server_metrics,
+    server_state,
+    target,
+)
+from dsv4tui.agent.commands import build_parser
 from dsv4tui.agent.gpu_window import GpuWindow
 from dsv4tui.agent.journal import Journal, events
 
@@ -123,11 +134,18 @@ class GpuSampler:
                 self.proc.kill()
 
 
-class RunSink(bench._Sink):
+class RunSink(bench.Sink):
     """The sweep's event sink: events to the journal from a thread (as ``bench sweep`` sends
     them to stdout), each level's GPU summary right after the level, and the server's own
     view of the level (its /metrics read when the level starts and when it ends: server-side
-    TTFT / ITL / E2E / queue time, next to the client's numbers in the ``level`` event)."""
+    TTFT / ITL / E2E / queue time, next to the client's numbers in the ``level`` event).
+
+    The two reads block the sweep's loop, on purpose: they come when none of its requests is
+    in flight (``level_start`` after the warm-up, before the first send; ``level`` after the
+    last request ended), so no timestamp waits on them, and each must be answered before the
+    next traffic. Read from a thread instead, the start's answer could come after the level's
+    first requests finished (a 2 s /metrics: none of a 1 s level's requests in its view) and
+    the end's after the next level's idle probe (tests/test_runner_slow_metrics.py)."""
 
     def __init__(self, sampler: GpuSampler, url: Optional[str] = None,
                  api_key: Optional[str] = None) -> None:
@@ -148,7 +166,8 @@ class RunSink(bench._Sink):
         if type_ == "level_start":  # between the warm-up and the level's first request
             self._before = self._scrape()
         elif type_ == "level":  # the level's requests have all ended
-            view = server_metrics.server_view(self._before, self._scrape())
+            view = server_metrics.server_view(self._before, self._scrape(),
+                                              fields.get("duration_s"))  # the measured window
             fields = dict(fields, server=view)
             self._before = None
         super().emit(type_, **{**ctx, **fields})
@@ -202,9 +221,8 @@ class Status:
 
 
 def _agent_args(*argv: str) -> argparse.Namespace:
-    from dsv4tui.agent.__main__ import build_parser
-
-    return build_parser().parse_args(list(argv))
+    """The agent's own parsing of the commands the runner calls (bench, server)."""
+    return build_parser((bench, server)).parse_args(list(argv))
 
 
 def _target_args(tgt: Dict[str, Any]) -> List[str]:
@@ -338,12 +356,12 @@ class Campaign:
 
     def _stop_server(self) -> None:
         """``stop_server = true``: the server we started goes when the campaign ends."""
-        st = server.read_state()
-        if not server._ours_alive(st):
+        st = server_state.read_state()
+        if not server_state.ours_alive(st):
             return
         assert st is not None
         try:
-            with server.signals_deferred(), server.ServerLock("stop"):
+            with detach.signals_deferred(), server_state.ServerLock("stop"):
                 protocol.emit("stopped", **server.stop_server(
                     st, float(self.spec.get("grace_s") or 60.0), server.DEFAULT_GPU_WAIT_S))
         except protocol.AgentError as err:
@@ -351,8 +369,8 @@ class Campaign:
                           "at the end: %s" % err.message)
 
     def _server_note(self) -> Dict[str, Any]:
-        st = server.read_state()
-        alive = server._ours_alive(st)
+        st = server_state.read_state()
+        alive = server_state.ours_alive(st)
         return {"running": alive, "pid": (st or {}).get("pid") if alive else None,
                 "started_by_campaign": self.started_server is not None, "at": time.time(),
                 "text": ("when it ended, the server (pid %s) was left running"
@@ -404,7 +422,7 @@ class Campaign:
             protocol.emit("launch_end", launch=key, ok=False, kind=err.kind, error=err.message,
                           last_errors=lines, tail=tail[-20:],
                           elapsed_s=round(time.time() - t0, 3))
-            st = server.read_state()
+            st = server_state.read_state()
             if st and st.get("started_at", 0) >= t0:
                 self.started_server = st.get("pid")
             return "startup failed: %s" % err.message, lines or tail[-10:], key
@@ -413,7 +431,7 @@ class Campaign:
                           error="cancelled while the server was starting (it keeps starting)",
                           elapsed_s=round(time.time() - t0, 3))
             raise Cancelled() from None
-        st = server.read_state() or {}
+        st = server_state.read_state() or {}
         self.started_server = st.get("pid")
         protocol.emit("launch_end", launch=key, ok=True, pid=st.get("pid"),
                       started_at=st.get("started_at"),
@@ -470,7 +488,7 @@ class Campaign:
                                json.dumps(cases), "--timeout",
                                "%g" % float(spec.get("sanity_timeout_s") or 120))
             try:
-                failed = bench.run_loop(bench._sanity(args, list(cases)))
+                failed = bench.run_loop(bench.sanity_cases(args, list(cases)))
             except protocol.AgentError as err:
                 return self._end_run(key, "failed", "sanity could not run: %s" % err.message)
             except KeyboardInterrupt:
@@ -498,8 +516,8 @@ class Campaign:
                 protocol.emit("level_gpus", level=lv.get("level"), gpus=gpus, final=True)
         status, reason, lines = sweep.status, sweep.reason, []
         if tgt.get("ours"):
-            st = server.read_state()
-            if st is not None and not server._ours_alive(st):
+            st = server_state.read_state()
+            if st is not None and not server_state.ours_alive(st):
                 fields = server.status_fields(st)
                 lines = [str(x) for x in fields.get("last_errors") or []]
                 code = fields.get("exit_code")
@@ -549,7 +567,7 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
         signal.signal(sig, signal.default_int_handler)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     runner_path = os.path.join(cdir, "runner.json")
-    record = {"pid": os.getpid(), "proc_start": server.proc_start(os.getpid()),
+    record = {"pid": os.getpid(), "proc_start": procs.proc_start(os.getpid()),
               "started_at": time.time(), "state": "running", "resume": resume}
     write_json(runner_path, record)
     journal = Journal(os.path.join(cdir, "journal.jsonl"))
@@ -567,7 +585,7 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
         state = "cancelled" if cancelled else "failed"
         reason = "cancelled" if cancelled else "the runner failed: %s: %s" % (
             type(exc).__name__, exc)
-        with server.signals_deferred():
+        with detach.signals_deferred():
             if camp is not None:
                 camp.end_open_run(state, reason)
             protocol.context = {}

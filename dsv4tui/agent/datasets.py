@@ -3,9 +3,13 @@
 - **ShareGPT** (a JSON array, what ``bench_serving --dataset-name sharegpt`` reads): entries
   ``{"conversations": [{"from": "human", "value": PROMPT}, {"from": "gpt", "value": ...},
   ...]}`` (``conversation`` also accepted). As bench_serving does, entries with fewer than two
-  turns are skipped and the first turn is the prompt. bench_serving takes the output length
-  from the reference answer's token count; we have no tokenizer on either side, so the output
-  length is the plan's ``output_len`` (or ``random_range_ratio`` around it).
+  turns are skipped and the first turn is the prompt. The output length comes from the
+  reference answer (the second turn), as bench_serving takes it, but counted without a
+  tokenizer (neither side has the model's): :func:`answer_tokens`, UTF-8 bytes / 4 rounded
+  up (about a token per 4 characters of English; a CJK character, 3 bytes, counts 0.75). An
+  entry whose answer is empty gets the plan's ``output_len``. ``--output-len`` given on the
+  command line replaces every length the file set (:func:`without_lengths`), as
+  bench_serving's ``--sharegpt-output-len``.
 - **JSON lines**: one object per non-blank line, ``{"prompt": "...", "output_len": N}``
   (``output_len`` optional: the plan's then). A line may also be a ShareGPT entry.
 
@@ -61,7 +65,21 @@ def _sharegpt_entry(obj: Any, where: str) -> Optional[Entry]:
         raise DatasetError("%s: conversations[0] has no text \"value\"" % where)
     if not value.strip():
         return None
-    return value, None
+    second = turns[1]
+    answer = second.get("value") if isinstance(second, dict) else None
+    return value, answer_tokens(answer) if isinstance(answer, str) else None
+
+
+def answer_tokens(text: str) -> Optional[int]:
+    """The output length a reference answer stands for, without a tokenizer: its UTF-8 bytes
+    / 4, rounded up (None for an empty answer: the plan's output_len then)."""
+    size = len(text.strip().encode("utf-8"))
+    return (size + 3) // 4 if size else None
+
+
+def without_lengths(entries: List[Entry]) -> List[Entry]:
+    """The entries with the file's output lengths dropped (``--output-len`` given: it wins)."""
+    return [(prompt, None) for prompt, _ in entries]
 
 
 def _line_entry(obj: Any, where: str) -> Optional[Entry]:

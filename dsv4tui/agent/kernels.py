@@ -1,8 +1,8 @@
-"""``profile``: where the GPU time goes, measured next to the server (docs/profile.md).
+"""``kernels``: where the GPU time goes, measured next to the server (docs/kernels.md).
 
-    python -m dsv4tui.agent profile run --url http://127.0.0.1:30000 --steps 5 [--concurrency 16]
-    python -m dsv4tui.agent profile parse DIR_OR_FILES... [--tensor-active PCT]
-    python -m dsv4tui.agent profile model-facts (--model-path PATH | --url URL)
+    python -m dsv4tui.agent kernels run --url http://127.0.0.1:30000 --steps 5 [--concurrency 16]
+    python -m dsv4tui.agent kernels parse DIR_OR_FILES... [--tensor-active PCT]
+    python -m dsv4tui.agent kernels model-facts (--model-path PATH | --url URL)
 
 ``run``: a steady load of C concurrent streaming requests (long outputs, ``ignore_eos``) is
 started and given a warm-up; then the GPU telemetry is sampled while SGLang's
@@ -12,8 +12,8 @@ this agent must run there, or ``--trace-dir`` must see them), the load stops, th
 parsed here (only the summary travels to the console) and the tensor-core flag of each kernel
 family is decided from the kernel names and the tensor-pipe activity of the same window.
 
-Events: ``profile_target``, ``profile_phase`` (progress), ``profile_traces``, and the final
-``profile`` (the summary). ``model-facts`` emits one ``model_facts`` event.
+Events: ``kernels_target``, ``kernels_phase`` (progress), ``kernels_traces``, and the final
+``kernels`` (the summary). ``model-facts`` emits one ``model_facts`` event.
 
 Python >= 3.9, stdlib + httpx only.
 """
@@ -44,9 +44,9 @@ def _usage(message: str) -> protocol.AgentError:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("profile", help="kernel profile of a running SGLang server, trace "
+    p = sub.add_parser("kernels", help="kernel capture of a running SGLang server, trace "
                        "parsing, model facts")
-    psub = p.add_subparsers(dest="profile_command", required=True)
+    psub = p.add_subparsers(dest="kernels_command", required=True)
 
     run = psub.add_parser("run", help="steady load + /start_profile, then parse the traces")
     run.add_argument("--url", required=True, help="the server's base URL")
@@ -79,7 +79,7 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--api-key-env", help="env var holding the API key")
     run.add_argument("--transport", choices=("raw", "httpx"), default="raw")
     run.add_argument("--connect-timeout", type=float, default=10.0)
-    run.set_defaults(func=run_profile)
+    run.set_defaults(func=run_kernels)
 
     parse = psub.add_parser("parse", help="summarize trace files or directories")
     parse.add_argument("paths", nargs="+")
@@ -107,7 +107,7 @@ def run_parse(args: Any) -> int:
         raise protocol.AgentError("trace", str(exc)) from None
     trace_parse.attribute_tensor_cores(summary, args.tensor_active,
                                        "given" if args.tensor_active is not None else None)
-    protocol.emit("profile", **summary)
+    protocol.emit("kernels", **summary)
     return 0
 
 
@@ -115,7 +115,7 @@ def run_parse(args: Any) -> int:
 
 
 class TelemetryWindow:
-    """Samples the GPUs in a thread (the agent's telemetry sources) while the profile runs."""
+    """Samples the GPUs in a thread (the agent's telemetry sources) while the capture runs."""
 
     def __init__(self, wanted: str, interval: float = 0.5) -> None:
         self.wanted = wanted
@@ -128,7 +128,7 @@ class TelemetryWindow:
         self._thread: Optional[threading.Thread] = None
         self.started_at = 0.0
         self.stopped_at = 0.0
-        self.profile_started_at = 0.0  # when /start_profile was sent (epoch seconds)
+        self.trace_started_at = 0.0  # when /start_profile was sent (epoch seconds)
 
     def start(self) -> None:
         self.started_at = time.time()
@@ -142,11 +142,11 @@ class TelemetryWindow:
         except protocol.AgentError as exc:
             self.problem = exc.message
             return
-        except Exception as exc:  # a broken driver must not sink the profile
+        except Exception as exc:  # a broken driver must not sink the capture
             self.problem = "%s: %s" % (type(exc).__name__, exc)
             return
         self.source_name = self._source.name
-        self._thread = threading.Thread(target=self._run, name="profile-telemetry", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="kernels-telemetry", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -182,8 +182,8 @@ class TelemetryWindow:
         the busy fraction, ``util_gpu``, accounts for them)."""
         frames = self.frames
         scope = "whole run"
-        if window and len(window) == 2 and self.profile_started_at:
-            ps = self.profile_started_at
+        if window and len(window) == 2 and self.trace_started_at:
+            ps = self.trace_started_at
             chosen = [f for f in frames
                       if ps - LEAD_S < f[0] <= ps or window[0] < f[0] < window[1] + self.interval]
             part = summarize_frames(chosen, self.source_name)
@@ -395,13 +395,13 @@ def _check_run_args(args: Any) -> None:
         raise _usage("--timeout must be > 0")
 
 
-def run_profile(args: Any) -> int:
+def run_kernels(args: Any) -> int:
     from dsv4tui.agent import bench_lock
 
     _check_run_args(args)
-    # its steady load would skew a campaign's sweep (and a campaign would skew the profile)
-    if not bench_lock.acquire({"id": None, "name": "kernel profile", "kind": "profile"}):
-        raise bench_lock.busy_error(bench_lock.holder(), "a kernel profile under load")
+    # its steady load would skew a campaign's sweep (and a campaign would skew the capture)
+    if not bench_lock.acquire({"id": None, "name": "kernel capture", "kind": "kernels"}):
+        raise bench_lock.busy_error(bench_lock.holder(), "a kernel capture under load")
     job = ProfileRun(args)
     try:
         asyncio.run(job.run())
@@ -421,7 +421,7 @@ class ProfileRun:
         self.cancel: Optional[asyncio.Event] = None
 
     def phase(self, phase: str, message: str, **extra: Any) -> None:
-        protocol.emit("profile_phase", phase=phase, message=message, time=round(time.time(), 3),
+        protocol.emit("kernels_phase", phase=phase, message=message, time=round(time.time(), 3),
                       **extra)
 
     async def run(self) -> None:
@@ -435,7 +435,7 @@ class ProfileRun:
         labels = _info_labels(info)
         stamp = time.strftime("%Y%m%d-%H%M%S") + "-%04x" % random.randrange(1 << 16)
         out_dir = os.path.abspath(os.path.expanduser(
-            args.output_dir or os.path.join(str(cache_dir()), "profiles", stamp)))
+            args.output_dir or os.path.join(str(cache_dir()), "kernels", stamp)))
         watch = os.path.abspath(os.path.expanduser(args.trace_dir or out_dir))
         try:
             os.makedirs(out_dir, exist_ok=True)
@@ -445,13 +445,13 @@ class ProfileRun:
         expected = 1
         if isinstance(labels.get("tp_size"), int) and labels["tp_size"] > 0:
             expected = labels["tp_size"]
-        protocol.emit("profile_target", url=target.endpoint.base, model=target.model,
+        protocol.emit("kernels_target", url=target.endpoint.base, model=target.model,
                       output_dir=out_dir, trace_dir=watch, steps=args.steps,
                       concurrency=args.concurrency, expected_files=expected, **labels)
         load = SteadyLoad(target, args.concurrency, args.input_len, args.output_len,
                           args.transport, args.connect_timeout, random.randrange(1 << 30))
         tele = TelemetryWindow(args.telemetry)
-        started_profile = False
+        started_trace = False
         found: Dict[str, int] = {}
         stopped_by = None
         load_info: Dict[str, Any] = {}
@@ -472,10 +472,10 @@ class ProfileRun:
                 body["profile_by_stage"] = True
             self.phase("profiling", "/start_profile: %d steps, traces to %s"
                        % (args.steps, out_dir))
-            tele.profile_started_at = time.time()
+            tele.trace_started_at = time.time()
             start_call = asyncio.ensure_future(_post(target.endpoint, "/start_profile", body,
                                                      target.api_key, args.timeout))
-            started_profile = True
+            started_trace = True
             found, stopped_by = await self._wait_traces(target, start_call, watch, before,
                                                         expected)
             if self.cancelled:
@@ -483,13 +483,13 @@ class ProfileRun:
         finally:
             tele.stop()
             load_info = await load.stop()
-            if self.cancelled and started_profile and not found:
+            if self.cancelled and started_trace and not found:
                 try:  # leave the server as we found it
                     await _post(target.endpoint, "/stop_profile", {}, target.api_key, 10.0)
                 except Exception:
                     pass
         files = sorted(found)
-        protocol.emit("profile_traces", files=[{"path": p, "bytes": found[p]} for p in files],
+        protocol.emit("kernels_traces", files=[{"path": p, "bytes": found[p]} for p in files],
                       stopped_by=stopped_by)
         self.phase("parsing", "parsing %d trace file(s)" % len(files))
         summary = await self._parse(files)
@@ -499,7 +499,7 @@ class ProfileRun:
         summary.update(url=target.endpoint.base, model=target.model, profiled_steps=args.steps,
                        output_dir=out_dir, stopped_by=stopped_by, load=load_info,
                        telemetry=tele_info, server=labels, time=round(time.time(), 3))
-        protocol.emit("profile", **summary)
+        protocol.emit("kernels", **summary)
 
     async def _parse(self, files: List[str]) -> Dict[str, Any]:
         """Parse the traces; a file still being written (truncated) gets two more tries."""
@@ -527,7 +527,7 @@ class ProfileRun:
                            watch: str, before: Dict[str, int], expected: int
                            ) -> Tuple[Dict[str, int], Optional[str]]:
         """Wait for new trace files whose sizes stopped changing; call /stop_profile when
-        they are late. Returns ({path: bytes}, how the profile stopped)."""
+        they are late. Returns ({path: bytes}, how the trace stopped)."""
         args = self.args
         t0 = time.monotonic()
         stop_sent = False

@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import logparse, protocol
+from dsv4tui.agent import adopt, health, logparse, protocol, server_state
 
 BATCH_S = 0.2
 BATCH_LINES = 500
@@ -186,9 +186,7 @@ def add_parser(sub: Any) -> None:
 
 def _default_log(state: Optional[Dict[str, Any]], port: Optional[int] = None,
                  host: Optional[str] = None) -> str:
-    from dsv4tui.agent import health, server
-
-    if server._ours_alive(state):
+    if server_state.ours_alive(state):
         assert state is not None
         if state.get("log"):
             return str(state["log"])
@@ -196,7 +194,7 @@ def _default_log(state: Optional[Dict[str, Any]], port: Optional[int] = None,
                                   "output to no file; give the log file" % state.get("pid"))
     if port:
         owner = health.port_owner(port, health.probe_host(host))
-        log = server.foreign_log(owner)
+        log = adopt.foreign_log(owner)
         if log:
             return log
         if owner is not None:
@@ -212,9 +210,7 @@ def _default_log(state: Optional[Dict[str, Any]], port: Optional[int] = None,
 
 
 def run(args: Any) -> int:
-    from dsv4tui.agent import server
-
-    state = server.read_state()
+    state = server_state.read_state()
     path = os.path.expanduser(args.file) if args.file else _default_log(
         state, getattr(args, "port", None), getattr(args, "host", None))
     if args.lines < 0:

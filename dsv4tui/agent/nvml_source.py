@@ -14,7 +14,8 @@ import math
 import os
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from dsv4tui.agent.telemetry import Source, SourceUnavailable, blank_gpu, clock_event_names
+from dsv4tui.agent.gpu_source import Source, SourceUnavailable, blank_gpu, clock_event_names
+from dsv4tui.agent.procs import process_title
 
 # (frame field, pynvml GPM metric id name, rounding digits)
 GPM_METRICS: Tuple[Tuple[str, str, int], ...] = (
@@ -44,7 +45,6 @@ _GPM_IDS = {
 
 _MIB = 1024 * 1024
 _PSTATE_UNKNOWN = 32
-_PROCESS_NAME_MAX = 48
 
 
 def _text(value: Any) -> str:
@@ -312,23 +312,3 @@ class NvmlSource(Source):
                     name = "?"
             self._proc_names[pid] = name
         return name
-
-
-def process_title(pid: int) -> Optional[str]:
-    """argv[0] as the process shows it (``sglang::scheduler_TP0`` after setproctitle).
-
-    None when the process is not visible here (another PID namespace, gone, no permission).
-    """
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            raw = f.read(4096)
-    except OSError:
-        return None
-    args = [a for a in raw.split(b"\0") if a]
-    if not args:
-        return None
-    first = os.path.basename(args[0].decode(errors="replace").split(" ")[0])
-    # python3 -m sglang.launch_server ...: name the module, not the interpreter
-    if first.startswith("python") and len(args) >= 3 and args[1] == b"-m":
-        first = "%s -m %s" % (first, args[2].decode(errors="replace"))
-    return first[:_PROCESS_NAME_MAX]

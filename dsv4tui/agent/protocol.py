@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional
 
 if TYPE_CHECKING:
     import asyncio
@@ -56,6 +56,23 @@ def emit(type_: str, **fields: Any) -> None:
     line = json.dumps(event, separators=(",", ":"), allow_nan=False, default=str)
     with _lock:
         sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def write_lines(lines: Iterable[str]) -> None:
+    """Write lines that are events already (a campaign journal's, as its runner wrote them)
+    as they are, together: no event of another thread lands between them or inside one
+    (thread-safe, as :func:`emit`). With a writer set, each goes to it as an event (lines
+    that are no event are dropped)."""
+    with _lock:
+        if _writer is not None:
+            for line in lines:
+                event = parse_event(line)
+                if event is not None:
+                    _writer(event)
+            return
+        for line in lines:
+            sys.stdout.write(line.rstrip("\n") + "\n")
         sys.stdout.flush()
 
 

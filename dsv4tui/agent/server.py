@@ -18,7 +18,6 @@ Events: ``started``, ``stopping``, ``stopped``, ``status``, ``log_event`` (with 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -26,15 +25,23 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
-from dsv4tui.agent import bench_lock, health, logparse, protocol
+from dsv4tui.agent import adopt, bench_lock, detach, health, logparse, protocol, server_state
 from dsv4tui.agent.logs import ParsedTail, redactor, server_secrets
+from dsv4tui.agent.procs import alive, proc_start, proc_table
+from dsv4tui.agent.server_state import (
+    EXIT_FILE,
+    STATE_FILE,
+    ServerLock,
+    exit_record,
+    forget_exit,
+    ours_alive,
+    read_state,
+    write_json,
+)
 from dsv4tui.agent.state import cache_dir
 
-STATE_FILE = "server.json"
-EXIT_FILE = "server.exit.json"
-LOCK_FILE = "server.lock"
 DEFAULT_GRACE_S = 60.0
 DEFAULT_GPU_WAIT_S = 30.0
 _REDACTED = "***"
@@ -42,87 +49,7 @@ _WAIT_EVENTS = ("phase", "load_weights_progress", "http_up", "ready", "sigterm",
                 *logparse.ERROR_KINDS)
 
 
-# -- state files -----------------------------------------------------------------------------
-
-def _path(name: str) -> str:
-    return str(cache_dir() / name)
-
-
-def _read_json(name: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(_path(name), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_json(name: str, data: Dict[str, Any]) -> None:
-    path = _path(name)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
-
-
-def read_state() -> Optional[Dict[str, Any]]:
-    """The record of the last server this agent started (None if never)."""
-    return _read_json(STATE_FILE)
-
-
-# -- processes -------------------------------------------------------------------------------
-
-def _stat(pid: int) -> Optional[List[str]]:
-    """/proc/PID/stat fields after the command name: [state, ppid, pgrp, session, ...]."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as fh:
-            raw = fh.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    return raw[raw.rfind(")") + 2:].split()
-
-
-def proc_start(pid: int) -> Optional[int]:
-    st = _stat(pid)
-    return int(st[19]) if st and len(st) > 19 else None
-
-
-def alive(pid: Optional[int], start: Optional[int] = None) -> bool:
-    """Is ``pid`` running (not a zombie) and the same process (start time) we recorded?"""
-    if not pid:
-        return False
-    st = _stat(pid)
-    if st is None:
-        if os.path.isdir("/proc/self"):
-            return False
-        try:  # no /proc (not Linux): best effort
-            os.kill(pid, 0)
-            return True
-        except OSError:
-            return False
-    if st[0] in ("Z", "X"):
-        return False
-    return start is None or int(st[19]) == int(start)
-
-
-def _proc_table() -> Dict[int, Tuple[int, int, int, int, str]]:
-    """Every process: pid -> (ppid, pgrp, session, start time, state)."""
-    table: Dict[int, Tuple[int, int, int, int, str]] = {}
-    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not name.isdigit():
-            continue
-        st = _stat(int(name))
-        if st and len(st) > 19:
-            table[int(name)] = (int(st[1]), int(st[2]), int(st[3]), int(st[19]), st[0])
-    return table
-
-
-def group_members(pgid: int, start: Optional[int]) -> List[int]:
-    """PIDs in our process group or session, started no earlier than our server."""
-    return sorted(p for p, (_, pgrp, sid, began, state) in _proc_table().items()
-                  if state not in ("Z", "X") and pgid in (pgrp, sid)
-                  and (start is None or began >= int(start)))
-
+# -- processes (agent/procs.py reads them) -------------------------------------------------
 
 class ServerTree:
     """The processes our server started: its process group and session, and every descendant
@@ -141,7 +68,7 @@ class ServerTree:
 
     def scan(self) -> List[int]:
         """Remember what is new; the PIDs of the tree still alive (zombies are not)."""
-        table = _proc_table()
+        table = proc_table()
         for p, began in list(self.known.items()):
             if p not in table or table[p][3] != began:
                 del self.known[p]  # gone (or the PID now belongs to someone else)
@@ -188,53 +115,6 @@ def _signal_if_same(pid: int, start: int, sig: int) -> None:
             return
     if proc_start(pid) == start:
         _kill(pid, sig)
-
-
-# -- the lock --------------------------------------------------------------------------------
-
-class ServerLock:
-    """An exclusive, non-blocking flock; its owner is described in ``server.lock.json``."""
-
-    def __init__(self, action: str) -> None:
-        self.action = action
-        self.fd: Optional[int] = None
-
-    def __enter__(self) -> "ServerLock":
-        fd = os.open(_path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            owner = _read_json(LOCK_FILE + ".json") or {}
-            raise protocol.AgentError(
-                "busy", "busy: %s in progress by %s" % (owner.get("action", "a server command"),
-                                                        _owner_text(owner)),
-                protocol.EXIT_BUSY, owner=owner) from None
-        self.fd = fd
-        ssh = os.environ.get("SSH_CLIENT", "").split()
-        _write_json(LOCK_FILE + ".json", {
-            "action": "server " + self.action, "pid": os.getpid(), "since": time.time(),
-            "user": bench_lock.user_name(),
-            "client": ssh[0] if ssh else "this host"})
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.fd is not None:
-            try:
-                os.unlink(_path(LOCK_FILE + ".json"))
-            except OSError:
-                pass
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-
-def _owner_text(owner: Dict[str, Any]) -> str:
-    if not owner:
-        return "another dsv4tui agent"
-    since = time.strftime("%H:%M:%S", time.localtime(owner.get("since") or time.time()))
-    return "agent pid %s (user %s, from %s) since %s" % (
-        owner.get("pid"), owner.get("user") or "?", owner.get("client") or "?", since)
 
 
 # -- start -----------------------------------------------------------------------------------
@@ -300,18 +180,6 @@ def _name_process(libc: Any, name: bytes) -> None:
         pass
 
 
-def _close_fds_except(keep: Any) -> None:
-    low = 3
-    for fd in sorted(keep):
-        os.closerange(low, fd)
-        low = fd + 1
-    try:
-        high = os.sysconf("SC_OPEN_MAX")
-    except (OSError, ValueError):
-        high = 1 << 16
-    os.closerange(low, max(high, low))
-
-
 def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
     """Start the server in its own session through a forked watcher; return the server PID.
 
@@ -322,7 +190,7 @@ def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
     r, w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
-    exit_path = _path(EXIT_FILE)
+    exit_path = server_state.path(EXIT_FILE)
     libc = _libc()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the watcher; coverage cannot see forked children
@@ -340,7 +208,7 @@ def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
-            _close_fds_except((w, log_fd))
+            detach.close_fds_except((w, log_fd))
             try:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_fd,
                                         stderr=subprocess.STDOUT, cwd=workdir, env=env,
@@ -368,71 +236,11 @@ def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
         os.waitpid(pid, 0)  # the first child exits at once (its child is the watcher)
     except OSError:
         pass
-    reply = read_handshake(r, pid)
+    reply = detach.read_handshake(r, pid)
     if "pid" not in reply:
         raise protocol.AgentError("launch", "cannot launch %s: %s" % (
             argv[0], reply.get("error", "the watcher process failed")))
     return int(reply["pid"])
-
-
-class signals_deferred:
-    """SIGTERM/SIGINT wait until the block ends (then they take effect, as usual)."""
-
-    _SIGS = (signal.SIGTERM, signal.SIGINT)
-
-    def __enter__(self) -> "signals_deferred":
-        try:
-            signal.pthread_sigmask(signal.SIG_BLOCK, self._SIGS)
-        except (AttributeError, OSError, ValueError):
-            pass
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, self._SIGS)
-        except (AttributeError, OSError, ValueError):
-            pass
-
-
-def server_lock_busy() -> Optional[Dict[str, Any]]:
-    """Who holds the server lock (a start/stop/restart in progress), else None."""
-    fd = os.open(_path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return _read_json(LOCK_FILE + ".json") or {}
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def read_handshake(fd: int, pid: int) -> Dict[str, Any]:
-    """What a forked child wrote on ``fd`` before closing it (a JSON object; {} if nothing
-    readable), the fd closed; the child is reaped if it already ended."""
-    data = b""
-    while True:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.close(fd)
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except OSError:
-        pass
-    try:
-        reply = json.loads(data.decode() or "{}")
-    except ValueError:
-        return {}
-    return reply if isinstance(reply, dict) else {}
-
-
-def _ours_alive(state: Optional[Dict[str, Any]]) -> bool:
-    if not state or state.get("stopped_at"):
-        return False
-    return alive(state.get("pid"), state.get("proc_start"))
 
 
 def start(args: Any) -> int:
@@ -459,13 +267,13 @@ def start(args: Any) -> int:
     with ServerLock("restart" if args.replace else "start"):
         bench_lock.check_free("a restart")
         state = read_state()
-        if _ours_alive(state):
+        if ours_alive(state):
             assert state is not None
             if not args.replace:
                 raise protocol.AgentError(
                     "already_running", "a server started by dsv4tui is already running: pid %s "
                     "on port %s (stop it first, or restart)" % (state["pid"], state.get("port")))
-            with signals_deferred():  # a stop half done leaves a half-dead server group
+            with detach.signals_deferred():  # a stop half done leaves a half-dead server group
                 _stop_and_report(state, args.grace, args.gpu_wait)
         node_rank = int(getattr(args, "node_rank", 0) or 0)
         # a node rank > 0 serves no HTTP: the port is node rank 0's (maybe on this machine)
@@ -482,11 +290,7 @@ def start(args: Any) -> int:
         except OSError as exc:
             raise protocol.AgentError("log", "cannot prepare the log file %s: %s" % (
                 log, exc.strerror or exc)) from None
-        for stale in (EXIT_FILE,):
-            try:
-                os.unlink(_path(stale))
-            except OSError:
-                pass
+        forget_exit()
         started_at = time.time()
         pid = _spawn(launch_argv, env, log, workdir)
         state = {"v": 1, "pid": pid, "pgid": pid, "proc_start": proc_start(pid),
@@ -494,7 +298,7 @@ def start(args: Any) -> int:
                  "workdir": workdir, "started_at": started_at, "profile": profile,
                  "api_key_env": args.api_key_env, "env": env_extra, "stopped_at": None,
                  "node_rank": node_rank}
-        _write_json(STATE_FILE, state)
+        write_json(STATE_FILE, state)
         protocol.emit("started", pid=pid, pgid=pid, port=args.port, host=args.host, log=log,
                       workdir=workdir, argv=state["argv"], started_at=started_at)
         if args.wait_ready:
@@ -646,7 +450,7 @@ def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[st
     members = tree.scan()  # before any signal: orphans lose their link to us
     if not alive(pid, start) and not members:
         return {"how": "not_running", "pid": pid, "drain_s": None, "stop_s": 0.0,
-                "exit_code": _exit_record(pid).get("exit_code"), "gpu_mem_freed_mib": None,
+                "exit_code": exit_record(pid).get("exit_code"), "gpu_mem_freed_mib": None,
                 "gpu_mem_reason": "the server was not running", "leftover_pids": []}
     sim_path = sim_state_path(state)
     before = gpu_usage(members, sim_path)
@@ -682,13 +486,13 @@ def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[st
         left = tree.scan()
     seen = sorted(set(members) | set(tree.known) | {pid})
     freed = wait_freed(before, seen, gpu_wait, sim_path)
-    record = _exit_record(pid, wait_s=1.0)
+    record = exit_record(pid, wait_s=1.0)
     result = {"how": how, "pid": pid, "drain_s": drain_s,
               "stop_s": round(time.monotonic() - t0, 3), "exit_code": record.get("exit_code"),
               "signal": record.get("signal"), "leftover_pids": left, **freed}
     state = dict(state)
     state.update(stopped_at=time.time(), stop=result)
-    _write_json(STATE_FILE, state)
+    write_json(STATE_FILE, state)
     return result
 
 
@@ -714,17 +518,6 @@ def stop(args: Any) -> int:
 
 
 # -- status ----------------------------------------------------------------------------------
-
-def _exit_record(pid: int, wait_s: float = 0.0) -> Dict[str, Any]:
-    deadline = time.monotonic() + wait_s
-    while True:
-        rec = _read_json(EXIT_FILE)
-        if rec and rec.get("pid") == pid:
-            return rec
-        if time.monotonic() >= deadline:
-            return {}
-        time.sleep(0.05)
-
 
 def _parse_log(path: Optional[str], secrets: List[str]) -> Dict[str, Any]:
     """Parse the log (its first 4 MB and, when bigger, its last 1 MB): phase, errors, tail."""
@@ -802,7 +595,7 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
                 base["server_info"] = health.summarize_server_info(health.server_info(
                     port, probe, os.environ.get(key_env) if key_env else None, timeout=2.0))
             return base
-        rec = _exit_record(pid, wait_s=0.5)
+        rec = exit_record(pid, wait_s=0.5)
         base.update(state="crashed", phase=parser.current_phase, exit_code=rec.get("exit_code"),
                     signal=rec.get("signal"), ended_at=rec.get("time"),
                     cause=logparse.root_cause(info["events"]),
@@ -816,7 +609,7 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
         hl = health.health(port, probe)
         key_env = (state or {}).get("api_key_env")
         key = os.environ.get(key_env) if key_env else None
-        log = foreign_log(owner)  # its stdout/stderr, when a file: the log to follow
+        log = adopt.foreign_log(owner)  # its stdout/stderr, when a file: the log to follow
         if log:
             base.update(log=log, log_source="stdout of pid %s" % owner.get("pid"))
         base.update(state="foreign", foreign=owner, health=hl["status"],
@@ -918,7 +711,7 @@ def wait_ready(state: Dict[str, Any], timeout: float, live: bool = False) -> int
 
 def status(args: Any) -> int:
     state = read_state()
-    if args.wait_ready and _ours_alive(state):
+    if args.wait_ready and ours_alive(state):
         assert state is not None
         return wait_ready(state, args.timeout)
     protocol.emit("status", **status_fields(state, args.port, args.host,
@@ -928,25 +721,11 @@ def status(args: Any) -> int:
 
 # -- servers we did not start (agent/adopt.py) ----------------------------------------------
 
-def _inspect(args: Any) -> int:
-    from dsv4tui.agent import adopt
-
-    return adopt.run_inspect(args)
-
-
 def _adopt(args: Any) -> int:
-    from dsv4tui.agent import adopt
-
-    return adopt.run_adopt(args)
-
-
-def foreign_log(owner: Optional[Dict[str, Any]]) -> Optional[str]:
-    """The log file of a server we did not start (its stdout/stderr), when it is one."""
-    if not owner or not owner.get("pid"):
-        return None
-    from dsv4tui.agent import adopt
-
-    return adopt.log_file(int(owner["pid"]))
+    profile = _json_arg(args.profile_json, "--profile-json", dict)
+    protocol.emit("adopted", **adopt.adopt(args.port, args.host, args.pid, args.proc_start,
+                                           profile, args.api_key_env))
+    return 0
 
 
 # -- argparse --------------------------------------------------------------------------------
@@ -984,7 +763,7 @@ def add_parser(sub: Any) -> None:
     i.add_argument("--port", type=int, required=True)
     i.add_argument("--host", help="the server's --host")
     i.add_argument("--api-key-env", help="env var holding its API key (for /server_info)")
-    i.set_defaults(func=_inspect)
+    i.set_defaults(func=adopt.run_inspect)
 
     a = cmds.add_parser("adopt", help="record a server we did not start as ours (no signal)")
     a.add_argument("--port", type=int, required=True)

@@ -308,11 +308,19 @@ def mean(hist: Optional[Dict[str, Any]]) -> Optional[float]:
     return None if s is None else float(s) / float(hist["count"])
 
 
-def server_view(before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]]
-                ) -> Optional[Dict[str, Any]]:
+def server_view(before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]],
+                measured_s: Optional[float] = None) -> Optional[Dict[str, Any]]:
     """What the server saw between two ``server_metrics`` samples (a sweep level's window):
     TTFT / ITL / E2E / queue time (ms: mean, p50, p99), requests finished, output tokens and
-    their rate. None without two good samples (no /metrics, or the server restarted)."""
+    their rate. None without two good samples (no /metrics, or the server restarted).
+
+    ``measured_s``: the level's measured window (its ``duration_s``, first send -> last
+    finish). The scrapes around a level also span what is not measured (its load workers
+    starting, the queue sampler stopping: up to half a second and more), when none of its
+    requests finishes; the server's counters move when a request finishes, so the tokens
+    between the scrapes are the level's, and ``output_tok_s`` is them over the measured
+    window (``window_s``); ``scrape_window_s`` is the time between the scrapes. Without it,
+    the scrapes' span is the window."""
     if not before or not after or not before.get("ok") or not after.get("ok"):
         return None
     out: Dict[str, Any] = {"source": "metrics", "engine": after.get("engine"), "requests": None}
@@ -336,6 +344,9 @@ def server_view(before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]
     g0, g1 = before.get("generation_tokens_total"), after.get("generation_tokens_total")
     window = float(t1) - float(t0) if isinstance(t0, (int, float)) and \
         isinstance(t1, (int, float)) else None
+    out["scrape_window_s"] = None if window is None else round(window, 3)
+    if measured_s is not None and measured_s > 0:
+        window = float(measured_s)
     out["window_s"] = None if window is None else round(window, 3)
     if g0 is not None and g1 is not None and float(g1) >= float(g0):
         out["output_tokens"] = float(g1) - float(g0)

@@ -26,8 +26,8 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from dsv4tui.agent.nvml_source import process_title
-from dsv4tui.agent.telemetry import Source, blank_gpu, hostname
+from dsv4tui.agent.gpu_source import Source, blank_gpu, hostname
+from dsv4tui.agent.procs import alive, process_title
 
 DEFAULT_GPUS = 8
 DEFAULT_NAME = "NVIDIA H200"
@@ -54,24 +54,6 @@ def _model(name: str) -> Tuple[float, float, int, int]:
         if fragment in name:
             return spec
     return _DEFAULT_MODEL
-
-
-def _pid_alive(pid: Any) -> bool:
-    try:
-        pid = int(pid)
-    except (TypeError, ValueError):
-        return False
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def _clamp(x: float, lo: float = 0.0, hi: float = 100.0) -> float:
@@ -122,7 +104,7 @@ class SimSource(Source):
                 state = json.load(f)
         except (OSError, ValueError):
             return None
-        if not isinstance(state, dict) or not _pid_alive(state.get("pid")):
+        if not isinstance(state, dict) or not alive(state.get("pid")):
             return None
         return state
 

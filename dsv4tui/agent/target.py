@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional
 
-from dsv4tui.agent import health, protocol, server
+from dsv4tui.agent import health, protocol, server_state
 
 # SGLang --quantization values -> the checkpoint format they load.
 _CHECKPOINTS = (
@@ -42,8 +42,8 @@ def _url(host: Optional[str], port: int) -> str:
 
 def ours() -> Optional[Dict[str, Any]]:
     """Our live server as a target, or None."""
-    state = server.read_state()
-    if not server._ours_alive(state):
+    state = server_state.read_state()
+    if not server_state.ours_alive(state):
         return None
     assert state is not None
     prof = state.get("profile") or {}
@@ -135,7 +135,7 @@ def describe(target: Dict[str, Any]) -> Dict[str, Any]:
         if isinstance(sim, dict) and sim.get("checkpoint"):
             meta["checkpoint"] = sim["checkpoint"]
     if target.get("ours"):
-        state = server.read_state() or {}
+        state = server_state.read_state() or {}
         prof = state.get("profile") or {}
         meta.update(source="launch", argv=state.get("argv"), pid=state.get("pid"),
                     launch_started_at=state.get("started_at"), profile_name=prof.get("name"),

@@ -1,6 +1,6 @@
 """Read PyTorch-profiler Chrome traces (``*.trace.json.gz``) and say where the GPU time went.
 
-What counts (docs/profile.md):
+What counts (docs/kernels.md):
 
 * GPU activity only: complete events (``ph: "X"``) whose ``cat`` is ``kernel`` (or the older
   ``Kernel``), ``gpu_memcpy`` or ``gpu_memset``. CPU ops, CUDA runtime/driver calls, python
@@ -525,7 +525,7 @@ def _round(x: float, nd: int = 3) -> float:
 
 
 def summarize(files: Sequence[FileResult], top: int = 25) -> Dict[str, Any]:
-    """Merge parsed files into the profile summary (see docs/profile.md for every field)."""
+    """Merge parsed files into the kernels summary (see docs/kernels.md for every field)."""
     by_name: Dict[Tuple[str, str], Dict[str, Any]] = {}
     stage_time: Dict[str, float] = {}
     for fr in files:

@@ -79,7 +79,7 @@ def split(total: int, parts: int) -> List[int]:
 
 # --- the pipe: length-prefixed pickles --------------------------------------------------
 
-def _send(fd: int, obj: Any) -> None:
+def send_obj(fd: int, obj: Any) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(struct.pack("!I", len(data)) + data)
     while view:
@@ -87,7 +87,7 @@ def _send(fd: int, obj: Any) -> None:
         view = view[n:]
 
 
-class _Reader:
+class Reader:
     """Incremental reader of length-prefixed pickles from a non-blocking fd."""
 
     def __init__(self, fd: int) -> None:
@@ -178,7 +178,7 @@ def _exit_text(status: Optional[int]) -> str:
     return "status %d" % status
 
 
-def _reap(pid: int, wait_s: float) -> Optional[int]:
+def reap(pid: int, wait_s: float) -> Optional[int]:
     """The exit status of ``pid`` within ``wait_s`` (None: still running)."""
     end = time.monotonic() + wait_s
     while True:
@@ -222,7 +222,7 @@ async def run_spread(work: Work, workers: int, deliver: Callable[[Dict[str, Any]
             os.close(ctrl_r)
             os.close(res_w)
             os.set_blocking(res_r, False)
-            kids.append({"k": k, "pid": pid, "ctrl": ctrl_w, "reader": _Reader(res_r),
+            kids.append({"k": k, "pid": pid, "ctrl": ctrl_w, "reader": Reader(res_r),
                          "ready": False, "ended": False, "dead": False, "gone": False,
                          "requests": 0})
             out.pids.append(pid)
@@ -234,10 +234,10 @@ async def run_spread(work: Work, workers: int, deliver: Callable[[Dict[str, Any]
             for fd in (kid["ctrl"], kid["reader"].fd):
                 with _suppress():
                     os.close(fd)
-            if kid["pid"] and _reap(kid["pid"], 0.0) is None and not kid.get("reaped"):
+            if kid["pid"] and reap(kid["pid"], 0.0) is None and not kid.get("reaped"):
                 with _suppress():
                     os.kill(kid["pid"], signal.SIGKILL)
-                _reap(kid["pid"], 2.0)
+                reap(kid["pid"], 2.0)
     out.halt = flow.halt_code
     out.halt_reason = flow.reason
     return out
@@ -286,7 +286,7 @@ async def _drive(kids: List[Dict[str, Any]], flow: Flow,
     def tell(kid: Dict[str, Any], msg: Any) -> None:
         if not kid.get("gone"):
             with _suppress():
-                _send(kid["ctrl"], msg)
+                send_obj(kid["ctrl"], msg)
 
     def dead() -> List[Dict[str, Any]]:
         return [k for k in kids if k["dead"]]
@@ -335,11 +335,11 @@ async def _drive(kids: List[Dict[str, Any]], flow: Flow,
             await asyncio.wait_for(changed.wait(), timeout=0.2)
         await asyncio.sleep(0)
     for kid in kids:
-        status = _reap(kid["pid"], 0.5 if kid["gone"] else 0.0)
+        status = reap(kid["pid"], 0.5 if kid["gone"] else 0.0)
         if status is None and not kid["gone"]:
             with _suppress():
                 os.kill(kid["pid"], signal.SIGKILL)
-            status = _reap(kid["pid"], 2.0)
+            status = reap(kid["pid"], 2.0)
             kid["dead"] = kid["dead"] or not kid["ended"]
         kid["reaped"] = status is not None
         if kid["dead"]:
@@ -393,7 +393,7 @@ def _child(work: Work, flow: Flow, k: int, share: int, indices: Optional[List[in
             if item is None:
                 return
             try:
-                _send(res_fd, item)
+                send_obj(res_fd, item)
             except OSError:
                 return  # the agent is gone
 
@@ -419,7 +419,7 @@ async def _work(work: Work, flow: Flow, k: int, share: int, indices: Optional[Li
     go: "asyncio.Future[Any]" = loop.create_future()
     stop = asyncio.Event()
     os.set_blocking(ctrl_fd, False)
-    reader = _Reader(ctrl_fd)
+    reader = Reader(ctrl_fd)
 
     def on_ctrl() -> None:
         for msg in reader.read():

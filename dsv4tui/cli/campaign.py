@@ -366,7 +366,7 @@ async def _pick(host: Any, cid: str | None) -> dict[str, Any]:
     """The campaign named (its status, so a wrong id fails here), or the one running, or
     the newest."""
     if cid:
-        return session._event(await host.agent.call("campaign", "status", cid), "campaign")
+        return session.event_of(await host.agent.call("campaign", "status", cid), "campaign")
     found = await session.listing(host)
     if not found:
         raise UserError(f"{host.name}: no campaigns on this host", EXIT_FAILED)

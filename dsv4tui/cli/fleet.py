@@ -9,7 +9,9 @@ run. A host that cannot be reached shows its one-line reason and delays no other
 figures or the one-line ``error``. Exit code: 0 when every host answered, 4 when at least one
 could not be connected (unreachable, or refused by its host key or authentication: it is in the
 output with its error), 2 for bad usage.
-``--demo``: the simulated demo fleet (``dsv4tui demo --fleet`` shows it live).
+``--demo``: the simulated demo fleet (``dsv4tui demo --fleet`` shows it live). Its ``offline``
+host is unreachable on purpose (it shows what an unreachable row looks like): it does not make
+the exit 4 (its JSON says ``"demo_offline": true``); any other host of the demo does.
 """
 
 from __future__ import annotations
@@ -59,13 +61,26 @@ def specs(args: argparse.Namespace) -> list[Any]:
     return specs_for(args.hosts, settings, accept_new=args.accept_new)
 
 
-def render(summaries: list[Any]) -> str:
+def render(summaries: list[Any], demo: bool = False, once: bool = False) -> str:
+    """The table and one line per problem. ``once`` (no --watch): nothing retries after the
+    command ends, so a host that did not connect is ``unreachable`` (or ``failed``: auth,
+    host key), not ``lost · retry 3s``."""
     from dsv4tui.core.campaign.labels import safe_text
+    from dsv4tui.core.fleet.demo import OFFLINE
     from dsv4tui.core.fleet.rows import COLUMNS, cells, problems
 
-    rows = [[safe_text(cells(s)[key]) for key, _ in COLUMNS] for s in summaries]
+    def row(s: Any) -> list[str]:
+        c = cells(s)
+        if once and not s.connected:
+            c["state"] = "failed" if s.state == "failed" else "unreachable"
+        return [safe_text(c[key]) for key, _ in COLUMNS]
+
+    rows = [row(s) for s in summaries]
     out = table(rows, [title for _, title in COLUMNS])
     lines = problems(summaries)
+    if demo:  # the demo's unreachable host is there on purpose: say so
+        lines = [line + " (the demo's offline host, unreachable on purpose)"
+                 if line.startswith(OFFLINE + ":") else line for line in lines]
     if lines:
         out += "\n" + "\n".join(f"✗ {safe_text(line)}" for line in lines)
     return out
@@ -88,10 +103,11 @@ async def _run(args: argparse.Namespace, host_specs: list[Any]) -> int:
         if not args.watch:
             summaries = fleet.summaries()
             if args.json:
-                print_json({"hosts": [s.to_json() for s in summaries]})
+                print_json({"hosts": [_json(args, s) for s in summaries]})
             else:
-                print(render(summaries))
-            return EXIT_CONNECT if any(not s.connected for s in summaries) else 0
+                print(render(summaries, args.demo, once=True))
+            return EXIT_CONNECT if any(not s.connected and not _demo_offline(args, s)
+                                       for s in summaries) else 0
         tty = sys.stdout.isatty()
         if tty:
             sys.stdout.write(CLEAR)
@@ -100,11 +116,26 @@ async def _run(args: argparse.Namespace, host_specs: list[Any]) -> int:
             if args.json:
                 import json
 
-                sys.stdout.write(json.dumps({"hosts": [s.to_json() for s in summaries]}) + "\n")
+                sys.stdout.write(json.dumps({"hosts": [_json(args, s) for s in summaries]})
+                                 + "\n")
             else:
-                text = render(summaries)
+                text = render(summaries, args.demo)
                 sys.stdout.write(f"{HOME}{text}{CLEAR_BELOW}\n" if tty else text + "\n\n")
             sys.stdout.flush()
             await asyncio.sleep(args.interval)
     finally:
         await fleet.stop()
+
+
+def _demo_offline(args: argparse.Namespace, summary: Any) -> bool:
+    """The demo's own unreachable host (there on purpose: it is not the user's problem)."""
+    from dsv4tui.core.fleet.demo import OFFLINE
+
+    return bool(getattr(args, "demo", False)) and summary.host == OFFLINE
+
+
+def _json(args: argparse.Namespace, summary: Any) -> dict[str, Any]:
+    out: dict[str, Any] = summary.to_json()
+    if _demo_offline(args, summary):
+        out["demo_offline"] = True
+    return out

@@ -1,13 +1,13 @@
-"""``dsv4tui profile``: where the GPU time goes (docs/profile.md).
+"""``dsv4tui kernels``: where the GPU time goes (docs/kernels.md).
 
-    dsv4tui profile HOST [--profile P] [--steps 5] [-c 16] [--run ID|latest] [--json]
-    dsv4tui profile --url URL ...            the agent runs on this machine
-    dsv4tui profile --list [HOST] [--json]   stored profiles
-    dsv4tui profile --show REF [REF] [--json]   one profile, or two side by side
-    dsv4tui profile --trace PATH... [--tensor-active PCT] [--json]   parse traces here
+    dsv4tui kernels HOST [--profile P] [--steps 5] [-c 16] [--run ID|latest] [--json]
+    dsv4tui kernels --url URL ...            the agent runs on this machine
+    dsv4tui kernels --list [HOST] [--json]   stored captures
+    dsv4tui kernels --show REF [REF] [--json]   one capture, or two side by side
+    dsv4tui kernels --trace PATH... [--tensor-active PCT] [--json]   parse traces here
 
 The agent on the host runs the steady load, SGLang's /start_profile and the trace parsing;
-the summary is stored in the run store (attached to ``--run``). :func:`collect_profile` is the
+the summary is stored in the run store (attached to ``--run``). :func:`collect_kernels` is the
 same path for the dashboard.
 """
 
@@ -22,9 +22,9 @@ from dsv4tui.cli.output import print_json
 from dsv4tui.core.campaign.kernels import (
     ServerContext,
     agent_args,
-    collect_profile,
+    collect_kernels,
     server_context,
-    store_profile,
+    store_capture,
 )
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
@@ -33,12 +33,12 @@ from dsv4tui.core.text_table import table
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("profile", help="kernel profile of the server under a steady load: top "
+    p = sub.add_parser("kernels", help="kernel capture of the server under a steady load: top "
                        "kernels, families, tensor cores; stored with a run")
-    p.add_argument("host", nargs="?", help="host name (its profile's server); or --url")
+    p.add_argument("host", nargs="?", help="host name (its launch profile's server); or --url")
     p.add_argument("--url", help="any SGLang server; the agent runs on this machine (and must "
                    "see the server's trace directory)")
-    p.add_argument("--profile", help="server profile on HOST (default: the host's default)")
+    p.add_argument("--profile", help="launch profile on HOST (default: the host's default)")
     p.add_argument("--model", help="model name for the load (default: discovered)")
     p.add_argument("--api-key-env", help="env var (on the host) holding the API key")
     p.add_argument("--steps", type=int, default=5, help="forward steps profiled (default 5)")
@@ -51,12 +51,12 @@ def register(sub: Any) -> None:
                    help="seconds to wait for the trace files (default 300)")
     p.add_argument("--top", type=int, default=25, help="kernels kept (default 25)")
     p.add_argument("--run", metavar="ID", help="attach to this run (id, label or 'latest')")
-    p.add_argument("--label", help="label of a profile not attached to a run")
-    p.add_argument("--no-save", action="store_true", help="do not store the profile")
+    p.add_argument("--label", help="label of a capture not attached to a run")
+    p.add_argument("--no-save", action="store_true", help="do not store the capture")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--list", action="store_true", help="list stored profiles")
+    mode.add_argument("--list", action="store_true", help="list stored captures")
     mode.add_argument("--show", nargs="+", metavar="REF",
-                      help="stored profile(s): id, 'latest' or 'run:ID'; two side by side")
+                      help="stored capture(s): id, 'latest' or 'run:ID'; two side by side")
     mode.add_argument("--trace", nargs="+", metavar="PATH",
                       help="parse trace files or directories on this machine")
     p.add_argument("--tensor-active", type=float, metavar="PCT",
@@ -88,12 +88,12 @@ class Progress:
 
     def __call__(self, ev: dict[str, Any]) -> None:
         kind = ev.get("type")
-        if kind == "profile_target":
+        if kind == "kernels_target":
             sim = " (SIMULATED)" if ev.get("simulated") else ""
-            print(safe_text(f"profiling {ev.get('url')} {ev.get('model')}{sim}: "
+            print(safe_text(f"capturing kernels of {ev.get('url')} {ev.get('model')}{sim}: "
                             f"{ev.get('steps')} steps at C={ev.get('concurrency')}, "
                             f"{ev.get('backend') or '?'} backend"), file=self.stream, flush=True)
-        elif kind == "profile_phase":
+        elif kind == "kernels_phase":
             print(f"  {safe_text(ev.get('message'))}", file=self.stream, flush=True)
 
 
@@ -122,7 +122,7 @@ def header_lines(summary: Mapping[str, Any], title: str | None = None) -> list[s
     lines = []
     what = "/".join(x for x in (server.get("backend"), server.get("checkpoint")
                                 or server.get("quantization")) if x)
-    head = title or "profile"
+    head = title or "kernels"
     lines.append(f"{head}: {summary.get('model') or '-'}"
                  + (f"  [{what}]" if what else "")
                  + ("  SIMULATED" if server.get("simulated") else ""))
@@ -184,7 +184,7 @@ def print_summary(summary: Mapping[str, Any], title: str | None = None, top: int
 
 
 def compare_table(items: Sequence[Any]) -> str:
-    """Family shares of stored profiles side by side (the first is the base)."""
+    """Family shares of stored captures side by side (the first is the base)."""
     keys: list[str] = []
     labels: dict[str, str] = {}
     for item in items:
@@ -233,24 +233,24 @@ def _check(args: Any) -> None:
     modes = sum(bool(x) for x in (args.list, args.show, args.trace))
     if args.list:
         if args.url:
-            raise UserError("profile --list takes an optional HOST, not --url", EXIT_CONFIG)
+            raise UserError("kernels --list takes an optional HOST, not --url", EXIT_CONFIG)
         return
     if args.show or args.trace:
         if args.host or args.url:
-            raise UserError("profile --show/--trace take no HOST or --url", EXIT_CONFIG)
+            raise UserError("kernels --show/--trace take no HOST or --url", EXIT_CONFIG)
         return
     if modes == 0 and not (args.host or args.url):
-        raise UserError("profile: give a HOST or --url URL (or --list, --show, --trace)",
+        raise UserError("kernels: give a HOST or --url URL (or --list, --show, --trace)",
                         EXIT_CONFIG)
     if args.url and args.profile:
-        raise UserError("profile: --profile goes with a HOST, not --url", EXIT_CONFIG)
+        raise UserError("kernels: --profile goes with a HOST, not --url", EXIT_CONFIG)
     if args.steps < 1 or args.concurrency < 1 or args.output_len < 1 or args.top < 1:
-        raise UserError("profile: --steps, --concurrency, --output-len and --top must be >= 1",
+        raise UserError("kernels: --steps, --concurrency, --output-len and --top must be >= 1",
                         EXIT_CONFIG)
     if not args.timeout > 0 or not args.warmup >= 0:
-        raise UserError("profile: --timeout must be > 0 and --warmup >= 0", EXIT_CONFIG)
+        raise UserError("kernels: --timeout must be > 0 and --warmup >= 0", EXIT_CONFIG)
     if args.tensor_active is not None:
-        raise UserError("profile: --tensor-active goes with --trace", EXIT_CONFIG)
+        raise UserError("kernels: --tensor-active goes with --trace", EXIT_CONFIG)
 
 
 def run(args: Any) -> int:
@@ -261,20 +261,20 @@ def run(args: Any) -> int:
         return _show(args)
     if args.trace:
         return _trace(args)
-    return _profile(args)
+    return _capture(args)
 
 
 def _list(args: Any) -> int:
     from dsv4tui.core.store import RunStore
-    from dsv4tui.core.store import kernels as profiles
+    from dsv4tui.core.store import kernels as kernel_store
 
     with RunStore() as store:
-        items = profiles.profiles(store, host=args.host)
+        items = kernel_store.captures(store, host=args.host)
     if args.json:
         print_json([_brief(i) for i in items])
         return 0
     if not items:
-        print("no kernel profiles yet (dsv4tui profile HOST)")
+        print("no kernel captures yet (dsv4tui kernels HOST)")
         return 0
     rows = []
     for i in items:
@@ -294,12 +294,12 @@ def _list(args: Any) -> int:
 
 def _show(args: Any) -> int:
     from dsv4tui.core.store import RunStore
-    from dsv4tui.core.store import kernels as profiles
+    from dsv4tui.core.store import kernels as kernel_store
 
     with RunStore() as store:
-        items = [profiles.find_profile(store, ref) for ref in args.show]
+        items = [kernel_store.find_capture(store, ref) for ref in args.show]
     if args.json:
-        print_json({"profiles": [i.to_dict() for i in items]})
+        print_json({"captures": [i.to_dict() for i in items]})
         return 0
     if len(items) == 1:
         print_summary(items[0].summary, items[0].title, args.top)
@@ -319,24 +319,24 @@ def _trace(args: Any) -> int:
     try:
         summary = trace_parse.parse_traces(args.trace, top=args.top)
     except trace_parse.TraceError as exc:
-        raise UserError(f"profile --trace: {exc}") from None
+        raise UserError(f"kernels --trace: {exc}") from None
     trace_parse.attribute_tensor_cores(summary, args.tensor_active,
                                        "given" if args.tensor_active is not None else None)
     if args.json:
-        print_json({"profile_id": None, "run_id": None, "summary": summary})
+        print_json({"capture_id": None, "run_id": None, "summary": summary})
     else:
         print_summary(summary, "trace", args.top)
     return 0
 
 
-def _profile(args: Any) -> int:
+def _capture(args: Any) -> int:
     from dsv4tui.core.bench_runner import open_bench
     from dsv4tui.core.store import RunStore
 
     settings, _ = load_settings(args)
     progress = None if args.json else Progress()
     run_id = None
-    if args.run and not args.no_save:  # a wrong --run fails now, not after the profile
+    if args.run and not args.no_save:  # a wrong --run fails now, not after the capture
         with RunStore() as store:
             run_id = resolve_run(store, args.run, args.host or "local")
 
@@ -352,26 +352,26 @@ def _profile(args: Any) -> int:
                               output_dir=args.output_dir, timeout=args.timeout, top=args.top,
                               model=bench.target.model, api_key_env=bench.target.api_key_env)
             taken_at = time.time()
-            summary = await collect_profile(bench.agent, argv, progress)
+            summary = await collect_kernels(bench.agent, argv, progress)
             return summary, ctx, taken_at
 
     summary, ctx, taken_at = run_async(go())
     summary = {k: v for k, v in summary.items() if k not in ("type", "v")}
     host = ctx.host if ctx is not None else "local"
-    profile_id = None
+    capture_id = None
     if not args.no_save:
         with RunStore() as store:
-            profile_id, run_id = store_profile(
+            capture_id, run_id = store_capture(
                 store, summary, ctx or ServerContext(host=host), run_id=run_id,
                 label=args.label, taken_at=taken_at)
     else:
         run_id = None
     if args.json:
-        print_json({"profile_id": profile_id, "run_id": run_id, "host": host,
+        print_json({"capture_id": capture_id, "run_id": run_id, "host": host,
                     "launch_id": ctx.launch_id if ctx else None,
                     "server_pid": ctx.server_pid if ctx else None, "summary": summary})
         return 0
-    title = f"profile #{profile_id}" if profile_id is not None else "profile (not saved)"
+    title = f"kernels #{capture_id}" if capture_id is not None else "kernels (not saved)"
     if run_id is not None:
         title += f" (run {run_id})"
     print_summary(summary, title, args.top)

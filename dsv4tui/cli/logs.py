@@ -1,4 +1,7 @@
-"""CLI: ``dsv4tui logs HOST [--follow] [--lines N]``: the server log of a host, through its agent."""
+"""CLI: ``dsv4tui logs HOST [--follow] [--lines N]``: the server log of a host, through its agent.
+
+A host made of nodes shows every node's log, each line behind its node's name (``--node``:
+one node's, untagged); ``--json`` events carry ``node``."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from typing import Any
 
 from dsv4tui.core.campaign.labels import safe_line, safe_text
 from dsv4tui.core.entry import load_settings, run_async
+from dsv4tui.core.errors import ConfigError
+from dsv4tui.core.nodes.streams import node_column
 
 
 def register(sub: Any) -> None:
@@ -19,26 +24,69 @@ def register(sub: Any) -> None:
     where.add_argument("--from-start", action="store_true", help="the whole log")
     p.add_argument("--file", help="a log file on the host (default: our server's log, else the "
                    "file the server on the default profile's port writes to)")
+    p.add_argument("--node", metavar="NAME", help="a host made of nodes: this node's log only "
+                   "(default: every node's, each line behind its node's name)")
     p.add_argument("--json", action="store_true",
                    help="print the agent's events (lines + parsed events) as JSON lines")
     p.set_defaults(func=_run)
 
 
-def _print_event(ev: dict[str, Any], as_json: bool) -> None:
+def _print_event(ev: dict[str, Any], as_json: bool, node: str | None = None,
+                 width: int = 0) -> None:
+    """One agent event; ``node`` (a host made of nodes): its JSON's ``node``, and the text
+    line's tag padded to ``width`` (no tag with ``width`` 0: one node's log)."""
+    def out(text: str) -> None:
+        sys.stdout.write((node_column(node, width, text) if node and width else text) + "\n")
+
     if as_json:
-        sys.stdout.write(json.dumps(ev) + "\n")
+        sys.stdout.write(json.dumps({**ev, "node": node} if node else ev) + "\n")
     elif ev.get("type") == "lines":
         for line in ev.get("lines") or []:  # a log line cannot drive the terminal
-            sys.stdout.write(safe_line(str(line)) + "\n")
+            out(safe_line(str(line)))
     elif ev.get("type") == "log_rotated":
-        sys.stdout.write("--- the log was replaced (a new launch) ---\n")
+        out("--- the log was replaced (a new launch) ---")
     elif ev.get("type") == "log_waiting":
-        sys.stdout.write(f"--- waiting for {safe_text(ev.get('path'))} to appear ---\n")
+        out(f"--- waiting for {safe_text(ev.get('path'))} to appear ---")
     sys.stdout.flush()
 
 
+async def _node_logs(host: Any, cmd: list[str], args: Any) -> None:
+    """Every node's log of a host made of nodes (or ``--node``'s), in rank order; followed
+    together with ``--follow``. A node that cannot be reached is one line, the others print."""
+    import asyncio
+
+    from dsv4tui.core.nodes.fanout import Nodes
+
+    names = [spec.name for spec in host.spec.group]
+    if args.node and args.node not in names:
+        raise ConfigError(f"--node {args.node}: {host.name}'s nodes are {', '.join(names)}")
+    width = 0 if args.node else max(len(n) for n in names)
+    group = Nodes(host, tolerant=True)
+    async with group as nodes:
+        ranks = [r for r, name in enumerate(names) if args.node in (None, name)]
+        for rank in ranks:
+            if nodes[rank] is None:
+                print(f"dsv4tui: node {names[rank]} (rank {rank}): "
+                      f"{safe_text(group.errors.get(rank, 'cannot be reached'))}", file=sys.stderr)
+
+        async def one(rank: int) -> None:
+            name = names[rank]
+            if args.follow:
+                async for ev in nodes[rank].agent.events(*cmd, "--follow"):
+                    _print_event(ev, args.json, name, width)
+            else:
+                for ev in await nodes[rank].agent.call(*cmd):
+                    _print_event(ev, args.json, name, width)
+
+        live = [r for r in ranks if nodes[r] is not None]
+        if args.follow:
+            await asyncio.gather(*(one(r) for r in live))
+        else:
+            for rank in live:
+                await one(rank)
+
+
 def _run(args: Any) -> int:
-    from dsv4tui.core.errors import ConfigError
     from dsv4tui.core.hosts.resolve import open_host
 
     if args.lines < 0:
@@ -54,7 +102,11 @@ def _run(args: Any) -> int:
             if not args.file and host.config.profiles:  # a server we did not start: its file
                 _, prof = host.config.profile()
                 cmd[1:1] = ["--port", str(prof.port), "--host", prof.host]
-            if args.follow:
+            if host.spec.group:
+                await _node_logs(host, cmd, args)
+            elif args.node:
+                raise ConfigError(f"--node: {host.name} is not a host made of nodes")
+            elif args.follow:
                 async for ev in host.agent.events(*cmd, "--follow"):
                     _print_event(ev, args.json)
             else:

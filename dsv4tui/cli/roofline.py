@@ -4,8 +4,8 @@
     dsv4tui roofline HOST [--profile P] [--run ID|latest] [--json]
     dsv4tui roofline --run ID [--gpu ...] [--json]
 
-With a HOST the GPU comes from the host's telemetry, the GPU count from the server profile's
-tp_size, and the parameters from the model's config.json on the host (``agent profile
+With a HOST the GPU comes from the host's telemetry, the GPU count from the launch profile's
+tp_size, and the parameters from the model's config.json on the host (``agent kernels
 model-facts``) unless the profile or the flags say otherwise. Formula and sources:
 docs/roofline.md.
 """
@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("roofline", help="memory-bound decode ceiling per concurrency, and how "
                        "far a run is from it")
     p.add_argument("host", nargs="?", help="read the GPU and the model facts on this host")
-    p.add_argument("--profile", help="server profile on HOST (default: the host's default)")
+    p.add_argument("--profile", help="launch profile on HOST (default: the host's default)")
     p.add_argument("--run", metavar="ID", help="a stored run: its levels are the measured "
                    "tok/s (id, label or 'latest')")
     p.add_argument("--gpu", help="GPU name or key (h200, b200, rtx-pro-6000-server, ...)")
@@ -68,7 +68,7 @@ async def host_inputs(host: Any, profile_name: str | None) -> dict[str, Any]:
         out["active_params_b"] = getattr(prof, "active_params_b", None)
         out["bytes_per_param"] = getattr(prof, "bytes_per_param", None)
         try:
-            events = await host.agent.call("profile", "model-facts", "--model-path",
+            events = await host.agent.call("kernels", "model-facts", "--model-path",
                                            prof.model_path, timeout=60.0)
             out["facts"] = next((e for e in events if e.get("type") == "model_facts"), None)
         except AgentFailed as exc:

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from dsv4tui.cli.output import print_json
+from dsv4tui.cli.output import ask, print_json
 from dsv4tui.cli.sweep import level_table
 from dsv4tui.core.campaign import export
 from dsv4tui.core.campaign.columns import change_title, fmt_change
@@ -149,13 +149,13 @@ def _previous_run(store: RunStore, run: Run) -> Run | None:
 
 def server_lines(facts: dict[str, Any]) -> list[str]:
     """What a run's server said it ran: SGLang version, GPUs, driver, how many args."""
-    from dsv4tui.core.campaign.compare import _gpus_text
+    from dsv4tui.core.campaign.compare import gpus_text
 
     host = facts.get("host") or {}
     bits = []
     if facts.get("sglang_version"):
         bits.append(f"SGLang {facts['sglang_version']}")
-    gpus = _gpus_text(host.get("gpus") or facts.get("gpu_names"), host.get("compute_capability"))
+    gpus = gpus_text(host.get("gpus") or facts.get("gpu_names"), host.get("compute_capability"))
     if gpus:
         bits.append(gpus + (" SIMULATED" if host.get("simulated") else ""))
     if host.get("driver"):
@@ -264,9 +264,24 @@ def compare_text(cmp: Any) -> str:
     return "\n".join(lines)
 
 
+def distinct_runs(store: RunStore, refs: list[str], what: str) -> None:
+    """Refuse (exit 2) the same run given twice (by id, or a label naming it): a run compared
+    with itself says nothing, and quietly dropping one would show fewer runs than asked."""
+    seen: dict[int, str] = {}
+    for ref in refs:
+        run = store.find_run(ref)
+        if run.id in seen:
+            same = (f"{seen[run.id]!r} and {ref!r} are both run #{run.id}"
+                    if seen[run.id] != ref else f"run {ref} is given twice")
+            raise UserError(f"runs {what}: {safe_text(same)}; a run compared with itself says "
+                            "nothing (give different runs)", EXIT_CONFIG)
+        seen[run.id] = ref
+
+
 def run_compare(args: Any) -> int:
     fmt = "json" if args.json else args.format
     with RunStore() as store:
+        distinct_runs(store, args.runs, "compare")
         cmp = compare_runs(store, args.runs, args.baseline)
     if fmt == "json":
         print_json(cmp.to_json())
@@ -305,6 +320,7 @@ def run_report(args: Any) -> int:
 
     charts.require()  # the one-line install hint (exit 2) before anything is read
     with RunStore() as store:
+        distinct_runs(store, args.runs, "report")
         rep = report.build(store, args.runs, args.baseline)
     path, fmt = report_paths(args.out, args.format,
                              report.runs_stem([f.run.id for f in rep.facts]))
@@ -372,40 +388,33 @@ def run_import(args: Any) -> int:
     return 0
 
 
-def _ask(question: str) -> bool:
-    try:
-        answer = input(question)
-    except EOFError:
-        return False
-    return answer.strip().lower() in ("y", "yes")
-
-
 def run_delete(args: Any) -> int:
-    from dsv4tui.core.store import kernels as profiles
+    from dsv4tui.core.store import kernels as kernel_store
 
     with RunStore() as store:
+        store.require_writable()
         run = store.find_run(args.run)
         levels = len(store.levels(run.id))
         requests = len(store.requests(run.id))
         sanity = len(store.sanity_results(run_id=run.id))
-        kprofiles = len(profiles.profiles(store, run_id=run.id))
+        kernels = len(kernel_store.captures(store, run_id=run.id))
         what = (f"run {run.id} ({safe_text(run.label)}, {run.status}, "
                 f"{_when(run.started_at)}): {levels} level(s), {requests} request(s), "
                 f"{sanity} sanity result(s)")
-        if kprofiles:
-            what += f"; {kprofiles} kernel profile(s) stay, unlinked"
+        if kernels:
+            what += f"; {kernels} kernel capture(s) stay, unlinked"
         if not args.yes:
             if not (sys.stdin.isatty() and sys.stdout.isatty()):
                 raise UserError(f"runs delete: not deleting {what} without --yes (no terminal "
                                 "to ask)", EXIT_CONFIG)
-            if not _ask(f"delete {what}? [y/N] "):
+            if not ask(f"delete {what}? [y/N] "):
                 print("nothing deleted")
                 return 1
         store.delete_run(run.id)
     if args.json:
         print_json({"deleted": run.id, "label": run.label, "levels": levels,
                     "requests": requests, "sanity_results": sanity,
-                    "kernel_profiles_unlinked": kprofiles})
+                    "kernel_captures_unlinked": kernels})
     else:
         print(f"deleted {what}")
     return 0

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from dsv4tui.cli.output import print_json
+from dsv4tui.cli.output import ask, print_json
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
@@ -448,6 +448,9 @@ def _adopt(args: Any) -> int:
     from dsv4tui.core.server import adopt
 
     settings, path = load_settings(args)
+    if args.port is not None and not 1 <= args.port <= 65535:  # 0 is not "the default"
+        raise UserError(f"server adopt: --port must be a TCP port, 1 to 65535, not {args.port}",
+                        EXIT_CONFIG)
     spec = host_spec(args.host, settings)
     if not (args.yes or args.dry_run or (sys.stdin.isatty() and sys.stdout.isatty())):
         return _refuse_unconfirmed(path)  # before connecting: nobody could say yes
@@ -456,10 +459,10 @@ def _adopt(args: Any) -> int:
                         "host, an ssh alias or local", EXIT_CONFIG)
     if args.profile:
         adopt.check_name(args.profile)
-    port, bind = args.port or 30000, None
+    port, bind = args.port if args.port is not None else 30000, None
     if spec.config.profiles:
         _, default = spec.config.profile()
-        port, bind = args.port or default.port, default.host
+        port, bind = args.port if args.port is not None else default.port, default.host
 
     async def look() -> adopt.Foreign:
         async with open_host(args.host, settings) as host:
@@ -481,7 +484,7 @@ def _adopt(args: Any) -> int:
         print(safe_text(f"dry run: nothing written to {path}, nothing recorded on {args.host}"))
         return 0
     question = f"write profile {proposal.name!r} to {path} and adopt pid {foreign.pid}? [y/N] "
-    if not args.yes and not _ask(question):
+    if not args.yes and not ask(question):
         print("nothing written; the server runs on as before")
         return EXIT_FAILED
 
@@ -507,11 +510,3 @@ def _adopt(args: Any) -> int:
 def _refuse_unconfirmed(path: Any) -> int:
     raise UserError(f"server adopt: not writing {path} without --yes (no terminal to ask; "
                     "--dry-run shows what would be written)", EXIT_CONFIG)
-
-
-def _ask(question: str) -> bool:
-    try:
-        answer = input(question)
-    except EOFError:
-        return False
-    return answer.strip().lower() in ("y", "yes")

@@ -29,12 +29,18 @@ from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, User
 from dsv4tui.core.server.metrics_window import MetricsWindow, mean, quantile, quantile_bucket
 
 HISTOGRAMS = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"), ("queue", "queue"))
+# What one observation of each histogram is: SGLang observes TTFT, E2E and queue time once
+# per request, ITL once per token interval (a decode step's interval split over its tokens)
+OBSERVED = {"ttft": "requests", "itl": "token intervals", "e2e": "requests",
+            "queue": "requests"}
 HOME, CLEAR_EOL, CLEAR_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"
 
 
 def add_parser(cmds: Any) -> None:
     c = cmds.add_parser("metrics", help="the server's own /metrics: load, KV, TTFT/ITL quantiles",
-                        description=(__doc__ or "").splitlines()[0])
+                        description="the serving engine's own Prometheus numbers (SGLang's /metrics): "
+                        "once, since the server started; --watch: over the last --window "
+                        "seconds")
     c.add_argument("host", metavar="HOST", nargs="?",
                    help="local, demo, a [hosts] name, an ssh alias (or give --url)")
     c.add_argument("--url", help="scrape this server from here (e.g. http://127.0.0.1:30000)")
@@ -56,9 +62,10 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else round(v * 1000.0, 3)
 
 
-def _quantiles(hist: dict[str, Any] | None) -> dict[str, Any] | None:
+def _quantiles(hist: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
     """p50/p99 (interpolated inside their bucket), the buckets they fall in (all a histogram
-    really knows: ``[lo, hi]`` ms, hi None above the last bound), the mean, the count."""
+    really knows: ``[lo, hi]`` ms, hi None above the last bound), the mean, and the count as
+    ``observations`` of what ``observed`` says (requests; ITL: token intervals)."""
     if not hist or not hist.get("count"):
         return None
     out: dict[str, Any] = {"p50": _ms(quantile(hist, 0.5)), "p99": _ms(quantile(hist, 0.99)),
@@ -66,7 +73,8 @@ def _quantiles(hist: dict[str, Any] | None) -> dict[str, Any] | None:
     for name, q in (("p50_bucket", 0.5), ("p99_bucket", 0.99)):
         b = quantile_bucket(hist, q)
         out[name] = None if b is None else [_ms(b[0]), _ms(b[1])]
-    out["requests"] = hist.get("count")  # observations (ITL: tokens)
+    out["observations"] = hist.get("count")
+    out["observed"] = OBSERVED[key]
     return out
 
 
@@ -83,10 +91,11 @@ def summary(sample: dict[str, Any], window: MetricsWindow | None, now: float
     hists = sample.get("histograms") or {}
     if window is None:
         out["over"] = "since_start"
-        out["latency_ms"] = {k: _quantiles(hists.get(k)) for k, _ in HISTOGRAMS}
+        out["latency_ms"] = {k: _quantiles(hists.get(k), k) for k, _ in HISTOGRAMS}
     else:
         out["over"] = f"last_{window.window_s:g}s"
-        out["latency_ms"] = {k: _quantiles(window.histogram(k, now)) for k, _ in HISTOGRAMS}
+        out["latency_ms"] = {k: _quantiles(window.histogram(k, now), k)
+                            for k, _ in HISTOGRAMS}
         out["generation_tok_s"] = window.rate("generation_tokens_total", now)
         out["requests_per_s"] = window.rate("requests_total", now)
     return out
@@ -135,7 +144,8 @@ def render(where: str, s: dict[str, Any], simulated: bool) -> str:
             continue
         extra = ""
         if q.get("mean") is not None:
-            extra = f"  mean {_n(q['mean'], '{:,.1f}')}  ({_n(q.get('requests'))} observed)"
+            extra = (f"  mean {_n(q['mean'], '{:,.1f}')}  ({_n(q.get('observations'))} "
+                     f"{q.get('observed') or 'observations'})")
         lines.append(f"  {label:<6} p50 {_bucket(q, 'p50'):>14}  "
                      f"p99 {_bucket(q, 'p99'):>14}{extra}")
     if s.get("startup_s"):

@@ -16,7 +16,13 @@ from dsv4tui.core.campaign.load_text import parse_goodput, parse_levels, parse_r
 from dsv4tui.core.campaign.sweep import SweepOutcome, SweepWatch
 from dsv4tui.core.config import SweepPlan
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
+from dsv4tui.core.errors import (
+    EXIT_CONFIG,
+    EXIT_CONNECT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    UserError,
+)
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.text_table import table
 
@@ -89,12 +95,20 @@ def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
     if getattr(args, "no_ignore_eos", False):
         data["ignore_eos"] = False
     try:
-        return SweepPlan.model_validate(data)
+        plan = SweepPlan.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise UserError(f"sweep: {where + ': ' if where else ''}"
                         f"{err['msg'].removeprefix('Value error, ')}", EXIT_CONFIG) from None
+    if getattr(args, "output_len", None) is not None and plan.dataset_prompts:
+        # --output-len given: it wins over the lengths the file set (a ShareGPT answer's, a
+        # line's output_len), as bench_serving's --sharegpt-output-len
+        from dsv4tui.agent.datasets import without_lengths
+
+        plan = plan.model_copy(update={"dataset_prompts": without_lengths(
+            [tuple(e) for e in plan.dataset_prompts])})  # type: ignore[misc]
+    return plan
 
 
 class Progress:
@@ -242,6 +256,8 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
             tspec = bench_target(host.config, args.profile)
             tspec.update({k: v for k, v in (("model", args.model),
                                             ("api_key_env", args.api_key_env)) if v})
+        if args.url:  # nothing answers there: nothing to measure, nothing to store
+            await _check_reachable(host, args.url, min(plan.stall_timeout_s, REACH_ANSWER_S))
         with RunStore() as store:
             # which server, decided on the host now: a clear error before anything starts
             _, meta, notice = await find_target(host.agent, tspec, host=host.name,
@@ -273,6 +289,25 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
     finally:
         await sup.stop()
     return watch.outcome()
+
+
+# How long a --url that accepted the connection has to answer the reach check's GET: the
+# sweep's stall timeout (each of its requests would stall after that), at most the 10 s the
+# agent's own GETs (model discovery, /server_info) wait for an answer.
+REACH_ANSWER_S = 10.0
+
+
+async def _check_reachable(host: Any, url: str, answer_timeout_s: float) -> None:
+    """A ``--url`` that does not answer HTTP from the host (no connection opens, or the
+    server accepts it and says nothing within ``answer_timeout_s``): one line, exit 4, before
+    a run is stored (nothing would be measured; the host's agent says why). Any HTTP answer,
+    even a 500, passes: that server's sweep measures its errors."""
+    events = await host.agent.call("bench", "reach", "--url", url, "--answer-timeout",
+                                   f"{answer_timeout_s:g}", timeout=30.0 + answer_timeout_s)
+    got = next((e for e in events if e.get("type") == "reach"), None)
+    if got is not None and not got.get("reachable"):
+        raise UserError(f"sweep: {got.get('error') or 'cannot connect to ' + url} (from "
+                        f"{host.name}); nothing was measured, no run stored", EXIT_CONNECT)
 
 
 def run(args: Any) -> int:

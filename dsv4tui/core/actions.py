@@ -22,7 +22,7 @@ class Action:
     action: str  # a Textual action string, run on the node that owns the binding
     description: str  # short: the footer
     help: str  # one line: the Help screen and the command palette
-    scope: str = "app"  # "app" | "logs" | "runs" | "compare" | "profile" | "modal"
+    scope: str = "app"  # "app" | "logs" | "runs" | "compare" | "kernels" | "modal"
     show: bool = True  # in the footer
     key_display: str | None = None
     palette: bool = True
@@ -41,8 +41,8 @@ ACTIONS: tuple[Action, ...] = (
            "Bench: sanity gate and concurrency sweep", show=False),
     Action("screen.runs", "5", "app.show('runs')", "Runs", "Runs: stored sweeps, compare",
            show=False),
-    Action("screen.profile", "6", "app.show('profile')", "Profile",
-           "Profile: the roofline and kernel profile of the server (when installed)",
+    Action("screen.kernels", "6", "app.show('kernels')", "Kernels",
+           "Kernels: where the server's GPU time goes, kernel by kernel (when installed)",
            show=False),
     Action("screen.campaign", "7", "app.show('campaign')", "Campaign",
            "Campaign: variants x levels of a campaign the host runs by itself", show=False),
@@ -116,14 +116,14 @@ ACTIONS: tuple[Action, ...] = (
            "Write this comparison's report (HTML: the table, charts, launches, sanity)",
            scope="compare"),
     Action("compare.back", "escape", "back", "Back", "Back to the runs list", scope="compare"),
-    # The Profile screen (6).
-    Action("profile.run", "k", "run_profile", "Profile now",
-           "Take a kernel profile now, under a steady load (stored with the server launch)",
-           scope="profile"),
-    Action("profile.mark", "space", "toggle_mark", "Mark",
-           "Mark / unmark a profile (two marked: side by side)", scope="profile"),
-    Action("profile.reload", "ctrl+r", "reload", "Reload", "Reload the stored profiles",
-           scope="profile", show=False),
+    # The Kernels screen (6).
+    Action("kernels.run", "k", "capture", "Capture now",
+           "Capture the server's kernels now, under a steady load (stored with the server "
+           "launch)", scope="kernels"),
+    Action("kernels.mark", "space", "toggle_mark", "Mark",
+           "Mark / unmark a capture (two marked: side by side)", scope="kernels"),
+    Action("kernels.reload", "ctrl+r", "reload", "Reload", "Reload the stored captures",
+           scope="kernels", show=False),
     # The Campaign screen (7).
     Action("campaign.start", "n", "start_campaign", "Start",
            "Start a campaign on this host (the config's [campaigns]; the demo has its own)",
@@ -141,9 +141,9 @@ BY_ID: dict[str, Action] = {a.id: a for a in ACTIONS}
 
 # Where each scope's keys work: app-wide keys work on every screen (a screen's own binding
 # for the same key would win there), the others only on their screens (modal: dialogs).
-_SHARES = {"app": {"app", "logs", "runs", "compare", "profile", "campaign"},
+_SHARES = {"app": {"app", "logs", "runs", "compare", "kernels", "campaign"},
            "logs": {"app", "logs"}, "runs": {"app", "runs"}, "compare": {"app", "compare"},
-           "profile": {"app", "profile"}, "campaign": {"app", "campaign"},
+           "kernels": {"app", "kernels"}, "campaign": {"app", "campaign"},
            "modal": {"modal"}}
 _KEY_NAMES = {"?": "question_mark", "/": "slash", " ": "space", ",": "comma"}
 _DISPLAY = {"question_mark": "?", "slash": "/", "space": "space"}

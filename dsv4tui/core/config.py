@@ -24,10 +24,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from dsv4tui.agent import datasets
-from dsv4tui.core import actions, paths
+from dsv4tui.agent.levels import check_level
+from dsv4tui.core import actions, paths, theme_names
 from dsv4tui.core.errors import ConfigError
 from dsv4tui.core.server import sglang_choices
-from dsv4tui.core import theme_names
 
 LOCAL = "local"
 DEMO = "demo"
@@ -192,8 +192,8 @@ class SweepPlan(_Model):
     max_error_rate: float = Field(0.5, ge=0, le=1, description="Stop the sweep above this.")
     ignore_eos: bool = Field(True, description="Send ignore_eos for fixed output lengths "
                              "(SGLang, vLLM); false for servers that reject it.")
-    seed: int | None = Field(None, description="Prompt and arrival seed (default: random per "
-                             "run; the seed used is stored with each level).")
+    seed: int | None = Field(None, ge=0, description="Prompt and arrival seed, >= 0 (default: "
+                             "random per run; the seed used is stored with each level).")
     allow_busy: bool = Field(False, description="Measure a level even when the server is busy "
                              "before it (the level is marked busy instead of refused).")
     goodput: dict[GoodputKey, float] | None = Field(
@@ -230,11 +230,7 @@ class SweepPlan(_Model):
     @classmethod
     def _levels(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
         for c, n in v:
-            if c < 1 or n < 1:
-                raise ValueError(f"level {c}:{n}: C and n must be >= 1")
-            if n < c:  # it would never have C requests in flight: not a level at C
-                raise ValueError(f"level {c}:{n}: n must be at least C (with {n} requests "
-                                 f"there are never {c} in flight)")
+            check_level(c, n)  # the agent's own check of its --levels (agent/levels.py)
         return v
 
     @field_validator("rates")
@@ -486,7 +482,7 @@ class Settings(_Model):
         return self
 
 
-def _format_error(path: Path, exc: ValidationError) -> str:
+def format_error(path: Path, exc: ValidationError) -> str:
     err = exc.errors()[0]
     parts = [str(p) for p in err["loc"]]
     if err["type"] == "config_key":  # the error is about one key of a table (keymap.restart)
@@ -511,4 +507,4 @@ def load(path: Path | None = None) -> tuple[Settings, Path]:
     try:
         return Settings.model_validate(raw), path
     except ValidationError as exc:
-        raise ConfigError(_format_error(path, exc)) from None
+        raise ConfigError(format_error(path, exc)) from None

@@ -17,7 +17,7 @@ import tomlkit
 from pydantic import ValidationError
 from tomlkit.items import Table
 
-from dsv4tui.core.config import Settings, _format_error
+from dsv4tui.core.config import Settings, format_error
 from dsv4tui.core.errors import ConfigError
 
 
@@ -102,7 +102,7 @@ def _check(path: Path, old: str, new: str, host: str, name: str) -> Settings:
     try:
         settings = Settings.model_validate(after_raw)
     except ValidationError as exc:
-        raise ConfigError(_format_error(path, exc).replace("config error in", "not written: "
+        raise ConfigError(format_error(path, exc).replace("config error in", "not written: "
                                                             "the edit of", 1)) from None
     before_raw = tomllib.loads(old) if old.strip() else {}
 

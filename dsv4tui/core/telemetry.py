@@ -227,6 +227,18 @@ class Frame:
         }
 
 
+def mean_of(values: Iterable[float | None]) -> float | None:
+    """The mean of the values a GPU reported (None: none did; never a fake 0)."""
+    got = [v for v in values if v is not None]
+    return sum(got) / len(got) if got else None
+
+
+def total_of(values: Iterable[float | None]) -> float | None:
+    """The sum of the values the GPUs reported (None: none did)."""
+    got = [v for v in values if v is not None]
+    return sum(got) if got else None
+
+
 def model_summary(gpus: Iterable[GpuSample]) -> str:
     """``8× NVIDIA H200`` (``4× A + 4× B`` on a mixed host; ``no GPU`` when empty)."""  # noqa: RUF002
     counts: dict[str, int] = {}

@@ -49,8 +49,14 @@ def _spec_draft_tokens(args: argparse.Namespace) -> int | None:
 def _bind(sim: SimServer) -> socket.socket:
     host, port = sim.args.host, sim.args.port
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
+    # the accepted ones inherit it. Without it Nagle held the role chunk behind the unacked
+    # headers until the client's delayed ACK (~40 ms) on a reused keep-alive connection, so
+    # every TTFT but a fresh connection's came ~30 ms late (SGLang's uvicorn binds with
+    # getaddrinfo's proto, and has TCP_NODELAY)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:

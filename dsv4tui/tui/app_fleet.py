@@ -1,8 +1,8 @@
 """Several hosts at once: the Fleet App, and a host's dashboard opened from it.
 
 The connections belong to the :class:`dsv4tui.core.fleet.model.Fleet` (one HostSupervisor per host),
-which lives on the event loop longer than any App: :func:`browse` shows the
-:class:`FleetApp`; ``enter`` ends it with the host's name and opens that host's
+which lives on the event loop longer than any App: ``tui.commands.dashboard.browse`` shows
+the :class:`FleetApp`; ``enter`` ends it with the host's name and opens that host's
 :class:`~dsv4tui.tui.app.Dsv4App` on the *same* supervisor (no reconnect, nothing uploaded
 again); ``0`` there ends the dashboard with :data:`BACK` and the Fleet shows again, every other
 host still connected and followed all along. ``q`` in either quits.
@@ -14,69 +14,38 @@ its own streams removed instead of being stopped.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
 
+from dsv4tui.core import signals
 from dsv4tui.core.config import Settings
 from dsv4tui.tui import themes
 from dsv4tui.tui.screens.fleet import FleetScreen
 
 BACK = "fleet"  # what a dashboard opened from the fleet exits with to go back to it
-DASHBOARD_STREAMS = ("telemetry", "metrics", "logs")  # the streams Dsv4App adds
 REDRAW_S = 0.5
 
 
 class FleetMember:
-    """Dsv4App's side of the fleet. ``supervisor``: the fleet's live connection to share."""
+    """Dsv4App's side of the fleet: the fleet's live connection to share (``join_fleet``),
+    given back by ``0`` (its host link, ``core.view.host_link``, removes the dashboard's
+    streams and stops watching it)."""
 
     _shared_supervisor: Any = None
-    _unwatch: Callable[[], None] | None = None
 
     def join_fleet(self, supervisor: Any) -> None:
         self._shared_supervisor = supervisor
 
-    def new_supervisor(self, spec: Any) -> Any:
-        """The host's supervisor: the fleet's (watched), else a new one (owned)."""
+    def shared_supervisor(self) -> Any:
+        """The fleet's supervisor to watch (None: not opened from a fleet)."""
         app: Any = self
-        sup = self._shared_supervisor
-        if sup is None:
-            from dsv4tui.core.hosts.supervisor import HostSupervisor
-
-            return HostSupervisor(spec, on_state=app._on_supervisor_state,
-                                  on_stream_error=app._on_stream_error)
-        self._unwatch = sup.watch(app._on_supervisor_state, app._on_stream_error)
-        app._on_supervisor_state(sup)  # where it stands now (connected, most likely)
-        from dsv4tui.tui import keymap
-
-        key = keymap.display_key(app.settings.keymap.get("screen.fleet",
-                                                         keymap.BY_ID["screen.fleet"].key))
-        app.notify(f"{key}: back to the fleet (every host stays connected)", timeout=6,
-                   markup=False)
-        return sup
-
-    async def release_supervisor(self, timeout: float) -> None:
-        """Stop the supervisor we own; give a shared one back, still connected."""
-        app: Any = self
-        sup = app._supervisor
-        if sup is None:
-            return
-        if sup is self._shared_supervisor:
-            for name in DASHBOARD_STREAMS:
-                sup.remove_stream(name)
-            if self._unwatch is not None:
-                self._unwatch()
-                self._unwatch = None
-            app._supervisor = None
-            return
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(sup.stop(), timeout)
+        if self._shared_supervisor is not None:
+            app.notify(f"{app.key_of('screen.fleet')}: back to the fleet (every host stays "
+                       "connected)", timeout=6, markup=False)
+        return self._shared_supervisor
 
     def action_fleet(self) -> None:
         app: Any = self
@@ -100,7 +69,7 @@ class FleetMember:
     async def _back(self) -> None:
         app: Any = self
         app._stopping = True  # no more background screens are mounted (_warm_modes)
-        await self.release_supervisor(5)
+        await app.link.release(5)
         await app.settle_screens()
         app.exit(BACK)
 
@@ -141,10 +110,7 @@ class FleetApp(App[str | None]):
         self.call_after_refresh(self.redraw)
         if self._live:
             self.set_interval(REDRAW_S, self.redraw)
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGHUP, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(sig, self.exit)
+            signals.on_quit_signals(lambda _sig: self.exit())
 
     def redraw(self) -> None:
         screen = self.screen
@@ -153,41 +119,3 @@ class FleetApp(App[str | None]):
 
     def on_fleet_screen_open(self, message: FleetScreen.Open) -> None:
         self.exit(message.host)
-
-
-AppRunner = Callable[[Any], Awaitable[Any]]
-
-
-async def _run(app: Any) -> Any:
-    return await app.run_async()
-
-
-async def browse(fleet: Any, *, settings: Settings, theme: str | None = None,
-                 config_path: Path | None = None, title: str = "fleet",
-                 run: AppRunner = _run,
-                 before_stop: Callable[[], Awaitable[None]] | None = None) -> int:
-    """The Fleet, then a host's dashboard, then the Fleet again ... until one quits; the
-    fleet's connections live through all of them and are closed at the end."""
-    from dsv4tui.tui.app import Dsv4App
-
-    fleet.start()
-    selected: str | None = None
-    try:
-        while True:
-            app = FleetApp(fleet, settings=settings, theme=theme, selected=selected, title=title)
-            host = await run(app)
-            if not host:
-                return int(getattr(app, "return_code", 0) or 0)
-            selected = str(host)
-            dash = Dsv4App(fleet.spec(selected), settings=settings, theme=theme,
-                           config_path=config_path)
-            dash.join_fleet(fleet.supervisor(selected))
-            result = await run(dash)
-            fleet.reread_runs()
-            if result != BACK:
-                return result if isinstance(result, int) else int(dash.return_code or 0)
-    finally:
-        if before_stop is not None:
-            with contextlib.suppress(Exception):
-                await before_stop()
-        await fleet.stop()

@@ -18,25 +18,19 @@ from pathlib import Path
 
 import pytest
 
+from dsv4tui.agent import procs
 from plugins.sim import reap_server
 
 
-def _proc_start(pid: int) -> str | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(")") + 2:].split()
-    return None if fields[0] in ("Z", "X") else fields[19]
-
-
 def runner_alive(cdir: Path) -> bool:
+    """The runner's process is still there: its pid, not a zombie, and started when its
+    runner.json says (not a reused pid). Whatever ``state`` the file says: a runner that
+    wrote ``done`` may still be on its way out."""
     try:
         rec = json.loads((cdir / "runner.json").read_text())
     except (OSError, ValueError):
         return False
-    start = _proc_start(int(rec.get("pid") or 0)) if rec.get("pid") else None
-    return start is not None and str(start) == str(rec.get("proc_start"))
+    return rec.get("proc_start") is not None and procs.alive(rec.get("pid"), rec["proc_start"])
 
 
 def campaign_dirs(root: Path) -> list[Path]:

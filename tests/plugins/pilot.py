@@ -16,3 +16,10 @@ async def until(pilot: object, cond: Callable[[], bool], timeout: float = 30.0,
         if loop.time() > deadline:
             raise AssertionError(f"timed out waiting for {what or cond}")
         await pilot.pause(0.05)  # type: ignore[attr-defined]
+
+
+def toasts(app: object) -> str:
+    """What the notifications on screen say (the app runs with ``notifications=True``):
+    read from the Toast widgets, Textual's public view of them."""
+    screen = app.screen  # type: ignore[attr-defined]
+    return " | ".join(str(toast.render()) for toast in screen.query("Toast"))

@@ -96,7 +96,7 @@ def _metrics(model: m.UiModel) -> None:
 
 
 def frozen_model() -> m.UiModel:
-    from dsv4tui.tui.app import model_for
+    from dsv4tui.core.view.profiles import model_for
 
     cfg = demo_host_config(port=30000)
     model = model_for("demo", cfg, simulated=True)
@@ -218,7 +218,7 @@ class FrozenApp(Dsv4App):
         from dsv4tui.tui.screens.help import HelpScreen
 
         if self.initial == "compare" and self.model.runs.compare is not None:
-            self._show_compare(self.model.runs.compare)
+            self.show_compare(self.model.runs.compare)
         elif self.initial == "help":
             self.push_screen(HelpScreen())
         self.call_after_refresh(self._no_blink)

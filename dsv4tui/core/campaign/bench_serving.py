@@ -19,8 +19,9 @@ The numbers we write are ours under their names (docs/metrics.md has the side-by
 TTFT counts the first reasoning token too, our ITL is per token (theirs per chunk: equal when
 each chunk is one token), input tokens are the server's ``usage`` (theirs: their tokenizer's
 count of the prompt), and we never re-tokenize (``*_retokenized`` are null). A ``dsv4tui`` key
-per line keeps what their format has no place for (n, errors, the run), so an export read
-back keeps every shared number equal. vLLM's ``request_goodput`` and ``*_e2el_ms`` are read
+per line keeps what their format has no place for (n, errors, the run, and what served it:
+``simulated``, backend, checkpoint), so an export read back keeps every shared number equal
+and a simulated run stays marked simulated (SIM) when imported. vLLM's ``request_goodput`` and ``*_e2el_ms`` are read
 too, and ``request_goodput`` is written when the run had goodput targets.
 """
 
@@ -105,7 +106,11 @@ def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, A
         "backend": "dsv4tui", "dataset_name": dataset or "random",
         "request_rate": math.inf if closed else float(rate),  # type: ignore[arg-type]
         "max_concurrency": conc if closed else (level.get("max_concurrency") or None),
-        "sharegpt_output_len": plan.get("output_len") if dataset == "sharegpt" else None,
+        # bench_serving's None: each entry's length from its answer (ours too, unless
+        # --output-len replaced them: then every entry has none and the plan's applies)
+        "sharegpt_output_len": plan.get("output_len") if dataset == "sharegpt" and not any(
+            isinstance(e, (list, tuple)) and len(e) > 1 and e[1]
+            for e in plan.get("dataset_prompts") or []) else None,
         "random_input_len": plan.get("input_len"), "random_output_len": plan.get("output_len"),
         "random_range_ratio": plan.get("random_range_ratio", 1.0),
         "duration": level.get("duration_s"), "completed": level.get("completed"),
@@ -139,6 +144,9 @@ def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, A
                       "requests": level.get("requests"), "errors": level.get("errors"),
                       "token_count_source": level.get("token_count_source"),
                       "goodput": good, "seed": level.get("seed"),
+                      # what served it: a simulated run read back is still simulated
+                      "simulated": bool(run.simulated), "backend": run.backend,
+                      "checkpoint": run.checkpoint,
                       "definitions": "dsv4tui (docs/metrics.md)"}
     return out
 
@@ -303,9 +311,18 @@ def import_file(store: RunStore, path: str, label: str | None = None) -> tuple[i
             "max_concurrency": first.get("max_concurrency") if first.get("request_rate")
             not in (None, math.inf) else None,
             "goodput": goodputs[0] if goodputs else None}
+    # our own export says what served it (the "dsv4tui" key): any simulated line makes the
+    # run simulated, so simulated numbers never read as a real server's
+    marks = [obj.get("dsv4tui") for _, obj in lines]
+    ours_all = [m for m in marks if isinstance(m, Mapping)]
+    simulated = any(m.get("simulated") is True for m in ours_all)
+    backend = ours.get("backend") if ours and isinstance(ours.get("backend"), str) else None
+    checkpoint = (ours.get("checkpoint") if ours and isinstance(ours.get("checkpoint"), str)
+                  else None)
     run_id = store.start_run(label=str(label), host=IMPORTED_HOST, url=None,
                              model=first.get("model_id") or first.get("model"), plan=plan,
-                             profile_name="bench_serving")
+                             profile_name="bench_serving", simulated=simulated,
+                             backend=backend, checkpoint=checkpoint)
     for lv in levels:
         store.add_level(run_id, lv)
     store.finish_run(run_id, "done" if all(lv["status"] == "done" for lv in levels)

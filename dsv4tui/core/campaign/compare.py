@@ -396,7 +396,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _gpus_text(names: Any, cap: Any = None) -> str | None:
+def gpus_text(names: Any, cap: Any = None) -> str | None:
     if not names:
         return None
     names = [str(n) for n in names]
@@ -428,7 +428,7 @@ def server_args_differences(facts: Mapping[int, Mapping[str, Any] | None],
     entry = {i: (facts[i] or empty) for i in ids}
     differ("SGLang version", {i: entry[i].get("sglang_version") for i in ids})
     host = {i: entry[i].get("host") or empty for i in ids}
-    differ("GPUs", {i: _gpus_text(host[i].get("gpus") or entry[i].get("gpu_names"),
+    differ("GPUs", {i: gpus_text(host[i].get("gpus") or entry[i].get("gpu_names"),
                                   host[i].get("compute_capability")) for i in ids})
     for key, label in _HOST_LABELS[1:3]:
         differ(label, {i: host[i].get(key) for i in ids})

@@ -1,15 +1,16 @@
-"""Taking a kernel profile and storing it with what it measured, for the CLI (``dsv4tui
-profile``) and the dashboard (``k`` on the Profile screen).
+"""Taking a kernel capture and storing it with what it measured, for the CLI (``dsv4tui
+kernels``) and the dashboard (``k`` on the Kernels screen).
 
-A profile measures one running server under the steady load it generated. So it is stored
+A capture measures one running server under the steady load it generated. So it is stored
 with that server's launch (the run store's launch whose pid is the server's), the backend
-and checkpoint the server really runs (not the profile's configured ones) and the load; it is
+and checkpoint the server really runs (not the launch profile's configured ones) and the load; it is
 linked to a run only when it was taken during that run or right after it (``LINK_WINDOW_S``)
 on the same launch, never to "the host's latest run" of another backend or a cancelled one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,15 +23,15 @@ if TYPE_CHECKING:
     from dsv4tui.core.store.runstore import RunStore
 
 EventCallback = Callable[[dict[str, Any]], None]
-LINK_WINDOW_S = 300.0  # a profile taken this soon after a run ended (same launch) belongs to it
+LINK_WINDOW_S = 300.0  # a capture taken this soon after a run ended (same launch) belongs to it
 
 
 def agent_args(url: str, *, steps: int = 5, concurrency: int = 16, warmup: float = 3.0,
                output_len: int = 1024, output_dir: str | None = None, timeout: float = 300.0,
                top: int = 25, model: str | None = None,
                api_key_env: str | None = None) -> list[str]:
-    """The ``agent profile run`` argv for these settings."""
-    out = ["profile", "run", "--url", url, "--steps", str(steps), "--concurrency",
+    """The ``agent kernels run`` argv for these settings."""
+    out = ["kernels", "run", "--url", url, "--steps", str(steps), "--concurrency",
            str(concurrency), "--warmup", f"{warmup:g}", "--output-len", str(output_len),
            "--timeout", f"{timeout:g}", "--top", str(top)]
     if output_dir:
@@ -42,24 +43,24 @@ def agent_args(url: str, *, steps: int = 5, concurrency: int = 16, warmup: float
     return out
 
 
-async def collect_profile(agent: Any, args: Sequence[str],
+async def collect_kernels(agent: Any, args: Sequence[str],
                           on_event: EventCallback | None = None) -> dict[str, Any]:
-    """Run ``agent profile run`` (argv from :func:`agent_args`) through a host's agent;
-    every event goes to ``on_event``; returns the final ``profile`` event."""
+    """Run ``agent kernels run`` (argv from :func:`agent_args`) through a host's agent;
+    every event goes to ``on_event``; returns the final ``kernels`` event."""
     final: dict[str, Any] | None = None
     async for ev in agent.events(*args):
         if on_event is not None:
             on_event(ev)
-        if ev.get("type") == "profile":
+        if ev.get("type") == "kernels":
             final = ev
     if final is None:
-        raise AgentFailed("profile", "the agent ended without a profile")
+        raise AgentFailed("kernels", "the agent ended without a kernel capture")
     return final
 
 
 @dataclass
 class ServerContext:
-    """The server a profile measures, as the host and the run store know it."""
+    """The server a capture measures, as the host and the run store know it."""
 
     host: str
     profile_name: str | None = None
@@ -114,9 +115,9 @@ async def server_context(host: Any, store: RunStore | None,
     return context_from_status(store, host.name, status, simulated=bool(host.simulated))
 
 
-def run_for_profile(store: RunStore, ctx: ServerContext, taken_at: float,
+def run_for_capture(store: RunStore, ctx: ServerContext, taken_at: float,
                     window_s: float = LINK_WINDOW_S) -> int | None:
-    """The run a profile taken at ``taken_at`` belongs to: the host's newest run on the same
+    """The run a capture taken at ``taken_at`` belongs to: the host's newest run on the same
     launch that was running then or had ended at most ``window_s`` before; else None.
 
     The same launch: the run records the launch id; a run without one (the launch was not
@@ -149,23 +150,67 @@ def _during_or_after(run: Run, taken_at: float, window_s: float) -> bool:
     return taken_at - run.finished_at <= window_s
 
 
-def store_profile(store: RunStore, summary: Mapping[str, Any], ctx: ServerContext | None, *,
+def store_capture(store: RunStore, summary: Mapping[str, Any], ctx: ServerContext | None, *,
                   run_id: int | None = None, label: str | None = None,
                   taken_at: float | None = None) -> tuple[int, int | None]:
     """Save ``summary`` with the launch and load it measured; ``run_id`` (given by the user)
-    or else the run it was taken during / right after (:func:`run_for_profile`).
-    Returns ``(profile id, run id or None)``."""
-    from dsv4tui.core.store import kernels as profiles
+    or else the run it was taken during / right after (:func:`run_for_capture`).
+    Returns ``(capture id, run id or None)``."""
+    from dsv4tui.core.store import kernels as kernel_store
 
     started = taken_at if taken_at is not None else float(summary.get("time") or time.time())
     if run_id is None and ctx is not None:
-        run_id = run_for_profile(store, ctx, started)
+        run_id = run_for_capture(store, ctx, started)
     if label is None and ctx is not None and ctx.backend:
         label = "_".join(x for x in (ctx.checkpoint, ctx.backend) if x)
-    pid = profiles.save_profile(
+    capture_id = kernel_store.save_capture(
         store, summary, host=ctx.host if ctx else str(summary.get("host") or "local"),
         run_id=run_id, label=label, backend=ctx.backend if ctx else None,
         checkpoint=ctx.checkpoint if ctx else None,
         simulated=(ctx.simulated or None) if ctx else None,
         launch_id=ctx.launch_id if ctx else None, server_pid=ctx.server_pid if ctx else None)
-    return pid, run_id
+    return capture_id, run_id
+
+
+def progress_text(ev: Mapping[str, Any]) -> str | None:
+    """What the Kernels screen says while a capture is being taken (None: not a step)."""
+    if ev.get("type") not in ("kernels_target", "kernels_phase"):
+        return None
+    return str(ev.get("message") or f"capturing kernels of {ev.get('url')} ...")
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A capture the dashboard took and stored."""
+
+    capture_id: int
+    run_id: int | None
+    ctx: ServerContext
+    profile: str
+    concurrency: int
+
+    def text(self) -> str:
+        ctx = self.ctx
+        what = "/".join(x for x in (ctx.backend, ctx.checkpoint) if x) or self.profile
+        launch = f"launch {ctx.launch_id}" if ctx.launch_id is not None else "launch unknown"
+        link = (f"with run {self.run_id}" if self.run_id is not None else
+                "not linked to a run (no run on this launch ran in the last "
+                f"{LINK_WINDOW_S / 60:.0f} min)")
+        return (f"stored capture #{self.capture_id} of {what} at C={self.concurrency} "
+                f"({launch}), {link}")
+
+
+async def take(host: Any, store: RunStore, profile_name: str, profile: Any, *, steps: int,
+               concurrency: int, on_event: EventCallback | None = None) -> Taken:
+    """Steady load + SGLang's /start_profile on ``host``'s server of ``profile`` (a
+    ``config.ServerProfile``), stored with the launch it measured and the load."""
+    url = f"http://{profile.host}:{profile.port}"
+    ctx = await server_context(host, store, profile_name)
+    taken_at = time.time()
+    summary = await collect_kernels(
+        host.agent, agent_args(url, steps=steps, concurrency=concurrency,
+                               model=profile.served_model_name,
+                               api_key_env=profile.api_key_env), on_event)
+    capture_id, run_id = await asyncio.to_thread(store_capture, store, summary, ctx,
+                                                 taken_at=taken_at)
+    return Taken(capture_id, run_id, ctx, profile_name, concurrency)

@@ -1,26 +1,13 @@
 """The load of a sweep written as text, as the CLI's flags and the Bench plan dialog take it:
 levels ``C:n,…``, open-loop rates ``rate:n,…`` and goodput targets ``ttft:MS,tpot:MS,e2el:MS``
 (vLLM's keys). One parser for both faces; a ValueError says what to write instead.
-(The agent, deployed on its own, keeps its own small copy for its command line.)"""
+The levels' parser is the agent's (agent/levels.py), so its command line says the same."""
 
 from __future__ import annotations
 
+from dsv4tui.agent.levels import parse_levels
 
-def parse_levels(text: str, *, required: bool = True) -> list[tuple[int, int]]:
-    """``1:8,8:32`` -> [(1, 8), (8, 32)]; ValueError with a message the user can act on."""
-    levels = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        c, sep, n = part.partition(":")
-        if not sep or not c.isdigit() or not n.isdigit():
-            raise ValueError(f"{part!r} is not C:n (e.g. 1:8,8:32)")
-        if int(c) < 1 or int(n) < 1:
-            raise ValueError(f"{part!r}: C and n must be >= 1")
-        levels.append((int(c), int(n)))
-    if not levels and required:
-        raise ValueError("at least one level, e.g. 1:8,8:32 (or a rate level, e.g. 2:100)")
-    return levels
+__all__ = ["GOODPUT_KEYS", "goodput_text", "parse_goodput", "parse_levels", "parse_rates"]
 
 
 def parse_rates(text: str) -> list[tuple[float, int]]:

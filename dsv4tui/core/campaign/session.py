@@ -24,7 +24,7 @@ from dsv4tui.core.store import RunStore
 from dsv4tui.core.store import campaigns as cstore
 
 
-def _event(events: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+def event_of(events: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     for ev in events:
         if ev.get("type") == kind:
             return {k: v for k, v in ev.items() if k not in ("type", "v")}
@@ -47,7 +47,7 @@ async def start(host: Any, spec: Mapping[str, Any], store: RunStore | None = Non
             await host.session.upload(local, remote)
         events = await host.agent.call("campaign", "start", "--spec-json", "@" + remote,
                                        "--remove-spec", timeout=120.0)
-    started = _event(events, "campaign_started")
+    started = event_of(events, "campaign_started")
     if store is not None:
         await asyncio.to_thread(cstore.ensure, store, str(started["id"]), host=host.name,
                                 name=str(spec.get("name") or started["id"]),
@@ -108,7 +108,7 @@ async def status(host: Any, store: RunStore, cid: str) -> dict[str, Any]:
     """The campaign's state on the host, after collecting what is missing; each variant with
     the store's ``run_id`` (its last run) and ``run_ids``."""
     await attach(host, store, cid, follow=False)
-    info = _event(await host.agent.call("campaign", "status", cid), "campaign")
+    info = event_of(await host.agent.call("campaign", "status", cid), "campaign")
     return with_run_ids(info, await asyncio.to_thread(cstore.run_ids, store, cid))
 
 
@@ -129,7 +129,7 @@ async def listing(host: Any, running: bool = False) -> list[dict[str, Any]]:
 async def cancel(host: Any, store: RunStore | None, cid: str, wait: float = 60.0
                  ) -> dict[str, Any]:
     """SIGTERM the runner; once it ended, what it finished is collected into ``store``."""
-    out = _event(await host.agent.call("campaign", "cancel", cid, "--wait", f"{wait:g}",
+    out = event_of(await host.agent.call("campaign", "cancel", cid, "--wait", f"{wait:g}",
                                        timeout=wait + 30.0), "campaign_cancelled")
     if store is not None:
         await attach(host, store, cid, follow=False)
@@ -137,5 +137,5 @@ async def cancel(host: Any, store: RunStore | None, cid: str, wait: float = 60.0
 
 
 async def resume(host: Any, cid: str) -> dict[str, Any]:
-    return _event(await host.agent.call("campaign", "resume", cid, timeout=120.0),
+    return event_of(await host.agent.call("campaign", "resume", cid, timeout=120.0),
                   "campaign_started")

@@ -27,7 +27,14 @@ from dsv4tui.core.errors import UserError
 from dsv4tui.core.hosts.resolve import Host, HostSpec
 from dsv4tui.core.hosts.session import ConnectionState
 from dsv4tui.core.hosts.supervisor import HostSupervisor
-from dsv4tui.core.telemetry import STALE_TICKS, Frame, FrameError, model_summary
+from dsv4tui.core.telemetry import (
+    STALE_TICKS,
+    Frame,
+    FrameError,
+    mean_of,
+    model_summary,
+    total_of,
+)
 
 STREAM = "fleet:telemetry"  # the fleet's own stream name (a host's dashboard adds its own)
 STATUS_EVERY_S = 10.0  # the server state changes slowly; each poll is an agent process
@@ -36,16 +43,6 @@ SETTLE_TIMEOUT_S = 20.0
 
 # what a host shows while it is not (yet) connected
 _DOWN = (ConnectionState.LOST, ConnectionState.RECONNECTING, ConnectionState.FAILED)
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    got = [v for v in values if v is not None]
-    return sum(got) / len(got) if got else None
-
-
-def _total(values: Iterable[float | None]) -> float | None:
-    got = [v for v in values if v is not None]
-    return sum(got) if got else None
 
 
 @dataclass
@@ -288,12 +285,12 @@ class Fleet:
         s.simulated = s.simulated or frame.simulated
         s.gpu_count = len(gpus)
         s.gpu_model = model_summary(gpus)
-        s.util_pct = _mean(g.util_gpu for g in gpus)
-        s.tensor_pct = _mean(g.tensor_active for g in gpus)
-        s.mem_used_mib = _total(g.mem_used_mib for g in gpus)
-        s.mem_total_mib = _total(g.mem_total_mib for g in gpus)
-        s.power_w = _total(g.power_w for g in gpus)
-        s.power_limit_w = _total(g.power_limit_w for g in gpus)
+        s.util_pct = mean_of(g.util_gpu for g in gpus)
+        s.tensor_pct = mean_of(g.tensor_active for g in gpus)
+        s.mem_used_mib = total_of(g.mem_used_mib for g in gpus)
+        s.mem_total_mib = total_of(g.mem_total_mib for g in gpus)
+        s.power_w = total_of(g.power_w for g in gpus)
+        s.power_limit_w = total_of(g.power_limit_w for g in gpus)
 
     def _wake(self, member: _Member) -> None:
         """Connected (again): poll its status now rather than at the next tick."""

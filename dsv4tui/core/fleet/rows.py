@@ -91,12 +91,15 @@ def cells(s: HostSummary, compact: bool = False) -> dict[str, str]:
         model = f"{model} SIMULATED" if model != dash else "SIMULATED"
     if s.telemetry_error and not known:
         model = s.telemetry_error
+    gpus = str(s.gpu_count) if s.gpu_count is not None else dash
+    if compact and s.simulated:  # the compact table may have no MODEL column to say it in
+        gpus = f"{gpus} SIM" if gpus != dash else "SIM"
     server = (s.server or dash) if s.connected else dash
     if s.status_error and s.server is None and s.connected:
         server = "unknown"
     return {
         "host": s.host, "state": state_text(s, compact),
-        "gpus": str(s.gpu_count) if s.gpu_count is not None else dash, "model": model,
+        "gpus": gpus, "model": model,
         "util": _pct(s.util_pct) if known else dash,
         "tensor": _pct(s.tensor_pct) if known else dash,
         "mem": mem, "power": power, "server": server, "profile": s.profile or dash,

@@ -120,7 +120,7 @@ def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> Hos
     aliases = ssh_target.ssh_config_aliases()
     known: tuple[str, ...] = ()
     if name not in aliases and "@" not in name:
-        known = ("local", "demo", *settings.hosts, *aliases)
+        known = tuple(dict.fromkeys(("local", "demo", *settings.hosts, *aliases)))
     return HostSpec(name, HostConfig(), "ssh", target=name, accept_new=accept_new, known=known)
 
 

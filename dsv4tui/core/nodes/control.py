@@ -17,126 +17,30 @@ Steps are reported with ``node`` set, so the CLI and the dashboard print the sam
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsv4tui.core.errors import AgentFailed, UserError
 from dsv4tui.core.nodes import group as node_group
-from dsv4tui.core.server.control import (
-    DEFAULT_GRACE_S,
-    DEFAULT_TIMEOUT_S,
-    StartResult,
-    StartupFailed,
-    StartupStep,
-    _apply,
-    _excerpt,
-    _record,
-)
+from dsv4tui.core.nodes import watch as group_watch
+from dsv4tui.core.nodes.fanout import Nodes, group_stopped, node_names, node_status, stop_all
+from dsv4tui.core.server import startup
+from dsv4tui.core.server.startup import DEFAULT_GRACE_S, DEFAULT_TIMEOUT_S, StartResult, StartupStep
 
 if TYPE_CHECKING:
     from dsv4tui.core.hosts.resolve import Host
     from dsv4tui.core.server.sglang_version import SglangVersion
     from dsv4tui.core.store import RunStore
 
-FAIL_STOP_GRACE_S = 5.0
-BUSY_RETRIES = 10  # half a second apart  # a group that lost a rank has nothing to drain: stop it quickly
-_STARTUP_FAILURES = ("crashed", "timeout")
+FAIL_STOP_GRACE_S = 5.0  # a group that lost a rank has nothing to drain: stop it quickly
 REFUSAL_WAIT_S = 15.0  # after one node refused a start: how long the others get to answer
-
-
-# node name -> its live connection, where something keeps one (the dashboard's supervisors):
-# used instead of a new connection, and never closed here
-SHARED: dict[str, Callable[[], Host | None]] = {}
-
-
-class Nodes:
-    """The connected nodes of a group host, in rank order (node 0: ``host`` itself)."""
-
-    def __init__(self, host: Host, *, tolerant: bool = False) -> None:
-        """``tolerant``: a node that cannot be reached is None in the list (its one-line
-        reason in ``errors``) instead of failing the whole group."""
-        self.host = host
-        self.hosts: list[Any] = []
-        self.tolerant = tolerant
-        self.errors: dict[int, str] = {}
-        self._borrowed: set[int] = set()
-
-    async def __aenter__(self) -> list[Any]:
-        from dsv4tui.core.hosts.resolve import connect
-
-        specs = list(self.host.spec.group)
-
-        async def one(rank: int) -> Host:
-            live = SHARED.get(specs[rank].name)
-            shared = live() if live is not None else None
-            if shared is not None:
-                self._borrowed.add(id(shared))
-                return shared
-            try:
-                return await connect(specs[rank])
-            except UserError as exc:
-                self.errors[rank] = exc.message
-                raise UserError(f"node {specs[rank].name} (rank {rank}): {exc.message}",
-                                exc.exit_code) from None
-
-        others = await asyncio.gather(*(one(r) for r in range(1, len(specs))),
-                                      return_exceptions=True)
-        self.hosts = [h for h in others if not isinstance(h, BaseException)]
-        failed = next((h for h in others if isinstance(h, BaseException)), None)
-        if failed is not None and not (self.tolerant and isinstance(failed, UserError)):
-            await self.close()
-            raise failed
-        return [self.host, *(None if isinstance(h, BaseException) else h for h in others)]
-
-    async def close(self) -> None:
-        for h in self.hosts:
-            if h is not None and h is not self.host and id(h) not in self._borrowed:
-                with contextlib.suppress(Exception):
-                    await h.session.close()
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
-
-
-def _node_names(host: Host) -> list[str]:
-    return [s.name for s in host.spec.group]
-
-
-async def _stop_all(nodes: list[Host], names: list[str], grace: float,
-                    on_step: Callable[[StartupStep], None] | None = None,
-                    ranks: list[int] | None = None) -> list[dict[str, Any]]:
-    """Every node's (or ``ranks``') ``server stop``, all at once."""
-    async def one(rank: int) -> dict[str, Any]:
-        for attempt in range(BUSY_RETRIES + 1):
-            try:
-                events = await nodes[rank].agent.call("server", "stop", "--grace", f"{grace:g}")
-                break
-            except AgentFailed as exc:  # a start cancelled a moment ago may still hold the lock
-                if exc.kind != "busy" or attempt == BUSY_RETRIES:
-                    return {"node": names[rank], "rank": rank, "how": "error",
-                            "error": exc.message}
-                await asyncio.sleep(0.5)
-            except UserError as exc:
-                return {"node": names[rank], "rank": rank, "how": "error", "error": exc.message}
-        ev: dict[str, Any] = next((e for e in events if e.get("type") == "stopped"),
-                                  {"how": "not_running"})
-        out = {"node": names[rank], "rank": rank,
-               **{k: v for k, v in ev.items() if k not in ("type", "v")}}
-        if on_step is not None:
-            on_step(StartupStep("stopped", duration_s=ev.get("stop_s"), text=ev.get("how"),
-                                event=ev, node=names[rank]))
-        return out
-
-    wanted = range(len(nodes)) if ranks is None else ranks
-    return list(await asyncio.gather(*(one(r) for r in wanted)))
 
 
 def _failure_rank(failures: dict[int, BaseException]) -> int:
     """The node that failed first in cause: not one that died of another's NCCL error."""
     def nccl_only(exc: BaseException) -> bool:
-        text = " ".join(_excerpt(exc.event)) if isinstance(exc, AgentFailed) else ""
+        text = " ".join(startup.log_excerpt(exc.event)) if isinstance(exc, AgentFailed) else ""
         return "ncclRemoteError" in text or "NCCL error" in text
 
     return min(failures, key=lambda r: (nccl_only(failures[r]), r))
@@ -154,7 +58,7 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
     config) stops every node when one of them fails later."""
     from dsv4tui.core.server import sglang_version
 
-    names = _node_names(host)
+    names = node_names(host)
     _, profile = host.config.profile(profile_name)
     found = sglang or await sglang_version.probe(host, profile)
     plans = node_group.plan_nodes(host.config, list(host.spec.group), profile_name, backend,
@@ -174,16 +78,16 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
             for name in names:
                 if on_step is not None:
                     on_step(StartupStep("stopping", text="stopping the old server", node=name))
-            group.previous_stop = {"nodes": await _stop_all(nodes, names, grace, on_step)}
+            group.previous_stop = {"nodes": await stop_all(nodes, names, grace, on_step)}
 
         async def run(rank: int) -> None:
             args = plans[rank].launch.agent_args(wait_ready=wait, grace=grace, timeout=timeout)
             if wait:
                 async for ev in nodes[rank].agent.events(*args):
-                    _apply(results[rank], ev, tagged(rank))
+                    startup.apply_event(results[rank], ev, tagged(rank))
             else:
                 for ev in await nodes[rank].agent.call(*args):
-                    _apply(results[rank], ev, tagged(rank))
+                    startup.apply_event(results[rank], ev, tagged(rank))
 
         tasks = {asyncio.ensure_future(run(r)): r for r in range(len(plans))}
         failures: dict[int, BaseException] = {}
@@ -196,7 +100,7 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
                         failures[tasks[t]] = t.exception()  # type: ignore[assignment]
             if failures:
                 first = next(iter(failures.values()))
-                if isinstance(first, AgentFailed) and first.kind not in _STARTUP_FAILURES:
+                if isinstance(first, AgentFailed) and first.kind not in startup.FAILURES:
                     # a refusal (already running, busy): the other nodes answer as quickly,
                     # and a node that has not answered yet must not be taken for one this
                     # start launched (stopping it would stop a running group's rank)
@@ -221,21 +125,21 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
             def refused(rank: int) -> bool:  # said no before launching anything there
                 exc = failures.get(rank)
                 return results[rank].pid is None and isinstance(exc, AgentFailed) and \
-                    exc.kind not in _STARTUP_FAILURES
+                    exc.kind not in startup.FAILURES
 
             launched = [p.rank for p in plans if not refused(p.rank)]
-            stopped = await _stop_all(nodes, names, FAIL_STOP_GRACE_S, on_step, launched)
+            stopped = await stop_all(nodes, names, FAIL_STOP_GRACE_S, on_step, launched)
             group.previous_stop = {"nodes": stopped}
             message = exc.message if isinstance(exc, UserError) else str(exc) or \
                 type(exc).__name__
             what = ("every node was stopped" if len(launched) == len(plans) else
                     "the nodes it started were stopped" if launched else "nothing was started")
             message = f"node {names[rank]} (rank {rank}): {message}; {what}"
-            _record(store, group, False, message)
-            if isinstance(exc, AgentFailed) and exc.kind not in _STARTUP_FAILURES:
+            startup.record_launch(store, group, False, message)
+            if isinstance(exc, AgentFailed) and exc.kind not in startup.FAILURES:
                 raise AgentFailed(exc.kind, message, exc.exit_code, exc.event) from None
-            excerpt = _excerpt(exc.event) if isinstance(exc, AgentFailed) else []
-            raise StartupFailed(message, kind=getattr(exc, "kind", "failed"),
+            excerpt = startup.log_excerpt(exc.event) if isinstance(exc, AgentFailed) else []
+            raise startup.StartupFailed(message, kind=getattr(exc, "kind", "failed"),
                                 excerpt=[f"[{names[rank]}] {line}" for line in excerpt],
                                 result=group) from None
     group.ready = all(r.ready for r in results) if wait else False
@@ -243,63 +147,19 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
         if group.ready else None
     group.status = results[0].status
     group.phases = results[0].phases
-    _record(store, group, group.ready or not wait, None)
+    startup.record_launch(store, group, group.ready or not wait, None)
     if group.ready and watch:
-        from dsv4tui.core.nodes import watch as group_watch
-
         group_watch.spawn(host.name, config_path)
     return group
 
 
 async def stop(host: Host, grace: float = DEFAULT_GRACE_S) -> dict[str, Any]:
     """Stop every node's server; ``nodes``: one stopped result each; ``leftover_pids`` of any."""
-    from dsv4tui.core.nodes import watch as group_watch
-
     group_watch.end(host.name)  # a stop is not a failure: the watcher goes first
-    names = _node_names(host)
+    names = node_names(host)
     async with Nodes(host) as nodes:
-        results = await _stop_all(nodes, names, grace)
+        results = await stop_all(nodes, names, grace)
     return group_stopped(results)
-
-
-def group_stopped(results: list[dict[str, Any]]) -> dict[str, Any]:
-    how = "not_running" if all(r.get("how") == "not_running" for r in results) else "stopped"
-    freed = [r.get("gpu_mem_freed_mib") for r in results]
-    return {"how": how, "nodes": results,
-            "leftover_pids": [p for r in results for p in r.get("leftover_pids") or []],
-            "errors": [f"{r['node']}: {r['error']}" for r in results if r.get("error")],
-            "gpu_mem_freed_mib": sum(f for f in freed if f is not None)
-            if any(f is not None for f in freed) else None}
-
-
-async def node_status(nodes: Sequence[Host | None], names: list[str], profile_name: str | None,
-                      config: Any, errors: dict[int, str] | None = None, *, http: bool = True
-                      ) -> list[dict[str, Any]]:
-    """Every node's ``status`` event (``node``, ``rank`` added; an unreachable node's error).
-    ``http=False``: from each node's processes and log only (the watcher's poll, which would
-    otherwise put two access-log lines a second into rank 0's log)."""
-    args = ["server", "status"] + ([] if http else ["--no-http"])
-    if config.profiles:
-        _, profile = config.profile(profile_name)
-        args += ["--port", str(profile.port), "--host", profile.host]
-
-    async def one(rank: int) -> dict[str, Any]:
-        node = nodes[rank]
-        if node is None:  # not reachable (Nodes(tolerant=True))
-            return {"node": names[rank], "rank": rank, "state": "unreachable", "pid": None,
-                    "error": (errors or {}).get(rank, "not reachable")}
-        try:
-            events = await node.agent.call(*args)
-        except UserError as exc:
-            return {"node": names[rank], "rank": rank, "state": "unknown", "pid": None,
-                    "error": exc.message}
-        ev: dict[str, Any] = next((e for e in events if e.get("type") == "status"),
-                                  {"state": "unknown"})
-        return {"node": names[rank], "rank": rank,
-                **{k: v for k, v in ev.items() if k not in ("type", "v")},
-                "pid": ev.get("pid") if ev.get("ours") else None}
-
-    return list(await asyncio.gather(*(one(r) for r in range(len(nodes)))))
 
 
 def group_state(nodes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -330,7 +190,7 @@ def group_state(nodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def status(host: Host, profile_name: str | None = None) -> dict[str, Any]:
-    names = _node_names(host)
+    names = node_names(host)
     group = Nodes(host, tolerant=True)  # an unreachable node is a node's state, not an error
     async with group as nodes:
         return group_state(await node_status(nodes, names, profile_name, host.config,

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dsv4tui.core.nodes import control as group_control
+from dsv4tui.core.nodes import fanout
 from dsv4tui.core.nodes.telemetry import NodeFrames
 from dsv4tui.core.telemetry import Frame, FrameError, HostTelemetry
 
@@ -69,12 +69,12 @@ class NodeStreams:
                            functools.partial(self.node_frame, name))
             self.supervisors[name] = sup
             # server status / start / stop of the group reuse this node's connection
-            group_control.SHARED[name] = functools.partial(_connected, sup)
+            fanout.SHARED[name] = functools.partial(_connected, sup)
             sup.start()
 
     async def stop(self) -> None:
         for name, sup in self.supervisors.items():
-            group_control.SHARED.pop(name, None)
+            fanout.SHARED.pop(name, None)
             await sup.stop()
 
     def _stream_error(self, node: str, stream: str, err: Any) -> None:

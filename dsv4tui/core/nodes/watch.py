@@ -26,7 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dsv4tui.agent import procs
 from dsv4tui.core import paths
+from dsv4tui.core.nodes import fanout
 
 POLL_S = 1.0
 STOP_GRACE_S = 5.0
@@ -61,18 +63,9 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _proc_start(pid: int) -> int | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(")") + 2:].split()
-    return int(fields[19]) if len(fields) > 19 and fields[0] not in ("Z", "X") else None
-
-
 def _is_our_watcher(rec: dict[str, Any], host: str) -> bool:
-    pid = int(rec.get("pid") or 0)
-    if not pid or _proc_start(pid) != rec.get("start"):
+    pid, start = int(rec.get("pid") or 0), rec.get("start")
+    if not pid or start is None or not procs.alive(pid, start):
         return False
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -96,7 +89,7 @@ def end(host: str, timeout: float = 3.0) -> bool:
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _proc_start(pid) == rec.get("start") and time.monotonic() < deadline:
+    while procs.alive(pid, rec["start"]) and time.monotonic() < deadline:
         time.sleep(0.05)
     with contextlib.suppress(OSError):
         path.unlink()
@@ -116,7 +109,7 @@ def spawn(host: str, config: str | None = None) -> int:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True)
     _write(d / f"{_safe(host)}.watch.json",
-           {"pid": proc.pid, "start": _proc_start(proc.pid), "host": host,
+           {"pid": proc.pid, "start": procs.proc_start(proc.pid), "host": host,
             "since": time.time()})
     return proc.pid
 
@@ -192,12 +185,10 @@ async def watch(host_name: str, config: Path | None) -> int:
 async def _watch_connected(host: Any, host_name: str, names: list[str]) -> int | None:
     """Poll every node until the group is down (its exit code) or a node is unreachable
     for LOST_POLLS polls in a row (None: connect again)."""
-    from dsv4tui.core.nodes import control as group_control
-
     lost = 0
-    async with group_control.Nodes(host) as nodes:
+    async with fanout.Nodes(host) as nodes:
         while True:
-            status = await group_control.node_status(nodes, names, None, host.config,
+            status = await fanout.node_status(nodes, names, None, host.config,
                                                      http=False)
             lost = lost + 1 if any(n.get("error") for n in status) else 0
             if lost >= LOST_POLLS:
@@ -208,8 +199,8 @@ async def _watch_connected(host: Any, host_name: str, names: list[str]) -> int |
                 print(f"{time.strftime('%H:%M:%S')} node {bad['node']} (rank {bad['rank']}) "
                       f"{record['what']}: stopping every node", flush=True)
                 _write(_dir() / f"{_safe(host_name)}.failure.json", record)
-                stopped = await group_control._stop_all(nodes, names, STOP_GRACE_S)
-                record["stopped"] = group_control.group_stopped(stopped)
+                stopped = await fanout.stop_all(nodes, names, STOP_GRACE_S)
+                record["stopped"] = fanout.group_stopped(stopped)
                 _write(_dir() / f"{_safe(host_name)}.failure.json", record)
                 return 0
             if all(n.get("state") in _DOWN for n in status):

@@ -19,6 +19,7 @@ Both faces (the CLI, the dashboard) call these functions.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from pydantic import ValidationError
 
 from dsv4tui.core import config_edit
 from dsv4tui.core.config import DEMO, HostConfig, ServerProfile, Settings
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, ConfigError, UserError
+from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, AgentFailed, ConfigError, UserError
 from dsv4tui.core.server import backends
 from dsv4tui.core.server.launch import FIELD_FLAGS, Launch, build_launch
 
@@ -406,7 +407,12 @@ async def inspect(host: Host, port: int, bind_host: str | None = None,
         args += ["--host", bind_host]
     if api_key_env:
         args += ["--api-key-env", api_key_env]
-    events = await host.agent.call(*args, timeout=60.0)
+    try:
+        events = await host.agent.call(*args, timeout=60.0)
+    except AgentFailed as exc:
+        if exc.kind == "usage":  # e.g. --api-key-env naming a variable the host has not set
+            raise UserError(f"server adopt: {host.name}: {exc.message}", EXIT_CONFIG) from None
+        raise
     ev = next((e for e in events if e.get("type") == "foreign_server"), None)
     if ev is None:
         raise AdoptError(f"{host.name}: the agent did not say what runs on port {port}")
@@ -438,3 +444,49 @@ def write(path: Path, p: Proposal, *, dry_run: bool = False) -> Settings:
                                           make_default=p.make_default, comment=comment,
                                           dry_run=dry_run)
     return settings
+
+
+# -- the dashboard ------------------------------------------------------------------------------
+
+def offer(status: dict[str, Any], offered: set[Any], *, simulated: bool,
+          key: str) -> str | None:
+    """A server on the profile's port that dsv4tui did not start, met for the first time
+    (``offered``: the pids already met): what to say, that ``key`` adopts it. A simulated
+    host's profiles are built in: nothing to adopt there."""
+    pid = (status.get("foreign") or {}).get("pid")
+    if status.get("state") != "foreign" or pid in offered:
+        return None
+    offered.add(pid)
+    if not pid or simulated:
+        return None
+    return (f"port {status.get('port')} is served by pid {pid}, which dsv4tui did not start: "
+            f"press {key} to adopt it (its launch becomes a profile, a restart can then "
+            "change one flag)")
+
+
+async def prepare(host: Host, name: str, config: HostConfig, profile: ServerProfile | None,
+                  path: Path) -> Proposal:
+    """What runs on ``profile``'s port (no profile: the default port) of host ``name``, as a
+    proposal for its ``config``, checked to write cleanly into the config file at ``path``."""
+    port, bind = (profile.port, profile.host) if profile is not None else (30000, None)
+    foreign = await inspect(host, port, bind)
+    proposal = propose(name, config, foreign)
+    await asyncio.to_thread(write, path, proposal, dry_run=True)
+    return proposal
+
+
+async def commit(host: Host, proposal: Proposal, path: Path, config: HostConfig) -> None:
+    """The proposal, confirmed: the server recorded as ours on the host, its profile written
+    to ``path`` and taken into ``config``."""
+    await record(host, proposal)
+    take_profiles(config, await asyncio.to_thread(write, path, proposal), proposal.host)
+
+
+def take_profiles(config: HostConfig, settings: Settings, host: str) -> None:
+    """The profiles ``settings`` (the config just written) has for ``host``, into ``config``
+    in place: the objects the host's session reads, so nothing reconnects."""
+    new = settings.hosts.get(host)
+    if new is not None:
+        config.profiles.clear()
+        config.profiles.update(new.profiles)
+        config.default_profile = new.default_profile

@@ -10,29 +10,17 @@ same journal events twice adds nothing.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dsv4tui.core.store import sql
+
 if TYPE_CHECKING:
     from dsv4tui.core.store.runstore import RunStore
 
 CAMPAIGN_STATES = ("running", "done", "failed", "cancelled", "interrupted")
-
-
-def _dumps(obj: Any) -> str | None:
-    return None if obj is None else json.dumps(obj, separators=(",", ":"), default=str)
-
-
-def _loads(text: str | None) -> Any:
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -59,8 +47,8 @@ class CampaignRow:
 def _row(r: Any) -> CampaignRow:
     return CampaignRow(r["id"], r["host"], r["name"], r["kind"], r["state"],
                        int(r["journal_offset"] or 0), r["created_at"], r["updated_at"],
-                       r["ended_at"], r["error"], _loads(r["spec_json"]) or {},
-                       _loads(r["detail_json"]) or {})
+                       r["ended_at"], r["error"], sql.loads(r["spec_json"]) or {},
+                       sql.loads(r["detail_json"]) or {})
 
 
 def ensure(store: RunStore, cid: str, *, host: str, name: str, kind: str,
@@ -69,11 +57,11 @@ def ensure(store: RunStore, cid: str, *, host: str, name: str, kind: str,
     with store.transaction() as db:
         db.execute("INSERT OR IGNORE INTO campaigns (id, host, name, kind, spec_json, state, "
                    "journal_offset, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                   (cid, host, name, kind, _dumps(spec), "running", 0,
+                   (cid, host, name, kind, sql.dumps(spec), "running", 0,
                     created_at or time.time(), time.time()))
         if spec is not None:
             db.execute("UPDATE campaigns SET spec_json = coalesce(spec_json, ?) WHERE id = ?",
-                       (_dumps(spec), cid))
+                       (sql.dumps(spec), cid))
 
 
 def update(store: RunStore, cid: str, *, state: str | None = None, error: str | None = None,
@@ -86,7 +74,7 @@ def update(store: RunStore, cid: str, *, state: str | None = None, error: str | 
     if kind is not None:
         cols["kind"] = kind
     if spec is not None:
-        cols["spec_json"] = _dumps(dict(spec))
+        cols["spec_json"] = sql.dumps(dict(spec))
     if state is not None:
         cols["state"] = state
     if error is not None:
@@ -94,12 +82,11 @@ def update(store: RunStore, cid: str, *, state: str | None = None, error: str | 
     if ended_at is not None:
         cols["ended_at"] = ended_at
     if detail is not None:
-        cols["detail_json"] = _dumps(dict(detail))
+        cols["detail_json"] = sql.dumps(dict(detail))
     if offset is not None:
         cols["journal_offset"] = int(offset)
     with store.transaction() as db:
-        db.execute(f"UPDATE campaigns SET {', '.join(f'{k} = ?' for k in cols)} WHERE id = ?",
-                   (*cols.values(), cid))
+        db.execute(*sql.update("campaigns", cid, cols))
 
 
 def get(store: RunStore, cid: str) -> CampaignRow | None:
@@ -108,9 +95,8 @@ def get(store: RunStore, cid: str) -> CampaignRow | None:
 
 
 def listing(store: RunStore, host: str | None = None) -> list[CampaignRow]:
-    sql = "SELECT * FROM campaigns" + (" WHERE host = ?" if host else "")
-    return [_row(r) for r in store.query(sql + " ORDER BY created_at DESC",
-                                         (host,) if host else ())]
+    return [_row(r) for r in store.query(*sql.select(
+        "SELECT * FROM campaigns", {"host": host or None}, order="created_at DESC"))]
 
 
 def _keys(store: RunStore, table: str, cid: str) -> dict[str, int]:
@@ -150,7 +136,7 @@ def add_run(store: RunStore, cid: str, key: str, *, label: str, host: str,
             "quantization = ?, attention_backend = ?, argv_json = ?, server_args_json = ?, "
             "meta_source = ?, owner = ?, started_at = coalesce(?, started_at) WHERE id = ?",
             (cid, key, variant, repeat, meta.get("quantization"), meta.get("attention_backend"),
-             _dumps(meta.get("argv")), _dumps(meta.get("server_args")),
+             sql.dumps(meta.get("argv")), sql.dumps(meta.get("server_args")),
              meta.get("source") or "unknown", f"campaign:{cid}", started_at, run_id))
     return run_id
 
@@ -168,9 +154,9 @@ def add_launch(store: RunStore, cid: str, key: str, *, host: str, profile_name: 
             "INSERT INTO launches (host, profile_name, profile_json, backend, checkpoint, "
             "changes_json, startup_s, ok, error, created_at, campaign_id, campaign_key, "
             "argv_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (host, profile_name, _dumps(dict(profile or {}, argv=argv)), backend, checkpoint,
-             _dumps(dict(changes or {})), None, 0, "starting", created_at or time.time(), cid,
-             key, _dumps(argv)))
+            (host, profile_name, sql.dumps(dict(profile or {}, argv=argv)), backend, checkpoint,
+             sql.dumps(dict(changes or {})), None, 0, "starting", created_at or time.time(), cid,
+             key, sql.dumps(argv)))
         return int(cur.lastrowid or 0)
 
 
@@ -178,14 +164,14 @@ def end_launch(store: RunStore, launch_id: int, *, ok: bool, startup_s: float | 
                error: str | None, pid: int | None, started_at: float | None = None) -> None:
     with store.transaction() as db:
         row = db.execute("SELECT profile_json FROM launches WHERE id = ?", (launch_id,)).fetchone()
-        profile = dict(_loads(row["profile_json"]) or {}) if row else {}
+        profile = dict(sql.loads(row["profile_json"]) or {}) if row else {}
         if pid is not None:
             profile["pid"] = pid
         if started_at is not None:
             profile["started_at"] = started_at
         db.execute("UPDATE launches SET ok = ?, startup_s = ?, error = ?, pid = ?, "
                    "profile_json = ? WHERE id = ?",
-                   (int(ok), startup_s, error, pid, _dumps(profile), launch_id))
+                   (int(ok), startup_s, error, pid, sql.dumps(profile), launch_id))
 
 
 def launch_for_pid(store: RunStore, host: str, pid: int | None,
@@ -197,7 +183,7 @@ def launch_for_pid(store: RunStore, host: str, pid: int | None,
         return None
     for r in store.query("SELECT id, pid, profile_json FROM launches WHERE host = ? "
                          "ORDER BY created_at DESC, id DESC LIMIT 200", (host,)):
-        prof = _loads(r["profile_json"]) or {}
+        prof = sql.loads(r["profile_json"]) or {}
         if r["pid"] != pid and prof.get("pid") != pid:
             continue
         known = prof.get("started_at")
@@ -243,5 +229,4 @@ def set_run_meta(store: RunStore, run_id: int, **cols: Any) -> None:
     if not cols:
         return
     with store.transaction() as db:
-        db.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in cols)} WHERE id = ?",
-                   (*cols.values(), run_id))
+        db.execute(*sql.update("runs", run_id, cols))

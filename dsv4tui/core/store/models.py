@@ -7,7 +7,6 @@ shape every consumer expects, never as an exception (see :func:`normalise_level`
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 from collections.abc import Mapping
@@ -15,18 +14,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dsv4tui.agent import stats as _stats
+from dsv4tui.core.store import sql
 from dsv4tui.core.store.owner import owner_state, parse_owner
 
 RUN_STATUSES = ("running", "done", "partial", "cancelled", "failed", "interrupted")
-
-
-def _loads(text: Any) -> Any:
-    if not text or not isinstance(text, (str, bytes)):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def _get(row: sqlite3.Row | Mapping[str, Any], key: str) -> Any:
@@ -161,7 +152,7 @@ class Level:
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Level:
         # the row's columns win over the blob for what identifies the level
-        stored = _loads(_get(row, "stats_json"))
+        stored = sql.loads(_get(row, "stats_json"))
         stored = dict(stored) if isinstance(stored, Mapping) else {}
         stored.update(level=_get(row, "idx"), concurrency=_get(row, "concurrency"),
                       requests=_get(row, "requests"))
@@ -240,8 +231,8 @@ class Run:
     def from_row(cls, row: sqlite3.Row) -> Run:
         sanity, owner = _get(row, "sanity_passed"), _get(row, "owner")
         parsed = parse_owner(owner)
-        profile, plan = _loads(_get(row, "profile_json")), _loads(_get(row, "plan_json"))
-        gpus = _loads(_get(row, "gpu_names_json"))
+        profile, plan = sql.loads(_get(row, "profile_json")), sql.loads(_get(row, "plan_json"))
+        gpus = sql.loads(_get(row, "gpu_names_json"))
         return cls(
             id=row["id"], label=str(_get(row, "label") or ""), host=str(_get(row, "host") or ""),
             url=_get(row, "url"), model=_get(row, "model"), profile_name=_get(row, "profile_name"),
@@ -279,7 +270,7 @@ class Launch:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Launch:
-        profile, changes = _loads(_get(row, "profile_json")), _loads(_get(row, "changes_json"))
+        profile, changes = sql.loads(_get(row, "profile_json")), sql.loads(_get(row, "changes_json"))
         return cls(row["id"], str(_get(row, "host") or ""), _get(row, "profile_name"),
                    profile if isinstance(profile, dict) else None, _get(row, "backend"),
                    _get(row, "checkpoint"), changes if isinstance(changes, dict) else {},

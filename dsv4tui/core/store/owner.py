@@ -9,24 +9,17 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 from typing import Literal
+
+from dsv4tui.agent import procs
 
 OwnerState = Literal["alive", "gone", "elsewhere"]
 
 
-def _proc_start(pid: int) -> str:
-    """The process's start time in clock ticks (Linux), so a reused pid is not mistaken."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
 def owner_token(pid: int | None = None) -> str:
     pid = pid or os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_proc_start(pid)}"
+    start = procs.proc_start(pid)
+    return f"{socket.gethostname()}:{pid}:{'' if start is None else start}"
 
 
 def parse_owner(token: str | None) -> tuple[str, int, str] | None:
@@ -48,15 +41,9 @@ def owner_state(token: str | None) -> OwnerState:
     host, pid, start = parsed
     if host != socket.gethostname():
         return "elsewhere"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if start and not start.isdigit():  # no process started at that time: not the owner
         return "gone"
-    except PermissionError:
-        return "alive"
-    except OSError:  # pid out of range and the like: nothing can own the run
-        return "gone"
-    return "alive" if not start or _proc_start(pid) == start else "gone"
+    return "alive" if procs.alive(pid, int(start) if start else None) else "gone"
 
 
 def owner_alive(token: str | None) -> bool:

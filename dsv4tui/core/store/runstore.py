@@ -18,7 +18,6 @@ reads as usual, skips migrations and orphan marking, and every write raises
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
@@ -32,7 +31,7 @@ from typing import Any, TypeVar
 from dsv4tui.agent import stats
 from dsv4tui.core import paths
 from dsv4tui.core.errors import EXIT_BUSY
-from dsv4tui.core.store import schema
+from dsv4tui.core.store import schema, sql
 from dsv4tui.core.store.models import Launch, Level, Run
 from dsv4tui.core.store.owner import owner_alive, owner_token
 from dsv4tui.core.store.schema import StoreError
@@ -55,15 +54,8 @@ _PAUSE_S = (0.05, 0.1, 0.2, 0.4, 0.5)  # between attempts, the thread lock relea
 _DEFAULT: Any = object()
 
 
-def _dumps(obj: Any) -> str | None:
-    return None if obj is None else json.dumps(obj, separators=(",", ":"), default=str)
-
-
 def _loads_list(text: Any) -> list[Any]:
-    try:
-        value = json.loads(text) if isinstance(text, (str, bytes)) and text else []
-    except ValueError:
-        return []
+    value = sql.loads(text)
     return [v for v in value if isinstance(v, (int, float))] if isinstance(value, list) else []
 
 
@@ -176,7 +168,7 @@ class RunStore:
                 self._db.execute("PRAGMA synchronous = NORMAL")
                 self._db.execute("PRAGMA foreign_keys = ON")
                 self._retry(lambda: schema.migrate(self._db, str(self.path)), "open")
-            self._cols = self._columns()
+            self._cols = schema.tables(self._db)  # an older file, read-only, lacks some
             if not self.read_only:
                 # best effort: a store another process keeps locked still opens for reading
                 with contextlib.suppress(StoreBusy):
@@ -232,13 +224,6 @@ class RunStore:
                              "-wal holds writes that need write access to the directory to "
                              "read)" if wal.exists() else
                              f"cannot read the run store {self.path} read-only: {exc}") from None
-
-    def _columns(self) -> dict[str, set[str]]:
-        """The tables the file has and their columns (an older file, read-only, lacks some)."""
-        out: dict[str, set[str]] = {}
-        for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
-            out[name] = {r[1] for r in self._db.execute(f"PRAGMA table_info({schema._quote(name)})")}
-        return out
 
     def _has(self, table: str, column: str | None = None) -> bool:
         cols = self._cols.get(table)
@@ -312,6 +297,11 @@ class RunStore:
             time.sleep(seconds)
         finally:
             self._lock.acquire()
+
+    def require_writable(self) -> None:
+        """Raise StoreReadOnly now (before asking the user anything) when writes will fail."""
+        if self.read_only:
+            raise self._read_only_error()
 
     def _read_only_error(self, detail: str | None = None) -> StoreReadOnly:
         why = self.read_only_reason or detail or "the file refuses writes"
@@ -451,8 +441,8 @@ class RunStore:
                 "INSERT INTO runs (label, host, url, model, profile_name, profile_json, backend, "
                 "checkpoint, launch_id, server_version, gpu_names_json, plan_json, started_at, "
                 "status, owner, simulated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (label, host, url, model, profile_name, _dumps(profile), backend, checkpoint,
-                 launch_id, server_version, _dumps(gpu_names or []), _dumps(plan), time.time(),
+                (label, host, url, model, profile_name, sql.dumps(profile), backend, checkpoint,
+                 launch_id, server_version, sql.dumps(gpu_names or []), sql.dumps(plan), time.time(),
                  "running", owner_token(), int(simulated)))
             return int(cur.lastrowid or 0)
 
@@ -461,12 +451,11 @@ class RunStore:
         if bad:
             raise ValueError(f"unknown run fields: {', '.join(sorted(bad))}")
         cols = {("gpu_names_json" if k == "gpu_names" else k):
-                (_dumps(v) if k == "gpu_names" else v) for k, v in fields.items()}
+                (sql.dumps(v) if k == "gpu_names" else v) for k, v in fields.items()}
         if not cols:
             return
         with self._tx() as db:
-            db.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in cols)} WHERE id = ?",
-                       (*cols.values(), run_id))
+            db.execute(*sql.update("runs", run_id, cols))
 
     def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
         with self._tx() as db:
@@ -502,20 +491,10 @@ class RunStore:
     def runs(self, host: str | None = None, label: str | None = None,
              limit: int | None = None) -> list[Run]:
         """Newest first, each with ``best_tok_s`` (the highest level output tok/s)."""
-        where: list[str] = []
-        args: list[Any] = []
-        if host is not None:
-            where.append("host = ?")
-            args.append(host)
-        if label is not None:
-            where.append("label = ?")
-            args.append(label)
-        sql = ("SELECT runs.*, (SELECT max(output_tok_s) FROM levels WHERE run_id = runs.id "
-               "AND typeof(output_tok_s) IN ('real', 'integer')) AS best_tok_s FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
-               + " ORDER BY started_at DESC, id DESC")
-        if limit:
-            sql += f" LIMIT {int(limit)}"
-        return [Run.from_row(r) for r in self._query(sql, args)]
+        return [Run.from_row(r) for r in self._query(*sql.select(
+            "SELECT runs.*, (SELECT max(output_tok_s) FROM levels WHERE run_id = runs.id "
+            "AND typeof(output_tok_s) IN ('real', 'integer')) AS best_tok_s FROM runs",
+            {"host": host, "label": label}, order="started_at DESC, id DESC", limit=limit))]
 
     def run(self, run_id: int) -> Run | None:
         rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
@@ -545,17 +524,14 @@ class RunStore:
                 "INSERT OR REPLACE INTO requests (run_id, level_idx, idx, chunk_gaps_json, "
                 f"{', '.join(_REQUEST_COLS)}) VALUES (?,?,?,?,{','.join('?' * len(_REQUEST_COLS))})",
                 (run_id, int(event.get("level") or 0), int(event.get("index") or 0),
-                 _dumps(event.get("chunk_gaps_ms")), *values))
+                 sql.dumps(event.get("chunk_gaps_ms")), *values))
 
     def requests(self, run_id: int, level_idx: int | None = None) -> list[dict[str, Any]]:
         """Request rows as dicts in the ``request`` event's shape (stats.level_metrics input)."""
-        sql = "SELECT * FROM requests WHERE run_id = ?"
-        args: list[Any] = [run_id]
-        if level_idx is not None:
-            sql += " AND level_idx = ?"
-            args.append(level_idx)
         out = []
-        for r in self._query(sql + " ORDER BY level_idx, start_s, idx", args):
+        for r in self._query(*sql.select("SELECT * FROM requests",
+                                         {"run_id": run_id, "level_idx": level_idx},
+                                         order="level_idx, start_s, idx")):
             d = {c: r[c] for c in _REQUEST_COLS}
             gaps = _loads_list(r["chunk_gaps_json"])
             d.update(level=r["level_idx"], index=r["idx"], ok=bool(r["ok"]), chunk_gaps_ms=gaps)
@@ -576,7 +552,7 @@ class RunStore:
                  level.get("duration_s"), level.get("output_tokens"), level.get("output_tok_s"),
                  ttft.get("mean"), tpot.get("mean"), level.get("token_count_source"),
                  level.get("started_at"), level.get("finished_at"), int(bool(level.get("partial"))),
-                 _dumps(dict(level))))
+                 sql.dumps(dict(level))))
 
     def set_level_gpus(self, run_id: int, level_idx: int,
                        gpus: Iterable[Mapping[str, Any]]) -> None:
@@ -646,17 +622,10 @@ class RunStore:
 
     def sanity_results(self, run_id: int | None = None, host: str | None = None,
                        limit: int = 100) -> list[dict[str, Any]]:
-        where: list[str] = []
-        args: list[Any] = []
-        if run_id is not None:
-            where.append("run_id = ?")
-            args.append(run_id)
-        if host is not None:
-            where.append("host = ?")
-            args.append(host)
-        sql = ("SELECT * FROM sanity_results" + (" WHERE " + " AND ".join(where) if where else "")
-               + f" ORDER BY created_at DESC, id LIMIT {int(limit)}")
-        return [{**dict(r), "passed": bool(r["passed"])} for r in self._query(sql, args)]
+        rows = self._query(*sql.select("SELECT * FROM sanity_results",
+                                       {"run_id": run_id, "host": host},
+                                       order="created_at DESC, id", limit=limit))
+        return [{**dict(r), "passed": bool(r["passed"])} for r in rows]
 
     # --- launches ------------------------------------------------------------------------
 
@@ -668,17 +637,17 @@ class RunStore:
             cur = db.execute(
                 "INSERT INTO launches (host, profile_name, profile_json, backend, checkpoint, "
                 "changes_json, startup_s, ok, error, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (host, profile_name, _dumps(profile), backend, checkpoint,
-                 _dumps(dict(changes or {})), startup_s, int(bool(ok)), error, time.time()))
+                (host, profile_name, sql.dumps(profile), backend, checkpoint,
+                 sql.dumps(dict(changes or {})), startup_s, int(bool(ok)), error, time.time()))
             return int(cur.lastrowid or 0)
 
     def launches(self, host: str | None = None, limit: int | None = None) -> list[Launch]:
         """Newest first."""
         if not self._has("launches"):  # an older file, read-only
             return []
-        sql = "SELECT * FROM launches" + (" WHERE host = ?" if host is not None else "")
-        sql += " ORDER BY created_at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else "")
-        return [Launch.from_row(r) for r in self._query(sql, [host] if host is not None else [])]
+        return [Launch.from_row(r) for r in self._query(*sql.select(
+            "SELECT * FROM launches", {"host": host}, order="created_at DESC, id DESC",
+            limit=limit))]
 
     def latest_launch(self, host: str, profile_name: str | None = None) -> Launch | None:
         for launch in self.launches(host):

@@ -15,13 +15,58 @@ import sqlite3
 from collections.abc import Callable
 
 from dsv4tui.core.errors import UserError
-from dsv4tui.core.store.kernels import PROFILES_MIGRATION
 
 Step = str | Callable[[sqlite3.Connection], None]
 
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+# What migration 2 -> 3 made (released: never edit; 5 -> 6 renames it and adds columns).
+_KERNEL_PROFILES_V3: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS kernel_profiles (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+        host TEXT NOT NULL,
+        url TEXT,
+        model TEXT,
+        backend TEXT,
+        checkpoint TEXT,
+        label TEXT,
+        steps INTEGER,
+        concurrency INTEGER,
+        basis TEXT,
+        decode_step_ms REAL,
+        tensor_active_pct REAL,
+        simulated INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        summary_json TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS kernel_profiles_by_run ON kernel_profiles(run_id, created_at)",
+    "CREATE INDEX IF NOT EXISTS kernel_profiles_by_host ON kernel_profiles(host, created_at)",
+)
+
+# Columns the kernel table gained after 2 -> 3 shipped (added on first use until 5 -> 6).
+_KERNELS_LATER_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("launch_id", "INTEGER"), ("server_pid", "INTEGER"), ("load_json", "TEXT"))
+
+
+def _kernels_table(conn: sqlite3.Connection) -> None:
+    """``kernel_profiles`` -> ``kernels`` (the word "profile" means a launch profile only),
+    with every column it gained later, and its indexes renamed. Rows and ids are kept."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "kernel_profiles" not in have:
+        for statement in _KERNEL_PROFILES_V3:
+            conn.execute(statement)
+    conn.execute("DROP INDEX IF EXISTS kernel_profiles_by_run")
+    conn.execute("DROP INDEX IF EXISTS kernel_profiles_by_host")
+    conn.execute("ALTER TABLE kernel_profiles RENAME TO kernels")
+    cols = {row[1] for row in conn.execute("PRAGMA table_info(kernels)")}
+    for name, kind in _KERNELS_LATER_COLUMNS:
+        if name not in cols:
+            conn.execute(f"ALTER TABLE kernels ADD COLUMN {name} {kind}")
+    conn.execute("CREATE INDEX kernels_by_run ON kernels(run_id, created_at)")
+    conn.execute("CREATE INDEX kernels_by_host ON kernels(host, created_at)")
 
 
 def _runs_autoincrement(conn: sqlite3.Connection) -> None:
@@ -167,9 +212,9 @@ MIGRATIONS: list[tuple[Step, ...]] = [
         "CREATE INDEX launches_by_host ON launches(host, created_at)",
         "CREATE INDEX sanity_by_run ON sanity_results(run_id)",
     ),
-    # 2 -> 3: kernel profiles (dsv4tui/core/store/kernels.py; IF NOT EXISTS, so a store whose
-    # table profiles.ensure_table made before this migration existed migrates cleanly)
-    PROFILES_MIGRATION,
+    # 2 -> 3: kernel captures, then called kernel captures (IF NOT EXISTS: a store whose table
+    # the kernels module made before this migration existed migrates cleanly); 5 -> 6 renames it
+    _KERNEL_PROFILES_V3,
     # 3 -> 4: campaigns (host-side runners and their journals), what a run really ran
     (
         """CREATE TABLE campaigns (
@@ -208,6 +253,8 @@ MIGRATIONS: list[tuple[Step, ...]] = [
     ),
     # 4 -> 5: run ids are never reused (runs rebuilt with AUTOINCREMENT; see the function)
     (_runs_autoincrement,),
+    # 5 -> 6: the kernel_profiles table becomes kernels, with the columns added after it shipped
+    (_kernels_table,),
 ]
 
 LATEST = len(MIGRATIONS)
@@ -219,6 +266,14 @@ class StoreError(UserError):
 
 def version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def tables(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """The tables the file has and their columns (an older file, read-only, lacks some)."""
+    out: dict[str, set[str]] = {}
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        out[name] = {r[1] for r in conn.execute(f"PRAGMA table_info({_quote(name)})")}
+    return out
 
 
 def check_version(conn: sqlite3.Connection, where: str) -> int:

@@ -42,6 +42,13 @@ class Connection:
     def down(self) -> bool:
         return self.state in ("lost", "reconnecting", "failed")
 
+    def update(self, state: str, detail: str | None, attempts: int) -> bool:
+        """Where the link stands now (the host supervisor's news); True when it just came
+        back after being down."""
+        was_down = self.down
+        self.state, self.detail, self.attempts = state, detail, attempts
+        return self.connected and was_down
+
 
 @dataclass
 class ServerInfo:
@@ -311,6 +318,13 @@ class RunsView:
     error: str | None = None
     show_failed: bool = False  # runs whose sanity gate failed: hidden (and counted) by default
 
+    def set_rows(self, rows: list[RunRow]) -> None:
+        """A fresh read of the store: marks of runs that are gone are dropped."""
+        self.rows = rows
+        ids = {r.run_id for r in rows}
+        self.marked = [i for i in self.marked if i in ids]
+        self.loading = False
+
     def visible(self) -> list[RunRow]:
         return [r for r in self.rows if r.matches(self.filter)
                 and (self.show_failed or r.sanity_passed is not False)]
@@ -332,13 +346,6 @@ class ProfileChoice:
     model_path: str
     tp_size: int | None = None
     fields: list[tuple[str, str]] = field(default_factory=list)  # (flag, value) for display
-
-
-@dataclass
-class BackendChoice:
-    name: str
-    fits: bool
-    note: str = ""  # which checkpoint/quantization it fits, or why not
 
 
 @dataclass

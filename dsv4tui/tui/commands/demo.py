@@ -8,12 +8,18 @@ the startup phases, then ready, then the sanity gate. Every number says SIMULATE
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
-from dsv4tui.core.config import SweepPlan
 from dsv4tui.core.entry import load_settings
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
-from dsv4tui.tui.commands.connect import add_app_args, need_terminal
+from dsv4tui.tui.commands.dashboard import (
+    BeforeStop,
+    add_app_args,
+    demo_settings,
+    run_app,
+    run_fleet,
+)
 
 FLEET_STARTS = 2  # the demo fleet starts the simulated server on this many hosts
 
@@ -34,52 +40,25 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def build_app(args: argparse.Namespace) -> Any:
-    """The demo's dashboard (``demo``, and each browser tab of ``serve demo``)."""
-    from dsv4tui.core.config import DEMO, DEMO_PAIR
-    from dsv4tui.core.hosts.resolve import host_spec
-    from dsv4tui.tui.app import Dsv4App
-
-    settings, _ = load_settings(args)
-    if "sweep" not in settings.model_fields_set:
-        # The simulator decodes at the campaign's real speed (~23 tok/s at C=16), so the full
-        # campaign plan would take 10+ minutes; the demo's default is a shorter sweep.
-        settings.sweep = SweepPlan(levels=[(1, 4), (8, 16), (16, 32)], output_len=64)
-    spec = host_spec(DEMO_PAIR if getattr(args, "nodes", 1) == 2 else DEMO, settings)
-    return Dsv4App(spec, settings=settings, theme=args.theme, autostart=not args.no_start,
-                   start_mode=args.screen)
-
-
 def run(args: argparse.Namespace) -> int:
     if args.fleet:
-        return run_fleet(args)
+        return run_demo_fleet(args)
     if args.hosts is not None:
         raise UserError("demo: --hosts goes with --fleet", EXIT_CONFIG)
-    app = build_app(args)
-    need_terminal("demo")
-    return app.run() or 0
+    return run_app(args, "demo", demo=True)
 
 
-def run_fleet(args: argparse.Namespace) -> int:
+def run_demo_fleet(args: argparse.Namespace) -> int:
     """The demo fleet (dsv4tui.core.fleet.demo) in the Fleet view; the simulated servers it
     started on the first hosts are stopped when it ends."""
-    from dsv4tui.core.entry import run_async
     from dsv4tui.core.fleet import demo as fleet_demo
-    from dsv4tui.core.fleet.model import Fleet
-    from dsv4tui.tui.app_fleet import browse
 
     if args.hosts is not None and not 1 <= args.hosts <= 64:
         raise UserError("demo: --hosts must be 1 to 64", EXIT_CONFIG)
-    settings, _ = load_settings(args)
-    if "sweep" not in settings.model_fields_set:
-        settings.sweep = SweepPlan(levels=[(1, 4), (8, 16), (16, 32)], output_len=64)
+    settings = demo_settings(load_settings(args)[0])
     specs = fleet_demo.demo_specs(args.hosts)
-    need_terminal("demo")
 
-    async def main() -> int:
-        import asyncio
-
-        fleet = Fleet(specs)
+    def start_servers(fleet: Any) -> BeforeStop:
         fleet.start()
         names = [] if args.no_start else [s.name for s in specs if s.simulated][:FLEET_STARTS]
         starting = asyncio.create_task(fleet_demo.start_servers(fleet, names))
@@ -88,6 +67,6 @@ def run_fleet(args: argparse.Namespace) -> int:
             started = await asyncio.wait_for(starting, 30) if not starting.done() \
                 else starting.result()
             await fleet_demo.stop_servers(fleet, started)
-        return await browse(fleet, settings=settings, theme=args.theme, title="demo fleet",
-                            before_stop=cleanup)
-    return run_async(main())
+        return cleanup
+    return run_fleet("demo", specs, settings, theme=args.theme, title="demo fleet",
+                     on_start=start_servers)

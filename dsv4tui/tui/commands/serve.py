@@ -39,7 +39,7 @@ from typing import Any
 
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
-from dsv4tui.tui.commands.connect import add_app_args
+from dsv4tui.tui.commands.dashboard import add_app_args
 
 DEFAULT_PORT = 8765
 LOOPBACK = "127.0.0.1"
@@ -282,21 +282,11 @@ def tab_command(args: argparse.Namespace) -> str:
 
 # --- the demo's simulated server ------------------------------------------------------------
 
-async def _demo_server_state(settings: Any, stop: bool = False) -> str | None:
-    from dsv4tui.core.config import DEMO
-    from dsv4tui.core.hosts.resolve import open_host
-    from dsv4tui.core.server import control as server_control
-
-    async with open_host(DEMO, settings) as host:
-        state = (await server_control.status(host)).get("state")
-        if stop and state not in ("stopped", "crashed", None):
-            await server_control.stop(host, grace=5)
-    return state if isinstance(state, str) else None
-
-
 def _demo_state(settings: Any, stop: bool = False) -> str | None:
+    from dsv4tui.core.hosts.visit import demo_server_state
+
     try:
-        return run_async(_demo_server_state(settings, stop))
+        return run_async(demo_server_state(settings, stop=stop))
     except UserError as exc:
         print(f"dsv4tui serve: note: the demo's simulated server: {exc.message}",
               file=sys.stderr)
@@ -308,12 +298,9 @@ def _demo_state(settings: Any, stop: bool = False) -> str | None:
 def run_tab(args: argparse.Namespace) -> int:
     """One tab's dashboard (textual-serve started us with Textual's web driver)."""
     from dsv4tui.core.config import DEMO
+    from dsv4tui.tui.commands.dashboard import app_for
 
-    if args.host == DEMO:
-        from dsv4tui.tui.commands.demo import build_app
-    else:
-        from dsv4tui.tui.commands.connect import build_app
-    code = build_app(args).run() or 0
+    code = app_for(args, demo=args.host == DEMO).run() or 0
     # the tab is closed: end now, whatever threads a worker left behind
     sys.stdout.flush()
     sys.stderr.flush()

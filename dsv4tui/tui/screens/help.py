@@ -13,7 +13,7 @@ from dsv4tui.tui import keymap
 from dsv4tui.tui.widgets.text import plain
 
 SCOPE_TITLES = {"app": "everywhere", "logs": "log view", "runs": "Runs",
-                "compare": "compare", "profile": "Profile", "campaign": "Campaign",
+                "compare": "compare", "kernels": "Kernels", "campaign": "Campaign",
                 "modal": "dialogs"}
 
 

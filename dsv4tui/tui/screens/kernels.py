@@ -1,17 +1,17 @@
-"""Profile: where the GPU time goes -- stored kernel profiles, family bars, top kernels.
+"""Kernels: where the GPU time goes -- stored kernel captures, family bars, top kernels.
 
 The screen never reads the store or talks to a host. The app feeds it:
 
-* ``screen.set_profiles(items)`` -- stored profiles, newest first (``dsv4tui.core.store.kernels.
-  KernelProfile`` objects or their ``to_dict()``), e.g. from ``profiles.profiles(store,
+* ``screen.set_captures(items)`` -- stored captures, newest first (``dsv4tui.core.store.kernels.
+  KernelCapture`` objects or their ``to_dict()``), e.g. from ``kernel_store.captures(store,
   host=...)``;
-* ``screen.set_progress(text)`` / ``screen.set_error(text)`` while a profile is being taken.
+* ``screen.set_progress(text)`` / ``screen.set_error(text)`` while a capture is being taken.
 
-and answers its messages: :class:`ProfileScreen.Reload` (mount, ctrl+r: load the stored
-profiles) and :class:`ProfileScreen.RunRequested` (``k``: take a profile now, e.g. with
-``dsv4tui.cli.kernels.collect_profile`` + ``store_profile`` in a worker).
+and answers its messages: :class:`KernelsScreen.Reload` (shown, ctrl+r: load the stored
+captures) and :class:`KernelsScreen.RunRequested` (``k``: take a capture now, e.g. with
+``dsv4tui.core.campaign.kernels.collect_kernels`` + ``store_capture`` in a worker).
 
-Keys: ``k`` profile now, ``space`` mark (two marked profiles show side by side, the first
+Keys: ``k`` capture now, ``space`` mark (two marked captures show side by side, the first
 marked as the base), ``ctrl+r`` reload.
 """
 
@@ -44,8 +44,8 @@ MAX_MARKED = 2
 
 
 @dataclass
-class ProfileItem:
-    """What the screen needs of a stored profile."""
+class CaptureItem:
+    """What the screen needs of a stored capture."""
 
     id: int
     summary: dict[str, Any]
@@ -62,7 +62,7 @@ class ProfileItem:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, item: Any) -> ProfileItem:
+    def of(cls, item: Any) -> CaptureItem:
         get = item.get if isinstance(item, Mapping) else (lambda k, d=None: getattr(item, k, d))
         summary = get("summary") or {}
         return cls(id=int(get("id", 0) or 0), summary=dict(summary), run_id=get("run_id"),
@@ -74,7 +74,7 @@ class ProfileItem:
 
     @property
     def title(self) -> str:
-        what = "/".join(x for x in (self.backend, self.checkpoint) if x) or self.label or "profile"
+        what = "/".join(x for x in (self.backend, self.checkpoint) if x) or self.label or "kernels"
         return f"#{self.id} {what}" + (f" (run {self.run_id})" if self.run_id is not None else "")
 
     @property
@@ -90,8 +90,8 @@ def _num(v: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
-def header_text(item: ProfileItem) -> str:
-    """Two or three lines about one profile (markup-escaped)."""
+def header_text(item: CaptureItem) -> str:
+    """Two or three lines about one capture (markup-escaped)."""
     s = item.summary
     dec = item.decode
     decision = s.get("tensor_decision") or {}
@@ -124,26 +124,31 @@ def header_text(item: ProfileItem) -> str:
                       f"[dim]{escape(str(s.get('basis_note') or ''))}[/]"))
 
 
-class ProfileScreen(DsvScreen):
-    MODE = "profile"
-    AUTO_FOCUS = "#prof-table"
-    BINDINGS: ClassVar[list[BindingType]] = keymap.bindings("profile")
-    SCOPES = ("profile", "app")  # the key bar shows k, space ... like every other screen
+class KernelsScreen(DsvScreen):
+    MODE = "kernels"
+    AUTO_FOCUS = "#kern-table"
+    BINDINGS: ClassVar[list[BindingType]] = keymap.bindings("kernels")
+    SCOPES = ("kernels", "app")  # the key bar shows k, space ... like every other screen
     DEFAULT_CSS = """
-    ProfileScreen #prof-main { height: 1fr; }
-    ProfileScreen #prof-list-box { width: 44; min-width: 30; }
-    ProfileScreen #prof-table { height: 1fr; }
-    ProfileScreen #prof-detail { width: 1fr; }
-    ProfileScreen #prof-head { height: auto; padding: 0 1; }
-    ProfileScreen #prof-families { height: auto; max-height: 24; }
-    ProfileScreen #prof-status { height: auto; padding: 0 1; color: $text-muted; }
+    KernelsScreen #kern-main { height: 1fr; }
+    KernelsScreen #kern-list-box { width: 44; min-width: 30; }
+    KernelsScreen #kern-table { height: 1fr; }
+    KernelsScreen #kern-detail { width: 1fr; }
+    KernelsScreen #kern-head { height: auto; padding: 0 1; }
+    KernelsScreen #kern-families { height: auto; max-height: 24; }
+    KernelsScreen #kern-status { height: auto; padding: 0 1; color: $text-muted; }
     """
 
     class Reload(Message):
-        """The app: load the stored profiles and call ``set_profiles``."""
+        """The app: load the stored captures and call ``set_captures`` of ``screen`` (the
+        one asking: it may be mounted in the background, not on top)."""
+
+        def __init__(self, screen: KernelsScreen | None = None) -> None:
+            super().__init__()
+            self.screen = screen
 
     class RunRequested(Message):
-        """The app: take a profile now (agent ``profile run``), store it, reload."""
+        """The app: take a capture now (agent ``kernels run``), store it, reload."""
 
         def __init__(self, steps: int = 5, concurrency: int = 16) -> None:
             super().__init__()
@@ -155,34 +160,38 @@ class ProfileScreen(DsvScreen):
         super().__init__(model if model is not None else UiModel())
         self.steps = steps
         self.concurrency = concurrency
-        self.items: list[ProfileItem] = []
+        self.items: list[CaptureItem] = []
         self.marked: list[int] = []
         self._loaded = False
 
     def compose_body(self) -> ComposeResult:
-        with Horizontal(id="prof-main"):
-            with Vertical(id="prof-list-box", classes="panel") as box:
-                box.border_title = "kernel profiles"
-                yield DataTable(id="prof-table", cursor_type="row", zebra_stripes=True)
-            with Vertical(id="prof-detail", classes="panel") as detail:
+        with Horizontal(id="kern-main"):
+            with Vertical(id="kern-list-box", classes="panel") as box:
+                box.border_title = "kernel captures"
+                yield DataTable(id="kern-table", cursor_type="row", zebra_stripes=True)
+            with Vertical(id="kern-detail", classes="panel") as detail:
                 detail.border_title = "where the decode time goes"
-                yield Static("", id="prof-head", markup=True)
-                yield FamilyBars(id="prof-families")
-                yield KernelTable(id="prof-kernels")
-        yield Static("", id="prof-status", markup=True)
+                yield Static("", id="kern-head", markup=True)
+                yield FamilyBars(id="kern-families")
+                yield KernelTable(id="kern-kernels")
+        yield Static("", id="kern-status", markup=True)
 
     def on_mount(self) -> None:
-        table = self.query_one("#prof-table", DataTable)
+        table = self.query_one("#kern-table", DataTable)
         for label, key, width in LIST_COLUMNS:
             table.add_column(label, key=key, width=width)
         super().on_mount()
         self._draw_detail()
-        self.post_message(self.Reload())
+
+    def on_resumed(self) -> None:
+        """Ask for the stored captures each time the screen is shown: it may have been mounted
+        in the background, and a capture taken meanwhile (the CLI, another console) shows."""
+        self.post_message(self.Reload(self))
 
     # -- fed by the app -----------------------------------------------------------------
-    def set_profiles(self, items: Sequence[Any]) -> None:
-        """Stored profiles, newest first (KernelProfile objects or dicts)."""
-        self.items = [ProfileItem.of(i) for i in items]
+    def set_captures(self, items: Sequence[Any]) -> None:
+        """Stored captures, newest first (KernelCapture objects or dicts)."""
+        self.items = [CaptureItem.of(i) for i in items]
         self._loaded = True
         ids = {i.id for i in self.items}
         self.marked = [m for m in self.marked if m in ids]
@@ -190,15 +199,15 @@ class ProfileScreen(DsvScreen):
         self._draw_detail()
 
     def set_progress(self, text: str | None) -> None:
-        self.query_one("#prof-status", Static).update(escape(text) if text else "")
+        self.query_one("#kern-status", Static).update(escape(text) if text else "")
 
     def set_error(self, text: str) -> None:
-        self.query_one("#prof-status", Static).update(f"[b $error]profile failed:[/] "
+        self.query_one("#kern-status", Static).update(f"[b $error]capture failed:[/] "
                                                       f"{escape(text)}")
 
     # -- drawing --------------------------------------------------------------------------
     def _fill(self) -> None:
-        table = self.query_one("#prof-table", DataTable)
+        table = self.query_one("#kern-table", DataTable)
         keep = table.cursor_row
         table.clear()
         for item in self.items:
@@ -206,7 +215,7 @@ class ProfileScreen(DsvScreen):
         if self.items:
             table.move_cursor(row=min(max(keep, 0), len(self.items) - 1))
 
-    def _cells(self, item: ProfileItem) -> tuple[str, ...]:
+    def _cells(self, item: CaptureItem) -> tuple[str, ...]:
         mark = str(self.marked.index(item.id) + 1) if item.id in self.marked else ""
         when = (_dt.datetime.fromtimestamp(item.created_at).strftime("%Y-%m-%d %H:%M")
                 if item.created_at else "-")
@@ -216,15 +225,15 @@ class ProfileScreen(DsvScreen):
                 _num(item.decode.get("interval_ms") or item.decode.get("mean_ms")),
                 _num(item.tensor_pct, "{:.2f}"), when)
 
-    def highlighted(self) -> ProfileItem | None:
+    def highlighted(self) -> CaptureItem | None:
         if not self.items:
             return None
-        table = self.query_one("#prof-table", DataTable)
+        table = self.query_one("#kern-table", DataTable)
         row = table.cursor_row
         return self.items[row] if 0 <= row < len(self.items) else self.items[0]
 
-    def shown(self) -> list[ProfileItem]:
-        """The profiles drawn: the marked ones (base first), else the highlighted one."""
+    def shown(self) -> list[CaptureItem]:
+        """The captures drawn: the marked ones (base first), else the highlighted one."""
         by_id = {i.id: i for i in self.items}
         marked = [by_id[m] for m in self.marked if m in by_id]
         if marked:
@@ -234,12 +243,12 @@ class ProfileScreen(DsvScreen):
 
     def _draw_detail(self) -> None:
         shown = self.shown()
-        head = self.query_one("#prof-head", Static)
-        bars = self.query_one("#prof-families", FamilyBars)
-        kernels = self.query_one("#prof-kernels", KernelTable)
+        head = self.query_one("#kern-head", Static)
+        bars = self.query_one("#kern-families", FamilyBars)
+        kernels = self.query_one("#kern-kernels", KernelTable)
         if not shown:
-            head.update("no kernel profiles yet: press [b]k[/] to take one under a steady "
-                        "load, or run [b]dsv4tui profile HOST[/]" if self._loaded else
+            head.update("no kernel captures yet: press [b]k[/] to take one under a steady "
+                        "load, or run [b]dsv4tui kernels HOST[/]" if self._loaded else
                         "loading…")
             bars.show([])
             kernels.show(None)
@@ -249,7 +258,7 @@ class ProfileScreen(DsvScreen):
         kernels.show(shown[0].summary, shown[1].summary if len(shown) > 1 else None)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "prof-table" and not self.marked:
+        if event.data_table.id == "kern-table" and not self.marked:
             self._draw_detail()
 
     # -- actions --------------------------------------------------------------------------
@@ -266,8 +275,8 @@ class ProfileScreen(DsvScreen):
         self._draw_detail()
 
     def action_reload(self) -> None:
-        self.post_message(self.Reload())
+        self.post_message(self.Reload(self))
 
-    def action_run_profile(self) -> None:
-        self.set_progress(f"profile requested: {self.steps} steps at C={self.concurrency}…")
+    def action_capture(self) -> None:
+        self.set_progress(f"capture requested: {self.steps} steps at C={self.concurrency}…")
         self.post_message(self.RunRequested(self.steps, self.concurrency))

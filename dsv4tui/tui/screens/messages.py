@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from textual.message import Message
 
-# Parts of the model a screen may redraw.
-CONN, SERVER, DECODE, LOGS, GPU, METRICS = ("conn", "server", "decode", "logs", "gpu",
-                                            "metrics")
-STARTUP, SANITY, SWEEP, RUNS, COMPARE, PROFILES, CAMPAIGN = (
-    "startup", "sanity", "sweep", "runs", "compare", "profiles", "campaign")
-ALL = frozenset({CONN, SERVER, DECODE, LOGS, GPU, METRICS, STARTUP, SANITY, SWEEP, RUNS, COMPARE,
-                 CAMPAIGN, PROFILES})
+# Parts of the model a screen may redraw (the core's names: its model functions return them).
+from dsv4tui.core.view.parts import (
+    ALL,
+    CAMPAIGN,
+    COMPARE,
+    CONN,
+    DECODE,
+    GPU,
+    LOGS,
+    METRICS,
+    PROFILES,
+    RUNS,
+    SANITY,
+    SERVER,
+    STARTUP,
+    SWEEP,
+)
+
+__all__ = ["ALL", "CAMPAIGN", "COMPARE", "CONN", "DECODE", "GPU", "LOGS", "METRICS", "PROFILES",
+           "RUNS", "SANITY", "SERVER", "STARTUP", "SWEEP", "ModelUpdated"]
 
 
 class ModelUpdated(Message):

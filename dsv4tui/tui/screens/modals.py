@@ -16,6 +16,7 @@ from textual.widgets.option_list import Option
 from dsv4tui.core.campaign.labels import check_label, safe_text
 from dsv4tui.core.campaign.load_text import goodput_text, parse_goodput, parse_levels, parse_rates
 from dsv4tui.core.errors import UserError
+from dsv4tui.core.view.choices import Choice
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
 
 
@@ -106,15 +107,6 @@ class ErrorScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
-
-
-@dataclass(frozen=True)
-class Choice:
-    value: str
-    title: str
-    note: str = ""
-    current: bool = False
-    enabled: bool = True
 
 
 class PickerScreen(ModalScreen[str | None]):

@@ -5,21 +5,11 @@ a level cell per GPU for utilisation and the tensor pipe, then the node's averag
 
 from __future__ import annotations
 
-from dsv4tui.core.telemetry import GpuStatus, HostTelemetry
+from dsv4tui.core.telemetry import GpuStatus, HostTelemetry, mean_of, total_of
+from dsv4tui.tui.widgets.cells import level_char
 from dsv4tui.tui.widgets.gpu_base import Row
-from dsv4tui.tui.widgets.gpu_panel import level_char
 
 SUMMARY_BELOW = 30  # terminal rows: fewer -> one row per node
-
-
-def _avg(values: list[float | None]) -> float | None:
-    nums = [v for v in values if v is not None]
-    return sum(nums) / len(nums) if nums else None
-
-
-def _total(values: list[float | None]) -> float | None:
-    nums = [v for v in values if v is not None]
-    return sum(nums) if nums else None
 
 
 def by_node(t: HostTelemetry, statuses: list[GpuStatus]) -> list[tuple[str, list[GpuStatus]]]:
@@ -39,10 +29,10 @@ def by_node(t: HostTelemetry, statuses: list[GpuStatus]) -> list[tuple[str, list
 
 def _figures(sts: list[GpuStatus]) -> tuple[float | None, float | None, str, bool]:
     fresh = [s for s in sts if not s.stale]
-    util = _avg([s.sample.util_gpu for s in fresh])
-    tensor = _avg([s.sample.tensor_active for s in fresh])
-    used = _total([s.sample.mem_used_mib for s in fresh])
-    total = _total([s.sample.mem_total_mib for s in fresh])
+    util = mean_of([s.sample.util_gpu for s in fresh])
+    tensor = mean_of([s.sample.tensor_active for s in fresh])
+    used = total_of([s.sample.mem_used_mib for s in fresh])
+    total = total_of([s.sample.mem_total_mib for s in fresh])
     mem = "n/a" if used is None or total is None else f"{used / 1024:.0f}/{total / 1024:.0f}G"
     return util, tensor, mem, bool(sts) and not fresh
 

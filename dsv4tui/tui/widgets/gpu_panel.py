@@ -20,18 +20,16 @@ through component classes ($primary, $accent, $warning, $error, $text-muted ...)
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
 from textual.message import Message
 
 from dsv4tui.core.telemetry import Frame, GpuSample, GpuStatus, fmt_age
+from dsv4tui.tui.widgets import gpu_nodes
+from dsv4tui.tui.widgets.cells import bar_cells, spark_chars
 from dsv4tui.tui.widgets.gpu_base import Row, TelemetryWidget
-from dsv4tui.tui.widgets.spark import BARS as SPARKS
 
-BLOCKS = " ▏▎▍▌▋▊▉█"
 THROTTLE_REASONS = frozenset({"hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
 
 
@@ -48,44 +46,6 @@ class GpuFrame(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, GpuFrame) and message.host == self.host
-
-
-# ---------------------------------------------------------------------------------------
-# drawing helpers (also used by GpuStrip)
-
-def bar_cells(frac: float | None, width: int) -> tuple[str, str]:
-    """(filled, empty) strings for a horizontal bar with 1/8-cell resolution."""
-    if width <= 0:
-        return "", ""
-    if frac is None or math.isnan(frac):
-        return "", " " * width
-    frac = max(0.0, min(1.0, frac))
-    eighths = round(frac * width * 8)
-    if frac > 0 and eighths == 0:
-        eighths = 1  # a non-zero value never looks like zero
-    full, part = divmod(eighths, 8)
-    filled = "█" * full + (BLOCKS[part] if part else "")
-    return filled, " " * (width - len(filled))
-
-
-def spark_chars(values: Sequence[float | None], width: int, top: float = 100.0) -> str:
-    """One cell per value (newest right, padded left); None -> blank, 0 -> lowest bar."""
-    vals = list(values)[-width:] if width > 0 else []
-    out = []
-    for v in vals:
-        if v is None:
-            out.append(" ")
-        else:
-            level = round(max(0.0, min(1.0, v / top)) * (len(SPARKS) - 1))
-            out.append(SPARKS[level])
-    return " " * (width - len(out)) + "".join(out)
-
-
-def level_char(frac: float | None) -> str:
-    """One vertical block for a 0-1 fraction (GpuStrip's per-GPU cells)."""
-    if frac is None:
-        return "·"
-    return SPARKS[round(max(0.0, min(1.0, frac)) * (len(SPARKS) - 1))]
 
 
 def _pct_text(v: float | None, width: int, small_decimals: bool = False) -> str:
@@ -249,10 +209,8 @@ class GpuPanel(TelemetryWidget):
         return count + (0 if (self._error or t.error) else 1)
 
     def _short_terminal(self) -> bool:
-        from dsv4tui.tui.widgets.gpu_nodes import SUMMARY_BELOW
-
         try:
-            return 0 < self.app.size.height < SUMMARY_BELOW
+            return 0 < self.app.size.height < gpu_nodes.SUMMARY_BELOW
         except Exception:  # no app (yet)
             return False
 
@@ -261,8 +219,6 @@ class GpuPanel(TelemetryWidget):
 
     def _grouped(self, statuses: list[GpuStatus], width: int) -> list[Text | Row]:
         """A host made of nodes: a header per node over its GPUs, or one row per node."""
-        from dsv4tui.tui.widgets import gpu_nodes
-
         groups = gpu_nodes.by_node(self._telemetry, statuses)
         if self._short_terminal():
             name_w = min(max(len(n) for n, _ in groups), 12)

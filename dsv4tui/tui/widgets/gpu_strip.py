@@ -12,19 +12,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from dsv4tui.core.telemetry import GpuStatus, fmt_age
+from dsv4tui.core.telemetry import GpuStatus, fmt_age, mean_of, total_of
+from dsv4tui.tui.widgets.cells import level_char
 from dsv4tui.tui.widgets.gpu_base import TelemetryWidget
-from dsv4tui.tui.widgets.gpu_panel import level_char
-
-
-def _avg(values: list[float | None]) -> float | None:
-    nums = [v for v in values if v is not None]
-    return sum(nums) / len(nums) if nums else None
-
-
-def _total(values: list[float | None]) -> float | None:
-    nums = [v for v in values if v is not None]
-    return sum(nums) if nums else None
 
 
 class GpuStrip(TelemetryWidget):
@@ -78,22 +68,22 @@ class GpuStrip(TelemetryWidget):
         self._cells(out, "util", statuses, "util_gpu", "util")
         self._avg(out, [s.sample.util_gpu for s in fresh], decimals=0)
         self._cells(out, "tensor", statuses, "tensor_active", "tensor")
-        tensor = _avg([s.sample.tensor_active for s in fresh])
-        busy = _avg([s.sample.util_gpu for s in fresh])
+        tensor = mean_of([s.sample.tensor_active for s in fresh])
+        busy = mean_of([s.sample.util_gpu for s in fresh])
         warn = tensor is not None and busy is not None and busy >= 50 and tensor < 5
         self._avg(out, [s.sample.tensor_active for s in fresh], decimals=1, warn=warn)
         width = self.size.width or 200
         extras: list[tuple[str, str, bool]] = []
-        sm = _avg([s.sample.sm_active for s in fresh])
-        dram = _avg([s.sample.dram_active for s in fresh])
+        sm = mean_of([s.sample.sm_active for s in fresh])
+        dram = mean_of([s.sample.dram_active for s in fresh])
         extras.append(("SM", "n/a" if sm is None else f"{sm:.0f}%", sm is None))
         extras.append(("DRAM", "n/a" if dram is None else f"{dram:.0f}%", dram is None))
-        used = _total([s.sample.mem_used_mib for s in fresh])
-        total = _total([s.sample.mem_total_mib for s in fresh])
+        used = total_of([s.sample.mem_used_mib for s in fresh])
+        total = total_of([s.sample.mem_total_mib for s in fresh])
         mem = "n/a" if used is None or total is None else f"{used / 1024:.0f}/{total / 1024:.0f}G"
         extras.append(("mem", mem, mem == "n/a"))
-        power = _total([s.sample.power_w for s in fresh])
-        limit = _total([s.sample.power_limit_w for s in fresh])
+        power = total_of([s.sample.power_w for s in fresh])
+        limit = total_of([s.sample.power_limit_w for s in fresh])
         pw = "n/a" if power is None or limit is None else f"{power / 1000:.1f}/{limit / 1000:.1f}kW"
         extras.append(("power", pw, pw == "n/a"))
         right = Text(no_wrap=True)
@@ -126,7 +116,7 @@ class GpuStrip(TelemetryWidget):
 
     def _avg(self, out: Text, values: list[float | None], decimals: int,
              warn: bool = False) -> None:
-        v = _avg(values)
+        v = mean_of(values)
         if v is None:
             out.append(" n/a", self._style("na"))
         else:

@@ -1,6 +1,6 @@
-"""Family bars: the share of decode GPU time per kernel family, one bar per profile.
+"""Family bars: the share of decode GPU time per kernel family, one bar per capture.
 
-Two profiles (two backends) show as two bars per family, the first in the primary colour and
+Two captures (two backends) show as two bars per family, the first in the primary colour and
 the second in the accent colour, so "MoE 39 % -> 22 %" reads at a glance. The tensor-core
 flag of each family follows the bar: ``TC`` (tensor cores), ``CC`` (CUDA cores), ``?``.
 """
@@ -49,7 +49,7 @@ def family_rows(summaries: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[
 
 
 class FamilyBars(Static):
-    """Call :meth:`show` with one or more profile summaries (and their titles)."""
+    """Call :meth:`show` with one or more capture summaries (and their titles)."""
 
     DEFAULT_CSS = """
     FamilyBars { height: auto; padding: 0 1; }
@@ -71,7 +71,7 @@ class FamilyBars(Static):
     def render_text(self, width: int) -> Text:
         out = Text()
         if not self._summaries:
-            out.append("no profile to show", style="italic")
+            out.append("no capture to show", style="italic")
             return out
         n = len(self._summaries)
         styles = [self._style(i) for i in range(n)]

@@ -1,5 +1,5 @@
-"""The top kernels of a profile: share of decode time, family, calls, mean duration, tensor
-cores by name; with a second profile, its share of the same kernel in a column beside."""
+"""The top kernels of a capture: share of decode time, family, calls, mean duration, tensor
+cores by name; with a second capture, its share of the same kernel in a column beside."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def kernel_cells(k: Mapping[str, Any], other: float | None, with_other: bool) ->
 
 
 class KernelTable(DataTable[str]):
-    """Call :meth:`show` with a profile summary (and optionally one to compare with)."""
+    """Call :meth:`show` with a capture summary (and optionally one to compare with)."""
 
     DEFAULT_CSS = """
     KernelTable { height: 1fr; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a GPU machine with PyTorch + Triton + nvidia-ml-py (the H200 check in docs/profile.md):
+# Run on a GPU machine with PyTorch + Triton + nvidia-ml-py (the H200 check in docs/kernels.md):
 #   1. NVML GPM through the agent's own telemetry source while a BF16 GEMM loop, an FP32
 #      (TF32 off) GEMM loop and the stand-in's decode step run -- is the tensor pipe read right?
 #   2. `agent profile run` end to end against tests/data/traces/torch_standin.py with real

@@ -2,7 +2,7 @@
 
 Not a test and not run by pytest: it made the real PyTorch-profiler fixture in this folder
 (``h200_torch_profiler-TP-0.trace.json.gz``) and checked the tensor-core attribution against
-real NVML GPM counters on an H200 (docs/profile.md, "How it was checked").
+real NVML GPM counters on an H200 (docs/kernels.md, "How it was checked").
 
 It serves what the profile command uses -- ``/v1/models``, ``/server_info``, ``/model_info``,
 streaming ``/v1/chat/completions``, ``/start_profile`` and ``/stop_profile`` -- from one engine

@@ -1,4 +1,4 @@
-"""``dsv4tui profile``: JSON shapes, the run store, side by side, errors; end to end over the
+"""``dsv4tui kernels``: JSON shapes, the run store, side by side, errors; end to end over the
 console's own agent path against the simulator."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dsv4tui.agent import trace_parse
 from dsv4tui.cli import kernels as cmd
 from dsv4tui.core.errors import AgentFailed
 from dsv4tui.core.store import RunStore
-from dsv4tui.core.store import kernels as profiles
+from dsv4tui.core.store import kernels as kernel_store
 from dsv4tui.main import main
 from dsv4tui.sim.trace import write_trace
 
@@ -38,9 +38,9 @@ def sim_summary(tmp: Path, backend: str, checkpoint: str, tensor: float) -> dict
 
 
 def test_trace_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["profile", "--trace", str(H200), "--json", "--top", "5"]) == 0
+    assert main(["kernels", "--trace", str(H200), "--json", "--top", "5"]) == 0
     out = _json(capsys)
-    assert set(out) == {"profile_id", "run_id", "summary"}
+    assert set(out) == {"capture_id", "run_id", "summary"}
     s = out["summary"]
     for key in ("files", "ranks", "basis", "basis_note", "gpu_time_ms", "window_ms", "steps",
                 "kernels", "kernels_rest", "families", "tensor_decision"):
@@ -55,20 +55,20 @@ def test_trace_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_trace_text(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["profile", "--trace", str(H200), "--tensor-active", "0.1"]) == 0
+    assert main(["kernels", "--trace", str(H200), "--tensor-active", "0.1"]) == 0
     text = capsys.readouterr().out
     assert "_fp32_slot_gemv_kernel" in text and "MoE GEMM" in text
     assert "tensor pipe 0.10 %" in text and "how the flags were decided" in text
 
 
 @pytest.mark.parametrize("argv, code, msg", [
-    (["profile"], 2, "give a HOST or --url"),
-    (["profile", "--trace", "/nonexistent.trace.json.gz"], 1, "cannot read"),
-    (["profile", "--url", "http://x", "--profile", "p"], 2, "--profile goes with a HOST"),
-    (["profile", "demo", "--steps", "0"], 2, "must be >= 1"),
-    (["profile", "demo", "--tensor-active", "3"], 2, "--tensor-active goes with --trace"),
-    (["profile", "--show", "nope"], 1, "is not a profile id"),
-    (["profile", "--show", "7"], 1, "no kernel profile with id 7"),
+    (["kernels"], 2, "give a HOST or --url"),
+    (["kernels", "--trace", "/nonexistent.trace.json.gz"], 1, "cannot read"),
+    (["kernels", "--url", "http://x", "--profile", "p"], 2, "--profile goes with a HOST"),
+    (["kernels", "demo", "--steps", "0"], 2, "must be >= 1"),
+    (["kernels", "demo", "--tensor-active", "3"], 2, "--tensor-active goes with --trace"),
+    (["kernels", "--show", "nope"], 1, "is not a capture id"),
+    (["kernels", "--show", "7"], 1, "no kernel capture with id 7"),
 ])
 def test_errors_are_one_line(argv: list[str], code: int, msg: str,
                              capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,37 +83,32 @@ def test_store_list_show_compare(tmp_path: Path, capsys: pytest.CaptureFixture[s
                                  checkpoint="MXFP4", simulated=True)
         a = sim_summary(tmp_path / "a", "triton", "MXFP4", 0.8)
         b = sim_summary(tmp_path / "b", "marlin", "NVFP4", 38.0)
-        pa, ra = cmd.store_profile(store, a, cmd.ServerContext(host="demo"), run_id=run_id)
-        pb, rb = cmd.store_profile(store, b, cmd.ServerContext(host="demo"), label="nvfp4")
+        pa, ra = cmd.store_capture(store, a, cmd.ServerContext(host="demo"), run_id=run_id)
+        pb, rb = cmd.store_capture(store, b, cmd.ServerContext(host="demo"), label="nvfp4")
         assert (ra, rb) == (run_id, None)
-        item = profiles.find_profile(store, f"run:{run_id}")
+        item = kernel_store.find_capture(store, f"run:{run_id}")
         assert item.id == pa and item.backend == "triton" and item.label == "mxfp4-triton"
-        assert profiles.find_profile(store, "latest").id == pb
+        assert kernel_store.find_capture(store, "latest").id == pb
         assert item.summary["families"] == a["families"]
         assert item.decode_step_ms == pytest.approx(500, rel=0.01) and item.simulated
-    assert main(["profile", "--list", "--json"]) == 0
+    assert main(["kernels", "--list", "--json"]) == 0
     listed = _json(capsys)
     assert [p["id"] for p in listed] == [pb, pa] and "summary" not in listed[0]
-    assert main(["profile", "--list", "demo"]) == 0
+    assert main(["kernels", "--list", "demo"]) == 0
     assert "triton" in capsys.readouterr().out
-    assert main(["profile", "--show", str(pa), str(pb)]) == 0
+    assert main(["kernels", "--show", str(pa), str(pb)]) == 0
     text = capsys.readouterr().out
     assert "vs first" in text and "MoE GEMM" in text and "decode step ms" in text
-    assert main(["profile", "--show", f"run:{run_id}", "--json"]) == 0
-    shown = _json(capsys)["profiles"]
+    assert main(["kernels", "--show", f"run:{run_id}", "--json"]) == 0
+    shown = _json(capsys)["captures"]
     assert shown[0]["run_id"] == run_id and shown[0]["summary"]["basis"] == "decode"
-    with RunStore() as store:  # deleting the run keeps the profile, unattached
+    with RunStore() as store:  # deleting the run keeps the capture, unattached
         store.delete_run(run_id)
-        assert profiles.get_profile(store, pa).run_id is None  # type: ignore[union-attr]
-        assert profiles.delete_profile(store, pa)
+        assert kernel_store.get_capture(store, pa).run_id is None  # type: ignore[union-attr]
+        assert kernel_store.delete_capture(store, pa)
 
 
-def test_profile_table_matches_store_migration_sql() -> None:
-    """The migration is safe to append to schema.MIGRATIONS after ensure_table ran."""
-    assert all("IF NOT EXISTS" in s for s in profiles.PROFILES_MIGRATION)
-
-
-def test_collect_profile_with_an_agent_double() -> None:
+def test_collect_kernels_with_an_agent_double() -> None:
     class Agent:
         def __init__(self, events: list[dict[str, Any]]) -> None:
             self.events_ = events
@@ -125,14 +120,14 @@ def test_collect_profile_with_an_agent_double() -> None:
                 yield ev
 
     seen: list[str] = []
-    agent = Agent([{"type": "profile_phase", "phase": "load"}, {"type": "profile", "basis": "x"}])
+    agent = Agent([{"type": "kernels_phase", "phase": "load"}, {"type": "kernels", "basis": "x"}])
     argv = cmd.agent_args("http://h:1", steps=3, concurrency=4, output_dir="/tmp/t",
                           model="m", api_key_env="KEY")
-    final = asyncio.run(cmd.collect_profile(agent, argv, lambda ev: seen.append(ev["type"])))
-    assert final["basis"] == "x" and seen == ["profile_phase", "profile"]
-    assert agent.args[:2] == ("profile", "run") and "--api-key-env" in agent.args
-    with pytest.raises(AgentFailed, match="without a profile"):
-        asyncio.run(cmd.collect_profile(Agent([]), argv))
+    final = asyncio.run(cmd.collect_kernels(agent, argv, lambda ev: seen.append(ev["type"])))
+    assert final["basis"] == "x" and seen == ["kernels_phase", "kernels"]
+    assert agent.args[:2] == ("kernels", "run") and "--api-key-env" in agent.args
+    with pytest.raises(AgentFailed, match="without a kernel capture"):
+        asyncio.run(cmd.collect_kernels(Agent([]), argv))
 
 
 # --- through the console: HOST/--url -> agent -> store ------------------------------------
@@ -150,16 +145,16 @@ def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimProcess]
         proc.stop()
 
 
-def test_profile_url_end_to_end_and_attach(sim: SimProcess,
+def test_kernels_url_end_to_end_and_attach(sim: SimProcess,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     with RunStore() as store:
         run_id = store.start_run(label="before", host="local", url=sim.url)
-    code = main(["profile", "--url", sim.url, "--steps", "4", "-c", "8", "--warmup", "0.5",
+    code = main(["kernels", "--url", sim.url, "--steps", "4", "-c", "8", "--warmup", "0.5",
                  "--run", str(run_id), "--json"])
     out = _json(capsys)
     assert code == 0
     assert out["run_id"] == run_id and out["host"] == "local"
     assert out["summary"]["families"][0]["family"] in ("moe_gemm", "attention")
     with RunStore() as store:
-        stored = profiles.find_profile(store, f"run:{run_id}")
-    assert stored.id == out["profile_id"] and stored.backend == "triton"
+        stored = kernel_store.find_capture(store, f"run:{run_id}")
+    assert stored.id == out["capture_id"] and stored.backend == "triton"

@@ -1,4 +1,4 @@
-"""A kernel profile is stored with the launch and load it measured, and linked to a run only
+"""A kernel capture is stored with the launch and load it measured, and linked to a run only
 when it was taken during or right after that run on the same launch (issue 12, point 2)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 from dsv4tui.core.campaign import kernels as kp
 from dsv4tui.core.store import RunStore
-from dsv4tui.core.store import kernels as profiles
+from dsv4tui.core.store import kernels as kernel_store
 
-SUMMARY = {"type": "profile", "basis": "decode", "families": [], "kernels": [],
+SUMMARY = {"type": "kernels", "basis": "decode", "families": [], "kernels": [],
            "load": {"concurrency": 16, "output_len": 1024},
            "server": {"backend": "triton", "checkpoint": "MXFP4"}}
 
@@ -46,9 +46,9 @@ def test_linked_only_to_a_run_on_the_same_launch_during_or_right_after(tmp_path:
                                 launch_id=old)
         store.finish_run(other, "cancelled")
         ctx = kp.context_from_status(store, "ct200", status(222, "marlin"))
-        pid, run_id = kp.store_profile(store, SUMMARY, ctx, taken_at=time.time())
+        pid, run_id = kp.store_capture(store, SUMMARY, ctx, taken_at=time.time())
         assert run_id is None  # it was "the host's latest run" before
-        stored = profiles.get_profile(store, pid)
+        stored = kernel_store.get_capture(store, pid)
         assert stored is not None and stored.run_id is None
         assert (stored.launch_id, stored.server_pid, stored.backend) == (new, 222, "marlin")
         assert stored.load == {"concurrency": 16, "output_len": 1024}
@@ -57,27 +57,46 @@ def test_linked_only_to_a_run_on_the_same_launch_during_or_right_after(tmp_path:
         # a run on this launch that is running: linked
         run = store.start_run(label="NVFP4_marlin", host="ct200", backend="marlin",
                               launch_id=new)
-        _, run_id = kp.store_profile(store, SUMMARY, ctx, taken_at=time.time())
+        _, run_id = kp.store_capture(store, SUMMARY, ctx, taken_at=time.time())
         assert run_id == run
-        # ended a minute ago: still its profile; ended an hour ago: not any more
+        # ended a minute ago: still its capture; ended an hour ago: not any more
         store.finish_run(run, "done")
-        assert kp.run_for_profile(store, ctx, time.time() + 60) == run
-        assert kp.run_for_profile(store, ctx, time.time() + 3600) is None
+        assert kp.run_for_capture(store, ctx, time.time() + 60) == run
+        assert kp.run_for_capture(store, ctx, time.time() + 3600) is None
         # an explicit run (the CLI's --run) is kept, with what really ran
-        _, run_id = kp.store_profile(store, SUMMARY, ctx, run_id=other, taken_at=time.time())
+        _, run_id = kp.store_capture(store, SUMMARY, ctx, run_id=other, taken_at=time.time())
         assert run_id == other
 
 
-def test_an_older_store_gets_the_new_columns(tmp_path: Path) -> None:
-    """Stores whose kernel_profiles table predates launch_id/server_pid/load_json."""
-    with RunStore(tmp_path / "s.db") as store:
-        with store.transaction() as db:
-            db.execute("DROP TABLE kernel_profiles")
-            for statement in profiles.PROFILES_MIGRATION:
-                db.execute(statement)
-        pid = profiles.save_profile(store, SUMMARY, host="ct200", launch_id=None,
-                                    server_pid=7)
-        assert profiles.get_profile(store, pid).server_pid == 7  # type: ignore[union-attr]
+def test_a_store_with_the_old_kernel_profiles_table_migrates(tmp_path: Path) -> None:
+    """A store made before the rename (schema 5, ``kernel_profiles`` without the columns it
+    gained later) opens as schema 6: the rows are in ``kernels`` with their ids, the new
+    columns are there, the old table and its indexes are gone."""
+    import sqlite3
+
+    from dsv4tui.core.store import schema
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    schema.migrate(db, str(path), target=5)
+    db.execute("DROP TABLE kernel_profiles")  # as a store whose table predates launch_id ...
+    db.execute("CREATE TABLE kernel_profiles (id INTEGER PRIMARY KEY, run_id INTEGER, "
+               "host TEXT NOT NULL, url TEXT, model TEXT, backend TEXT, checkpoint TEXT, "
+               "label TEXT, steps INTEGER, concurrency INTEGER, basis TEXT, "
+               "decode_step_ms REAL, tensor_active_pct REAL, simulated INTEGER NOT NULL "
+               "DEFAULT 0, created_at REAL NOT NULL, summary_json TEXT NOT NULL)")
+    db.execute("INSERT INTO kernel_profiles (id, host, backend, created_at, summary_json) "
+               "VALUES (7, 'ct200', 'triton', 1.0, '{\"basis\": \"decode\"}')")
+    db.close()
+    with RunStore(path) as store:
+        assert store.schema_version == 6
+        old = kernel_store.get_capture(store, 7)
+        assert old is not None and old.backend == "triton" and old.summary == {"basis": "decode"}
+        new = kernel_store.save_capture(store, SUMMARY, host="ct200", server_pid=9)
+        assert kernel_store.get_capture(store, new).server_pid == 9  # type: ignore[union-attr]
+        names = {r[0] for r in store.query("SELECT name FROM sqlite_master")}
+    assert "kernel_profiles" not in names and {"kernels", "kernels_by_run",
+                                               "kernels_by_host"} <= names
 
 
 def test_without_a_recorded_launch_the_server_start_decides(tmp_path: Path) -> None:
@@ -90,9 +109,9 @@ def test_without_a_recorded_launch_the_server_start_decides(tmp_path: Path) -> N
         st = {**status(333, "marlin"), "started_at": started}
         ctx = kp.context_from_status(store, "ct200", st)
         assert ctx.launch_id is None and ctx.server_started_at == started
-        assert kp.run_for_profile(store, ctx, time.time()) is None  # before this server
+        assert kp.run_for_capture(store, ctx, time.time()) is None  # before this server
         time.sleep(0.02)
         run = store.start_run(label="new", host="ct200", profile_name="nvfp4")
-        assert kp.run_for_profile(store, ctx, time.time()) == run
+        assert kp.run_for_capture(store, ctx, time.time()) == run
         other = kp.context_from_status(store, "ct200", {**st, "profile": {"name": "mxfp4"}})
-        assert kp.run_for_profile(store, other, time.time()) is None  # another profile
+        assert kp.run_for_capture(store, other, time.time()) is None  # another profile

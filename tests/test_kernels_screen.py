@@ -1,4 +1,4 @@
-"""The Profile screen: fed by the app (set_profiles), asks through messages, compares two."""
+"""The Kernels screen: fed by the app (set_captures), asks through messages, compares two."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from textual.app import App
+from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from dsv4tui.agent import trace_parse
 from dsv4tui.sim.trace import write_trace
-from dsv4tui.tui.screens.kernels import ProfileScreen
+from dsv4tui.tui.screens.kernels import KernelsScreen
 from dsv4tui.tui.widgets.kernel_families import FamilyBars, bar, family_rows
 from dsv4tui.tui.widgets.kernel_table import KernelTable
 
@@ -30,18 +31,18 @@ class Harness(App[None]):
         self.asked: list[Any] = []
 
     def on_mount(self) -> None:
-        self.push_screen(ProfileScreen())
+        self.push_screen(KernelsScreen())
 
-    def on_profile_screen_reload(self, message: ProfileScreen.Reload) -> None:
+    def on_kernels_screen_reload(self, message: KernelsScreen.Reload) -> None:
         self.asked.append("reload")
-        assert isinstance(self.screen, ProfileScreen)
-        self.screen.set_profiles(self.items)
+        assert isinstance(self.screen, KernelsScreen)
+        self.screen.set_captures(self.items)
 
-    def on_profile_screen_run_requested(self, message: ProfileScreen.RunRequested) -> None:
+    def on_kernels_screen_run_requested(self, message: KernelsScreen.RunRequested) -> None:
         self.asked.append(("run", message.steps, message.concurrency))
 
 
-async def test_profile_screen_shows_and_compares(tmp_path: Path) -> None:
+async def test_kernels_screen_shows_and_compares(tmp_path: Path) -> None:
     a = summary(tmp_path / "a", "triton", "MXFP4", 0.8)
     b = summary(tmp_path / "b", "marlin", "NVFP4", 38.0)
     items = [{"id": 2, "summary": b, "backend": "marlin", "checkpoint": "NVFP4",
@@ -52,40 +53,74 @@ async def test_profile_screen_shows_and_compares(tmp_path: Path) -> None:
     async with app.run_test(size=(150, 48)) as pilot:
         await pilot.pause()
         screen = app.screen
-        assert isinstance(screen, ProfileScreen)
+        assert isinstance(screen, KernelsScreen)
         assert app.asked == ["reload"]
-        assert screen.query_one("#prof-table", DataTable).row_count == 2
+        assert screen.query_one("#kern-table", DataTable).row_count == 2
         assert [i.id for i in screen.shown()] == [2]  # the highlighted (newest) one
-        head = str(screen.query_one("#prof-head", Static).render())
+        head = str(screen.query_one("#kern-head", Static).render())
         assert "#2 marlin/NVFP4" in head and "SIMULATED" in head
-        kernels = screen.query_one("#prof-kernels", KernelTable)
+        kernels = screen.query_one("#kern-kernels", KernelTable)
         assert kernels.row_count > 5 and len(kernels.columns) == 7
-        # mark the MXFP4 profile first (the base), then the NVFP4 one: side by side
+        # mark the MXFP4 capture first (the base), then the NVFP4 one: side by side
         await pilot.press("down", "space", "up", "space")
         assert screen.marked == [1, 2]
         assert [i.id for i in screen.shown()] == [1, 2]
-        assert len(kernels.columns) == 8  # the second profile's share beside
-        text = screen.query_one("#prof-families", FamilyBars).render_text(120).plain
+        assert len(kernels.columns) == 8  # the second capture's share beside
+        text = screen.query_one("#kern-families", FamilyBars).render_text(120).plain
         assert "#1 triton/MXFP4 (run 4)" in text and "#2 marlin/NVFP4" in text
         moe = next(line for line in text.splitlines() if line.startswith("MoE GEMM"))
         assert "CC" in moe  # MXFP4/triton: the slot GEMV on CUDA cores
         await pilot.press("k")
         await pilot.pause()
         assert app.asked[-1] == ("run", 5, 16)
-        assert "profile requested" in str(screen.query_one("#prof-status", Static).render())
+        assert "capture requested" in str(screen.query_one("#kern-status", Static).render())
         screen.set_error("no trace file appeared")
-        assert "profile failed" in str(screen.query_one("#prof-status", Static).render())
+        assert "capture failed" in str(screen.query_one("#kern-status", Static).render())
         await pilot.press("ctrl+r")
         await pilot.pause()
         assert app.asked[-1] == "reload"
 
 
-async def test_profile_screen_empty() -> None:
+async def test_kernels_screen_empty() -> None:
     app = Harness([])
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        head = str(app.screen.query_one("#prof-head", Static).render())
-        assert "no kernel profiles yet" in head
+        head = str(app.screen.query_one("#kern-head", Static).render())
+        assert "no kernel captures yet" in head
+
+
+class Modes(App[None]):
+    """Like the dashboard: the Kernels screen is one mode among others, and the app answers
+    Reload only for the screen on top."""
+
+    MODES = {"other": Screen, "kernels": KernelsScreen}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[dict[str, Any]] = []
+
+    def on_mount(self) -> None:
+        self.switch_mode("other")
+
+    def on_kernels_screen_reload(self, message: KernelsScreen.Reload) -> None:
+        if isinstance(self.screen, KernelsScreen):
+            self.screen.set_captures(self.items)
+
+
+async def test_a_capture_stored_meanwhile_shows_when_the_screen_comes_back(
+        tmp_path: Path) -> None:
+    app = Modes()
+    async with app.run_test(size=(150, 48)) as pilot:
+        await app.switch_mode("kernels")
+        await pilot.pause()
+        table = app.screen.query_one("#kern-table", DataTable)
+        assert table.row_count == 0
+        await app.switch_mode("other")
+        app.items = [{"id": 3, "summary": summary(tmp_path, "triton", "MXFP4", 0.8),
+                      "backend": "triton", "checkpoint": "MXFP4", "created_at": 1.7e9}]
+        await app.switch_mode("kernels")
+        await pilot.pause()
+        assert table.row_count == 1
 
 
 def test_bars_and_rows() -> None:

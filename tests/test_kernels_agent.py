@@ -1,4 +1,4 @@
-"""``agent profile run|parse|model-facts`` as subprocesses: end to end against the simulator,
+"""``agent kernels run|parse|model-facts`` as subprocesses: end to end against the simulator,
 the failures a user meets, and model facts from config.json."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from plugins.sim import AgentEnv, SimProcess, event, free_port, start_sim, subprocess_env
 
-from dsv4tui.agent import kernels as agent_profile
+from dsv4tui.agent import kernels as agent_kernels
 
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "tests" / "data" / "traces" / "torch_standin.py"
@@ -44,7 +44,7 @@ MIXTRAL = {"architectures": ["MixtralForCausalLM"], "vocab_size": 32000, "hidden
 def test_param_counts_match_published_sizes() -> None:
     """DeepSeek-V3: 671 B total, 37 B activated; Llama 3 8B: 8.03 B; Mixtral 8x7B: 46.7 B
     total, 12.9 B active (the model cards' numbers)."""
-    f = agent_profile.count_params(DSV3)
+    f = agent_kernels.count_params(DSV3)
     assert f["total_params"] / 1e9 == pytest.approx(671.0, abs=0.1)
     assert f["active_params"] / 1e9 == pytest.approx(37.55, abs=0.05)
     assert (f["moe_layers"], f["experts"], f["experts_per_token"]) == (58, 256, 8)
@@ -52,9 +52,9 @@ def test_param_counts_match_published_sizes() -> None:
     # read per decode step: no input embedding table (129280 x 7168), LM head included
     assert f["decode_read_params"] == f["active_params"] - 129280 * 7168
     assert "MTP (next-n) layers not counted" in f["notes"]
-    assert agent_profile.count_params(LLAMA3_8B)["total_params"] / 1e9 == \
+    assert agent_kernels.count_params(LLAMA3_8B)["total_params"] / 1e9 == \
         pytest.approx(8.03, abs=0.01)
-    m = agent_profile.count_params(MIXTRAL)
+    m = agent_kernels.count_params(MIXTRAL)
     assert m["total_params"] / 1e9 == pytest.approx(46.7, abs=0.05)
     assert m["active_params"] / 1e9 == pytest.approx(12.88, abs=0.05)
 
@@ -73,7 +73,7 @@ def test_param_counts_match_published_sizes() -> None:
 ])
 def test_bytes_per_weight(config: dict[str, Any], quant_file: Any, server_quant: str | None,
                           bpp: float | None, fmt: str) -> None:
-    got, name, _source = agent_profile.bytes_per_weight(config, quant_file, server_quant)
+    got, name, _source = agent_kernels.bytes_per_weight(config, quant_file, server_quant)
     assert (got, name) == (bpp, fmt)
 
 
@@ -81,7 +81,7 @@ def test_model_facts_command(agent_env: AgentEnv, tmp_path: Path) -> None:
     model = tmp_path / "DeepSeek-V3"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(DSV3))
-    code, events = agent_env.run("profile", "model-facts", "--model-path", str(model))
+    code, events = agent_env.run("kernels", "model-facts", "--model-path", str(model))
     assert code == 0
     facts = event(events, "model_facts")
     assert facts["bytes_per_param"] == 1.0 and facts["weight_format"] == "FP8"
@@ -92,24 +92,24 @@ def test_model_facts_command(agent_env: AgentEnv, tmp_path: Path) -> None:
     (snap / "config.json").write_text(json.dumps(MIXTRAL))
     env = AgentEnv(dict(agent_env.env, HF_HOME=str(tmp_path / "hf")), agent_env.home,
                    agent_env.sim_state)
-    code, events = env.run("profile", "model-facts", "--model-path", "org/Mixtral")
+    code, events = env.run("kernels", "model-facts", "--model-path", "org/Mixtral")
     assert code == 0 and event(events, "model_facts")["experts"] == 8
-    code, events = env.run("profile", "model-facts", "--model-path", "org/Nothing")
+    code, events = env.run("kernels", "model-facts", "--model-path", "org/Nothing")
     assert code == 1
     assert "not a directory here and not in the Hugging Face cache" in \
         event(events, "error")["message"]
-    code, events = env.run("profile", "model-facts")
+    code, events = env.run("kernels", "model-facts")
     assert code == 2 and event(events, "error")["kind"] == "usage"
 
 
 def test_parse_command_on_the_real_trace(agent_env: AgentEnv) -> None:
-    code, events = agent_env.run("profile", "parse", str(H200), "--tensor-active", "0.1",
+    code, events = agent_env.run("kernels", "parse", str(H200), "--tensor-active", "0.1",
                                  "--top", "5")
     assert code == 0
-    prof = event(events, "profile")
+    prof = event(events, "kernels")
     assert len(prof["kernels"]) == 5 and prof["kernels_rest"]["count"] > 0
     assert prof["tensor_decision"]["method"] == "name+telemetry"
-    code, events = agent_env.run("profile", "parse", str(H200.parent / "nope.trace.json.gz"))
+    code, events = agent_env.run("kernels", "parse", str(H200.parent / "nope.trace.json.gz"))
     assert code == 1 and "cannot read" in event(events, "error")["message"]
 
 
@@ -127,24 +127,24 @@ def sim(tmp_path: Path, agent_env: AgentEnv) -> Iterator[SimProcess]:
         proc.stop()
 
 
-def test_agent_profile_against_the_simulator(sim: SimProcess, agent_env: AgentEnv,
+def test_agent_kernels_against_the_simulator(sim: SimProcess, agent_env: AgentEnv,
                                              tmp_path: Path) -> None:
     out = tmp_path / "traces"
     t0 = time.monotonic()
-    code, events = agent_env.run("profile", "run", "--url", sim.url, "--steps", "5", "-c", "8",
+    code, events = agent_env.run("kernels", "run", "--url", sim.url, "--steps", "5", "-c", "8",
                                  "--warmup", "0.5", "--output-dir", str(out), "--top", "10",
                                  timeout=90)
     assert code == 0, events
     assert time.monotonic() - t0 < 30
-    target = event(events, "profile_target")
+    target = event(events, "kernels_target")
     assert target["simulated"] and target["backend"] == "triton" and target["tp_size"] == 8
     assert target["expected_files"] == 8 and target["output_dir"] == str(out)
-    traces = event(events, "profile_traces")
+    traces = event(events, "kernels_traces")
     assert len(traces["files"]) == 8 and traces["stopped_by"] == "num_steps"
     assert all(Path(f["path"]).parent == out and f["bytes"] > 0 for f in traces["files"])
-    phases = [e["phase"] for e in events if e["type"] == "profile_phase"]
+    phases = [e["phase"] for e in events if e["type"] == "kernels_phase"]
     assert phases[:2] == ["load", "profiling"] and phases[-1] == "parsing"
-    prof = event(events, "profile")
+    prof = event(events, "kernels")
     assert prof["ranks"] == 8 and prof["basis"] == "decode" and prof["profiled_steps"] == 5
     assert prof["steps"]["decode"]["mean_bs"] == 8
     fam = {f["family"]: f for f in prof["families"]}
@@ -165,10 +165,10 @@ def test_agent_profile_against_the_simulator(sim: SimProcess, agent_env: AgentEn
 
 
 def test_usage_and_connect_errors(agent_env: AgentEnv) -> None:
-    code, events = agent_env.run("profile", "run", "--url", "http://127.0.0.1:1", "--steps", "0")
+    code, events = agent_env.run("kernels", "run", "--url", "http://127.0.0.1:1", "--steps", "0")
     assert code == 2 and "--steps" in event(events, "error")["message"]
     port = free_port()
-    code, events = agent_env.run("profile", "run", "--url", f"http://127.0.0.1:{port}",
+    code, events = agent_env.run("kernels", "run", "--url", f"http://127.0.0.1:{port}",
                                  "--warmup", "0")
     err = event(events, "error")
     assert code == 1 and err["kind"] == "connect" and str(port) in err["message"]
@@ -177,7 +177,7 @@ def test_usage_and_connect_errors(agent_env: AgentEnv) -> None:
 def test_server_without_start_profile(known_server: Callable[..., Any],
                                       agent_env: AgentEnv) -> None:
     srv = known_server(tokens=4000, itl_ms=1)
-    code, events = agent_env.run("profile", "run", "--url", srv.url, "-c", "2", "--warmup",
+    code, events = agent_env.run("kernels", "run", "--url", srv.url, "-c", "2", "--warmup",
                                  "0.2", "--telemetry", "off", timeout=60)
     err = event(events, "error")
     assert code == 1 and err["kind"] == "start_profile"
@@ -202,7 +202,7 @@ def test_no_trace_appears(agent_env: AgentEnv, tmp_path: Path) -> None:
         elsewhere = tmp_path / "not-here"
         elsewhere.mkdir()
         code, events = agent_env.run(
-            "profile", "run", "--url", f"http://127.0.0.1:{port}", "-c", "2", "--warmup", "0.2",
+            "kernels", "run", "--url", f"http://127.0.0.1:{port}", "-c", "2", "--warmup", "0.2",
             "--steps", "3", "--telemetry", "off", "--output-dir", str(tmp_path / "srv"),
             "--trace-dir", str(elsewhere), "--stop-after", "0.5", "--timeout", "2", timeout=60)
     finally:
@@ -222,10 +222,10 @@ def test_frames_summary_picks_the_busy_gpus() -> None:
                 "sm_active": util, "dram_active": 10.0, "fp32_active": 1.0}
 
     frames = [(float(t), [gpu(0, 98, 1.0), gpu(1, 96, 0.6), gpu(2, 0, 0.0)]) for t in range(4)]
-    s = agent_profile.summarize_frames(frames, "nvml")
+    s = agent_kernels.summarize_frames(frames, "nvml")
     assert s["busy_gpus"] == [0, 1] and s["tensor_active_pct"] == pytest.approx(0.8)
     assert s["util_gpu_pct"] == 97.0
-    none = agent_profile.summarize_frames(
+    none = agent_kernels.summarize_frames(
         [(0.0, [dict(gpu(0, 90, 0.0), tensor_active=None)])], "nvidia-smi")
     assert none["tensor_active_pct"] is None and "no tensor-pipe counter" in none["note"]
 
@@ -235,8 +235,8 @@ def test_telemetry_window_scope() -> None:
     def frame(t: float, util: float, tensor: float) -> tuple[float, list[dict[str, Any]]]:
         return (t, [{"index": 0, "util_gpu": util, "tensor_active": tensor, "sm_active": util}])
 
-    tw = agent_profile.TelemetryWindow("off", interval=0.5)
-    tw.profile_started_at = 100.0
+    tw = agent_kernels.TelemetryWindow("off", interval=0.5)
+    tw.trace_started_at = 100.0
     tw.frames = [frame(90.0, 5.0, 9.0),  # warm-up: out
                  frame(98.0, 90.0, 1.0), frame(99.5, 90.0, 1.0),  # steady load: in
                  frame(102.0, 0.0, 0.0),  # the profiler starting: out

@@ -1,0 +1,139 @@
+"""What the agent keeps of the server it runs, in its cache dir: the state file (the record of
+the last server it started or adopted), the exit record its watcher writes, and the server
+lock (an flock, so two consoles cannot start/stop/adopt at once; its holder described beside
+it). Read by ``server``, ``logs``, ``adopt``, ``target`` and the campaign runner.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from typing import Any, Dict, Optional
+
+from dsv4tui.agent import bench_lock, procs, protocol
+from dsv4tui.agent.state import cache_dir
+
+STATE_FILE = "server.json"
+EXIT_FILE = "server.exit.json"
+LOCK_FILE = "server.lock"
+
+
+def path(name: str) -> str:
+    return str(cache_dir() / name)
+
+
+def read_json(name: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(path(name), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json(name: str, data: Dict[str, Any]) -> None:
+    target = path(name)
+    tmp = "%s.%d.tmp" % (target, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1)
+    os.replace(tmp, target)
+
+
+def read_state() -> Optional[Dict[str, Any]]:
+    """The record of the last server this agent started (None if never)."""
+    return read_json(STATE_FILE)
+
+
+def write_state(state: Dict[str, Any]) -> None:
+    write_json(STATE_FILE, state)
+
+
+def ours_alive(state: Optional[Dict[str, Any]]) -> bool:
+    """Is the server the state file records running (not stopped, the same process)?"""
+    if not state or state.get("stopped_at"):
+        return False
+    return procs.alive(state.get("pid"), state.get("proc_start"))
+
+
+def forget_exit() -> None:
+    """A new server's record starts clean: the previous one's exit record is not its."""
+    try:
+        os.unlink(path(EXIT_FILE))
+    except OSError:
+        pass
+
+
+def exit_record(pid: int, wait_s: float = 0.0) -> Dict[str, Any]:
+    """How server ``pid`` ended, as its watcher recorded it ({} when not (yet) recorded)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        rec = read_json(EXIT_FILE)
+        if rec and rec.get("pid") == pid:
+            return rec
+        if time.monotonic() >= deadline:
+            return {}
+        time.sleep(0.05)
+
+
+# -- the lock --------------------------------------------------------------------------------
+
+class ServerLock:
+    """An exclusive, non-blocking flock; its owner is described in ``server.lock.json``."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        self.fd: Optional[int] = None
+
+    def __enter__(self) -> "ServerLock":
+        fd = os.open(path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            owner = read_json(LOCK_FILE + ".json") or {}
+            raise protocol.AgentError(
+                "busy", "busy: %s in progress by %s" % (owner.get("action", "a server command"),
+                                                        owner_text(owner)),
+                protocol.EXIT_BUSY, owner=owner) from None
+        self.fd = fd
+        ssh = os.environ.get("SSH_CLIENT", "").split()
+        write_json(LOCK_FILE + ".json", {
+            "action": "server " + self.action, "pid": os.getpid(), "since": time.time(),
+            "user": bench_lock.user_name(),
+            "client": ssh[0] if ssh else "this host"})
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            try:
+                os.unlink(path(LOCK_FILE + ".json"))
+            except OSError:
+                pass
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def owner_text(owner: Dict[str, Any]) -> str:
+    """Who holds the server lock, for a ``busy`` message."""
+    if not owner:
+        return "another dsv4tui agent"
+    since = time.strftime("%H:%M:%S", time.localtime(owner.get("since") or time.time()))
+    return "agent pid %s (user %s, from %s) since %s" % (
+        owner.get("pid"), owner.get("user") or "?", owner.get("client") or "?", since)
+
+
+def lock_busy() -> Optional[Dict[str, Any]]:
+    """Who holds the server lock (a start/stop/restart in progress), else None."""
+    fd = os.open(path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return read_json(LOCK_FILE + ".json") or {}
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,32 @@
+"""What the attention picker needs to know of a host: the GPUs' compute capability (the
+agent's hello; the simulator's on the demo) and the SGLang version each launch profile runs."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from dsv4tui.core.errors import UserError
+
+
+@dataclass
+class HostFacts:
+    capability: str | None = None  # "12.0"; None: not known (yet)
+    sglang: dict[str, str | None] | None = None  # profile -> version; None: not probed yet
+
+    def version(self, profile: str) -> str | None:
+        return (self.sglang or {}).get(profile)
+
+    async def gather(self, host: Any) -> None:
+        """Ask ``host`` (a connected ``hosts.resolve.Host``); each fact is kept as it comes."""
+        from dsv4tui.core.server import sglang_version
+
+        with contextlib.suppress(UserError, OSError):
+            events = await host.agent.call("hello", timeout=90.0)
+            hello: dict[str, Any] = next((e for e in events if e.get("type") == "hello"), {})
+            self.capability = hello.get("compute_capability")
+        versions: dict[str, str | None] = {}
+        for name, prof in host.config.profiles.items():
+            versions[name] = (await sglang_version.probe(host, prof)).version
+        self.sglang = versions

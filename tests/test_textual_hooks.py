@@ -56,7 +56,8 @@ def test_hooks_turn_off_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(textual_hooks.ENV, "all")
     assert not any(textual_hooks.enabled(name) for name in textual_hooks.HOOKS)
     monkeypatch.delenv(textual_hooks.ENV)
-    assert all(textual_hooks.enabled(name) for name in textual_hooks.HOOKS)
+    assert all(textual_hooks.enabled(name) for name in textual_hooks.HOOKS
+               if name not in textual_hooks.OPT_IN)
     assert textual_hooks.unknown_names("draw_now,drawnow") == ["drawnow"]
     with pytest.raises(KeyError, match="no hook named 'drawnow'"):
         textual_hooks.enabled("drawnow")
@@ -121,6 +122,16 @@ def test_no_private_textual_name_outside_the_hooks_module() -> None:
     unexpected = [f"dsv4tui/tui/{rel}:{line}: {name}" for rel, name, line in found]
     assert not unexpected, ("private Textual names outside dsv4tui/tui/textual_hooks.py "
                             f"(textual {textual_hooks.VERSION}):\n" + "\n".join(unexpected))
+
+
+def test_the_stale_first_frame_is_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A returning screen's first frame has current figures unless asked otherwise."""
+    monkeypatch.delenv(textual_hooks.ON_ENV, raising=False)
+    monkeypatch.delenv(textual_hooks.ENV, raising=False)
+    assert not textual_hooks.enabled("switch_then_update")
+    assert textual_hooks.enabled("draw_now")
+    monkeypatch.setenv(textual_hooks.ON_ENV, "switch_then_update")
+    assert textual_hooks.enabled("switch_then_update")
 
 
 @pytest.mark.parametrize("off", ["", "switch_then_update", "all"])

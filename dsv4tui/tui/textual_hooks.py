@@ -22,8 +22,9 @@ last two are dsv4tui's own measures, switchable here so that the benchmark can w
   (:func:`mark_styled`).
 - ``light_strips``: Textual's Strips make no reference cycles and build their caches only
   when used (:func:`light_strips`).
-- ``switch_then_update``: not Textual: a screen shown before answers its switch key with
-  the frame it showed when it was left, then brings its parts up to date (DsvScreen).
+- ``switch_then_update``: not Textual, and off unless ``$DSV4TUI_HOOK_ON`` names it: a
+  screen shown before answers its switch key with the frame it showed when it was left,
+  then brings its parts up to date (DsvScreen).
 - ``gc_tuning``: not Textual: the cyclic GC paused while a key is answered, tuned for short
   pauses, the long-lived heap frozen (ResponsiveApp).
 
@@ -67,11 +68,22 @@ _HERE = "dsv4tui/tui/textual_hooks.py"
 _off_cache: tuple[str, frozenset[str]] = ("", frozenset())
 
 
+# Off unless $DSV4TUI_HOOK_ON names them: ``switch_then_update`` answers a screen switch with
+# the frame the screen showed when it was left -- figures that may be minutes old, on screen
+# for 5-30 ms before the current ones. Without it key -> screen is still under 50 ms at p99
+# (docs/ui-performance.md), and every frame shows current figures.
+OPT_IN = frozenset({"switch_then_update"})
+ON_ENV = "DSV4TUI_HOOK_ON"
+
+
 def enabled(name: str) -> bool:
-    """False when ``$DSV4TUI_NO_HOOK`` names the hook (or says ``all``)."""
+    """False when ``$DSV4TUI_NO_HOOK`` names the hook (or says ``all``); an :data:`OPT_IN`
+    hook only when ``$DSV4TUI_HOOK_ON`` names it."""
     global _off_cache
     if name not in HOOKS:
         raise KeyError(f"no hook named {name!r}; hooks: {', '.join(HOOKS)}")
+    if name in OPT_IN and name not in {n.strip() for n in os.environ.get(ON_ENV, "").split(",")}:
+        return False
     raw = os.environ.get(ENV, "")
     if raw != _off_cache[0]:
         _off_cache = (raw, frozenset(n.strip() for n in raw.split(",") if n.strip()))

@@ -92,10 +92,9 @@ def _textual_private_names() -> set[str]:
             if name.startswith("_") and not name.startswith("__")}
 
 
-# Private Textual names in modules this work did not own (dsv4tui/tui/app.py is being thinned
-# meanwhile): the dashboard's keymap is public as ``ResponsiveApp.active_keymap``.
-ELSEWHERE = {("app.py", "_keymap"), ("screens/dashboard.py", "_keymap"),
-             ("screens/help.py", "_keymap"), ("screens/launch.py", "_keymap")}
+# Private Textual names allowed outside the hooks module: none (the dashboard's keymap is
+# public as ``ResponsiveApp.active_keymap``).
+ELSEWHERE: set[tuple[str, str]] = set()
 
 
 def test_no_private_textual_name_outside_the_hooks_module() -> None:

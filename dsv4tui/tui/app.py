@@ -162,7 +162,7 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         scopes = {"app", *PALETTE_SCOPES.intersection(getattr(screen, "SCOPES", ()))}
-        for action, keys in keymap.effective(self._keymap or {}):
+        for action, keys in keymap.effective(self.active_keymap):
             if action.palette and action.scope in scopes:
                 target = self if action.scope == "app" else screen
                 yield SystemCommand(f"{action.description} ({keys})", action.help,

@@ -129,7 +129,7 @@ class DashboardScreen(LogScreen):
         panel = self.one(GpuPanel)
         gpus = panel.telemetry.gpu_count() if panel.telemetry is not None else 0
         hidden = min(gpus, max(0, panel.line_count() - box.scrollable_content_region.height))
-        km = getattr(self.app, "_keymap", None) or {}
+        km = getattr(self.app, "active_keymap", None) or {}
         key = keymap.display_key(km.get("focus.gpus", keymap.BY_ID["focus.gpus"].key))
         subtitle = (f"{hidden} more GPU{'s' if hidden > 1 else ''} below · {key} then ↓"
                     if hidden else "")

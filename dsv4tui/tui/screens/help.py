@@ -52,7 +52,7 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        km: Mapping[str, str] = getattr(self.app, "_keymap", {}) or {}
+        km: Mapping[str, str] = getattr(self.app, "active_keymap", {}) or {}
         rows = help_rows(km)
         # the binding id is what the config's [keymap] needs: its column is never cut, the
         # description takes what is left (and is cut first)

@@ -74,7 +74,7 @@ class LaunchScreen(LogScreen):
         with VerticalScroll(id="launch-profile", classes="panel") as left:
             left.border_title = "launch profile"
             yield Static("", id="profile-fields", markup=True)
-            yield Static(hint_markup(getattr(self.app, "_keymap", None) or {}),
+            yield Static(hint_markup(getattr(self.app, "active_keymap", None) or {}),
                          id="launch-hint", markup=True)
         with Vertical(id="launch-right"):
             with Vertical(id="launch-startup", classes="panel") as box:

@@ -37,8 +37,10 @@ from dsv4tui.core.errors import ConnectError, UserError
 from dsv4tui.core.hosts import visit
 from dsv4tui.core.server.host_facts import HostFacts
 from dsv4tui.core.view import model as m
+from dsv4tui.core.view import navigation
 from dsv4tui.core.view.host_link import HostLink
 from dsv4tui.core.view.journal import Effects
+from dsv4tui.core.view.navigation import Navigation
 from dsv4tui.core.view.next_launch import NextLaunch
 from dsv4tui.core.view.notice import Notice
 from dsv4tui.core.view.parts import ALL, GPU, LOGS, SWEEP
@@ -51,7 +53,7 @@ from dsv4tui.tui.app_runs import RunsKeys
 from dsv4tui.tui.app_server import ServerKeys
 from dsv4tui.tui.responsive import ResponsiveApp
 from dsv4tui.tui.screens import dialogs
-from dsv4tui.tui.screens.base import DsvScreen
+from dsv4tui.tui.screens.base import TAB_TITLES, DsvScreen
 from dsv4tui.tui.screens.bench import BenchScreen
 from dsv4tui.tui.screens.campaign import CampaignScreen
 from dsv4tui.tui.screens.dashboard import DashboardScreen
@@ -107,6 +109,7 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
         self._flush_pending = False
         self._live_at = 0.0
         self._shown_modes: set[str] = set()
+        self.nav = Navigation()  # the user's screen choices: automatic moves yield to them
         self.next_launch = NextLaunch()  # the backend and attention flags picked per profile
         self.host_facts = HostFacts()  # the GPUs' compute capability, the SGLang versions
         self._adopt_offered: set[Any] = set()  # foreign pids the adopt step was offered for
@@ -266,8 +269,8 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
         if step.attach is not None:
             self.attach_running(step.attach)  # someone's sweep or campaign runs: watch it
         elif step.restart:
-            if self.current_mode == "dashboard":
-                self.switch_mode("launch")  # a first look: the startup phases, then sanity
+            if self.current_mode == "dashboard":  # a first look: the startup phases, then sanity
+                self.auto_show("launch", 0, "the server is starting")
             self.restart_server(self.model.active_profile, None)
         elif step.sanity:
             self.run_sanity()  # attached to a running server we started: is it still sane?
@@ -318,9 +321,21 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
         self.mark(*ALL)
 
     # -- actions (keys and the command palette) ---------------------------------------------
+    def auto_show(self, mode: str, since: int, what: str) -> bool:
+        """A move the dashboard makes on its own: only if the user has chosen no screen since
+        ``since`` (a ``nav.token()``; 0: the app's start), else it says what it would show."""
+        if self.current_mode == mode:
+            return True
+        if not self.nav.may_move(since):
+            self.tell(navigation.stayed(what, TAB_TITLES[mode], self.key_of(f"screen.{mode}")))
+            return False
+        self.switch_mode(mode)
+        return True
+
     def action_show(self, mode: str) -> None:
         if mode not in SCREENS:
             return
+        self.nav.chose()
         if mode not in self._shown_modes:
             self._shown_modes.add(mode)
             self.call_after_refresh(self._freeze_heap)
@@ -338,6 +353,7 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
             self.push_screen(HelpScreen())
 
     def action_focus_logs(self) -> None:
+        self.nav.chose()
         screen = self.screen
         if not isinstance(screen, DsvScreen) or screen.log_panel() is None:
             self.switch_mode("dashboard")
@@ -349,6 +365,7 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
             panel.view.focus()
 
     def action_focus_gpus(self) -> None:
+        self.nav.chose()
         if self.current_mode != "dashboard":
             self.switch_mode("dashboard")
         self.call_after_refresh(self._focus_gpus)

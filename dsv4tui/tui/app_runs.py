@@ -13,6 +13,7 @@ from textual import work
 from dsv4tui.core import outputs
 from dsv4tui.core.errors import UserError
 from dsv4tui.core.view import model as m
+from dsv4tui.core.view import navigation
 from dsv4tui.core.view.parts import COMPARE, RUNS
 from dsv4tui.core.view.runs import baseline_of, latest_runs, run_rows
 from dsv4tui.tui.screens.campaign import CampaignScreen
@@ -63,20 +64,25 @@ class RunsKeys:
             app.mark(RUNS)
 
     @work(group="store", thread=True, exit_on_error=False)
-    def load_compare(self, ids: list[Any]) -> None:
+    def load_compare(self, ids: list[Any], since: int | None = None) -> None:
+        """The comparison of ``ids``, shown once loaded unless the user chose a screen since
+        ``since`` (the ``nav.token()`` of the key that asked for it)."""
         app = _app(self)
         from dsv4tui.core.campaign.compare import compare_runs
 
         if app._store is None:
             raise UserError("the run store is not open")
         cmp = compare_runs(app._store, [str(i) for i in ids], baseline_of(app.model.runs, ids))
-        app.call_from_thread(app.show_compare, cmp)
+        app.call_from_thread(app.show_compare, cmp, since)
 
-    def show_compare(self, view: m.CompareView) -> None:
+    def show_compare(self, view: m.CompareView, since: int | None = None) -> None:
         """``view`` (a ``campaign.compare.Comparison``) on the Compare screen, over Runs."""
         app = _app(self)
         app.model.runs.compare = view
-        if not isinstance(app.screen, CompareScreen):
+        if since is not None and not app.nav.may_move(since):
+            app.tell(navigation.stayed("the comparison is ready", "Runs",
+                                       app.key_of("compare")))
+        elif not isinstance(app.screen, CompareScreen):
             if app.current_mode != "runs":
                 app.switch_mode("runs")
             app.push_screen(CompareScreen(app.model))
@@ -105,11 +111,11 @@ class RunsKeys:
                 app.notify("two variants with runs are needed to compare", timeout=4)
                 return
             app.load_runs()
-            app.load_compare(ids)
+            app.load_compare(ids, app.nav.token())
             return
         marked = list(app.model.runs.marked)
         if len(marked) >= 2:
-            app.load_compare(marked)
+            app.load_compare(marked, app.nav.token())
             return
         if app.current_mode != "runs":
             app.switch_mode("runs")

@@ -112,6 +112,9 @@ async def test_a_campaign_outlives_its_console_and_a_second_one_sees_it(
         cmp = second.model.runs.compare
         assert cmp is not None and {r.label for r in cmp.runs} == {"MXFP4_triton",
                                                                    "NVFP4_marlin"}
+        await pilot.press("escape")  # back where the comparison was asked for
+        await until(pilot, lambda: isinstance(second.screen, CampaignScreen), 5, "campaign")
+        assert second.current_mode == "campaign"
     with RunStore() as store:
         runs = store.runs()
         assert sorted((r.label, r.status, r.backend) for r in runs) == [

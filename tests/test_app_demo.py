@@ -177,7 +177,14 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "quit confirm")
         await pilot.press("n")
         assert app.is_running and m.sweep.running
+        await pilot.press("x")  # asks first: n keeps the sweep, y cancels it
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "cancel confirm")
+        await pilot.press("n")
+        await pilot.pause(0.5)
+        assert m.sweep.running
         await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "cancel confirm")
+        await pilot.press("y")
         await until(pilot, lambda: not m.sweep.running, 20, "cancelled")
         assert m.sweep.status == "cancelled"
         assert m.sweep.levels[0].completed > 0

@@ -232,15 +232,24 @@ class CampaignWatcher:
 
     # -- cancel (x) ------------------------------------------------------------------------
     def action_cancel(self) -> None:
+        """x: a sanity run is cancelled at once; a sweep or campaign (it may have run all
+        night) only after a yes, as q, r and b ask."""
         app = _app(self)
         cancelled = False
-        if app._sweep_cid is not None and app.model.conn.connected:
-            app.cancel_sweep(app._sweep_cid)  # stopped on the host; the watcher collects
-            cancelled = True
         for worker in app.workers:
             if worker.group == "sanity" and worker.is_running:
                 worker.cancel()
                 cancelled = True
+        cid = app._sweep_cid
+        if cid is not None and app.model.conn.connected:
+            what = "campaign" if app.model.campaign.state == "running" else "sweep"
+
+            def answer(yes: bool | None) -> None:
+                if yes and app._sweep_cid == cid:
+                    app.cancel_sweep(cid)  # stopped on the host; the watcher collects
+                    app.notify("cancelling …", timeout=3)
+            app.push_screen(dialogs.cancel_confirm(what, app.model.conn.host), answer)
+            return
         app.notify("cancelling …" if cancelled else "nothing to cancel",
                    timeout=3 if cancelled else 2)
 

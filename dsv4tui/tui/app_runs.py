@@ -83,9 +83,10 @@ class RunsKeys:
             app.tell(navigation.stayed("the comparison is ready", "Runs",
                                        app.key_of("compare")))
         elif not isinstance(app.screen, CompareScreen):
-            if app.current_mode != "runs":
-                app.switch_mode("runs")
-            app.push_screen(CompareScreen(app.model))
+            over = "campaign" if app.current_mode == "campaign" else "runs"
+            if app.current_mode != over:
+                app.switch_mode(over)
+            app.push_screen(CompareScreen(app.model, over))
         app.mark(COMPARE)
 
     @work(group="export", thread=True, exit_on_error=False)

@@ -92,5 +92,12 @@ def campaign_confirm(name: str, plan: Any) -> ConfirmScreen:
     return ConfirmScreen(f"start campaign {name}?", msg, yes="Start")
 
 
+def cancel_confirm(what: str, host: str) -> ConfirmScreen:
+    """``what``: 'sweep' or 'campaign', running on ``host``."""
+    return ConfirmScreen(f"cancel the {what}?", f"the running {what} on {esc(host)} stops; "
+                         "the requests that finished stay stored.", yes="Cancel it",
+                         no="Keep it running", danger=True)
+
+
 def quit_confirm(what: str) -> ConfirmScreen:
     return ConfirmScreen("quit?", what, yes="Quit", danger=True)

@@ -309,13 +309,15 @@ def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
 
 
 class CompareScreen(DsvScreen):
-    """Pushed over Runs: grouped bars per C (one colour per run), a second metric, a table."""
+    """Pushed over Runs (or over the Campaign, for its variants; escape goes back there):
+    grouped bars per C (one colour per run), a second metric, a table."""
 
     MODE = "runs"
     BINDINGS = keymap.bindings("compare")
     SCOPES = ("compare", "app")
 
-    def __init__(self, model: UiModel) -> None:
+    def __init__(self, model: UiModel, over: str = "runs") -> None:
+        self.MODE = over  # the tab it shows as current: the screen it was opened from
         super().__init__(model)
         self.metric = 0
         self._table_shown: tuple[object, object] | None = None

@@ -45,10 +45,30 @@ async def test_help_lists_every_binding_and_escape_closes_it() -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         table = app.screen.query_one("DataTable")
-        ids = {table.get_row_at(i)[3] for i in range(table.row_count)}  # type: ignore[attr-defined]
+        ids = {str(table.get_row_at(i)[3]) for i in range(table.row_count)}  # type: ignore[attr-defined]
         assert ids == {a.id for a in keymap.ACTIONS}
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_help_text_is_shown_whole_and_down_scrolls_it() -> None:
+    """Brackets in a description are text, not markup; a description longer than its column
+    wraps instead of being cut; Down moves through the list to its last row."""
+    app = frozen_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        table = app.screen.query_one("DataTable")
+        await pilot.press(*["down"] * table.row_count)  # type: ignore[attr-defined]
+        await pilot.pause()
+        assert table.cursor_row == table.row_count - 1  # type: ignore[attr-defined]
+        assert table.scroll_y > 0  # type: ignore[attr-defined]
+        campaign = next(a for a in keymap.ACTIONS if "[campaigns]" in a.help)
+        table.move_cursor(row=[str(table.get_row_at(i)[3])  # type: ignore[attr-defined]
+                               for i in range(table.row_count)].index(campaign.id))  # type: ignore[attr-defined]
+        await pilot.pause()
+        text = app.export_screenshot().replace("&#160;", " ")
+        assert "[campaigns]" in text, "the config's [campaigns] shown as written"
+        assert "its own)" in text, "the end of the description is on screen"
 
 
 async def test_the_command_palette_lists_every_action_and_theme() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -68,6 +69,9 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("binding id", key="id", width=id_w)
         last = None
         for where, keys, text, binding_id in rows:
-            table.add_row(where if where != last else "", plain(keys), text, binding_id)
+            # plain: a description may hold brackets ("the config's [campaigns]") that are no
+            # markup; height None: a long one wraps onto a second line instead of being cut
+            table.add_row(where if where != last else "", plain(keys), Text(text),
+                          plain(binding_id), height=None)
             last = where
         table.focus()

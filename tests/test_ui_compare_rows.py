@@ -17,12 +17,14 @@ def test_rows_change_and_roofline_and_duplicate_labels() -> None:
          2: [Point(16, 28.7, power_w=4000.0)],
          3: [Point(16, 28.5)]}, baseline=1)
     headers, rows = compare_rows(view)
-    assert headers[-1] == "roofline" and headers[3] == "vs #1"  # names the baseline run
+    assert headers[-1] == "roofline %" and headers[3] == "vs #1"  # names the baseline run
+    # every figure says its unit, in the header as the CLI's table does
+    assert {"TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "tensor %"} <= set(headers)
     col = {h: i for i, h in enumerate(headers) if h != "vs #1"}
     by_name = {r[1]: r for r in rows}
     assert set(by_name) == {"MXFP4_triton #1 (base)", "MXFP4_triton #2", "nvfp4"}
     assert by_name["MXFP4_triton #2"][3] == "+23.7%"  # 23.2 -> 28.7 tok/s at C=16
-    assert by_name["MXFP4_triton #1 (base)"][-1] == "0.06%"
+    assert by_name["MXFP4_triton #1 (base)"][-1] == "0.06"
     assert by_name["nvfp4"][-1] == "n/a" and by_name["nvfp4"][col["tok/s/kW"]] == "n/a"
     # another baseline: the same numbers, the change against run 3 and its name in the header
     headers, rows = compare_rows(view.with_baseline(3))

@@ -288,7 +288,7 @@ def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
     base = cmp.baseline_id
     headers = ["C", "run"]
     for col in cmp.columns():
-        headers.append(col.title)
+        headers.append(col.header)  # with its unit, as the CLI's: "TTFT p50 ms", "tensor %"
         if col.change:
             headers.append(change_title(base))
     rows: list[list[str]] = []
@@ -300,7 +300,7 @@ def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
             continue
         cells = [load, name]
         for col in cmp.columns():
-            cells.append(col.text(row.values.get(col.key), none="n/a", unit=col.unit == "%"))
+            cells.append(col.text(row.values.get(col.key), none="n/a"))
             if col.change:
                 cells.append("base" if row.is_baseline
                              else fmt_change(row.changes.get(col.key), none="n/a"))

@@ -45,7 +45,7 @@ from dsv4tui.core.view.next_launch import NextLaunch
 from dsv4tui.core.view.notice import Notice
 from dsv4tui.core.view.parts import ALL, GPU, LOGS, SWEEP
 from dsv4tui.core.view.profiles import model_for
-from dsv4tui.core.view.runs import Newest
+from dsv4tui.core.view.runs import Newest, StoreChanges
 from dsv4tui.tui import keymap, themes
 from dsv4tui.tui.app_campaign import CampaignWatcher
 from dsv4tui.tui.app_fleet import FleetMember
@@ -118,6 +118,7 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
         self._store: Any = store
         self._own_cid: str | None = None  # the sweep or campaign this console started
         self._runs_reads = Newest()  # run-list reads: a slow older read never wins
+        self._store_changes = StoreChanges()  # commits by other processes since the last look
         self._live_levels: dict[int, m.LiveLevel] = {}
         self._stopping = False
         self._hangup = False  # the terminal closed (SIGHUP): end the process once clean

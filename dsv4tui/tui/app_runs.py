@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from dsv4tui.tui.app import Dsv4App
 
 
+STORE_LOOK_S = 2.0  # how often the Runs list looks for runs other processes stored
+
+
 def _app(obj: object) -> Dsv4App:
     """This mixin's methods run on the App (typed as what they are)."""
     return cast("Dsv4App", obj)
@@ -45,6 +48,20 @@ class RunsKeys:
         app = _app(self)
         app._run_store()
         app._load_runs_now()
+        app.call_from_thread(app.set_interval, STORE_LOOK_S, app._look_at_store)
+
+    def _look_at_store(self) -> None:
+        """While the Runs list is shown: what other processes stored appears in it without
+        ctrl+r (a look is one tiny read; the list is read again only after a change)."""
+        app = _app(self)
+        if app.current_mode == "runs" and app._store is not None and not app._stopping:
+            app.run_worker(app._reload_if_changed, group="store-look", thread=True,
+                           exclusive=True, exit_on_error=False)
+
+    def _reload_if_changed(self) -> None:
+        app = _app(self)
+        if app._store is not None and app._store_changes.changed(app._store):
+            app._load_runs_now()  # (it looks again: a commit since is seen next time)
 
     @work(group="store", thread=True, exit_on_error=False)
     def load_runs(self) -> None:
@@ -55,6 +72,7 @@ class RunsKeys:
         app = _app(self)
         if app._store is not None:
             ticket = app._runs_reads.ask()
+            app._store_changes.changed(app._store)  # the list below reflects this version
             app.call_from_thread(app._set_runs, run_rows(app._store), ticket)
 
     def _set_runs(self, rows: list[m.RunRow], ticket: int = 0) -> None:

@@ -43,6 +43,22 @@ class Newest:
         return True
 
 
+class StoreChanges:
+    """Whether another process (a CLI sweep, ``runs import``, another console) committed to
+    the run store since the last look: SQLite's ``PRAGMA data_version``, which changes only
+    for other connections' commits, so a look costs one tiny read and no list query."""
+
+    def __init__(self) -> None:
+        self._seen: int | None = None
+
+    def changed(self, store: Any) -> bool:
+        """True when another connection committed since the previous call (never the first)."""
+        rows = store.query("PRAGMA data_version")
+        version = int(rows[0][0]) if rows else 0
+        before, self._seen = self._seen, version
+        return before is not None and version != before
+
+
 def baseline_of(runs: m.RunsView, ids: Sequence[Any]) -> Any:
     """The marked baseline (``B``), when it is one of ``ids``."""
     return runs.baseline if runs.baseline in ids else None

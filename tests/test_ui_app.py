@@ -416,3 +416,35 @@ async def test_keys_typed_quickly_keep_their_order() -> None:
         await pilot.pause(0.3)
         assert isinstance(app.screen, RunsScreen)
         assert compare.metric == 0
+
+
+async def test_the_key_bar_shows_x_while_a_sweep_runs_and_keeps_w_at_80_columns() -> None:
+    from dsv4tui.core.view.parts import CAMPAIGN, SWEEP
+    from dsv4tui.tui.screens.base import KeyBar
+
+    app = frozen_app("bench")  # its sweep is in its second level
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        bar = str(app.screen.query_one(KeyBar).render())
+        assert "x Cancel" in bar and "w Sweep" in bar, bar
+        app.model.sweep.status = "done"
+        app.model.campaign.state = "done"  # the frozen model's campaign ends too
+        app.mark(SWEEP, CAMPAIGN)
+        await pilot.pause(0.3)
+        bar = str(app.screen.query_one(KeyBar).render())
+        assert "x Cancel" not in bar and "w Sweep" in bar, bar
+
+
+def test_a_sanity_result_says_when_it_was_taken() -> None:
+    import time
+
+    from dsv4tui.core.view.model import SanityCaseView, SanityView
+    from dsv4tui.tui.widgets.startup import sanity_markup
+
+    at = time.mktime((2026, 12, 2, 9, 41, 7, 0, 0, -1))
+    first = SanityView(status="passed", cases=[SanityCaseView("arith", True, "391")], at=at)
+    again = SanityView(status="passed", cases=[SanityCaseView("arith", True, "391")],
+                       at=at + 60)
+    assert "at 09:41:07" in sanity_markup(first)
+    assert sanity_markup(first) != sanity_markup(again)  # a re-run never looks like the old one
+    assert " at " not in sanity_markup(SanityView(status="running"))

@@ -132,7 +132,7 @@ def frozen_model() -> m.UiModel:
     su.weights_pct = 100.0
     su.current, su.ended = "ready", t
     model.sanity = m.SanityView(status="passed", backend="triton", checkpoint="MXFP4",
-                                cases=[m.SanityCaseView("arith-17x23", True, "391",
+                                at=T0 - 100, cases=[m.SanityCaseView("arith-17x23", True, "391",
                                                         r"^\s*391\s*$", 0.62)])
     sw = model.sweep
     sw.status, sw.label, sw.host = "running", "MXFP4_triton", "demo"

@@ -13,7 +13,17 @@ from textual.widgets import Static
 
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap, textual_hooks
-from dsv4tui.tui.screens.messages import ALL, CONN, LOGS, PROFILES, SERVER, ModelUpdated
+from dsv4tui.tui.screens.messages import (
+    ALL,
+    CAMPAIGN,
+    CONN,
+    LOGS,
+    PROFILES,
+    SANITY,
+    SERVER,
+    SWEEP,
+    ModelUpdated,
+)
 from dsv4tui.tui.widgets.host_bar import ConnectionBanner, HostBar
 from dsv4tui.tui.widgets.log_view import LogPanel
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
@@ -89,12 +99,21 @@ class KeyBar(_KeysBar):
     }
     """
 
-    def __init__(self, scopes: tuple[str, ...]) -> None:
+    def __init__(self, scopes: tuple[str, ...], lead: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.scopes = scopes
+        self.lead = lead  # this screen's own main keys, right after help and quit
+        self.cancellable = False  # a sweep, campaign or sanity runs: x is shown (second)
+
+    def show_cancel(self, cancellable: bool) -> None:
+        if cancellable != self.cancellable:
+            self.cancellable = cancellable
+            self._sign = None
+            self.refresh_keys()
 
     def markup_for(self, km: dict[str, str]) -> str:
-        first = ("help", "quit")  # on a narrow terminal the end of the bar is cut off
+        # on a narrow terminal the end of the bar is cut off: what matters most comes first
+        first = ("help", "quit", *(("cancel",) if self.cancellable else ()), *self.lead)
         keys_of = dict((a.id, k) for a, k in keymap.effective(km))
         parts = [f"[b $accent]{escape(keys_of[i])}[/] {keymap.BY_ID[i].description}"
                  for i in first]
@@ -115,6 +134,7 @@ class DsvScreen(textual_hooks.SwitchScreen):
     MODE = ""
     AUTO_FOCUS: ClassVar[str | None] = None
     SCOPES: ClassVar[tuple[str, ...]] = ("app",)  # whose keys the key bar shows, in order
+    LEAD_KEYS: ClassVar[tuple[str, ...]] = ()  # binding ids the key bar shows first
 
     def __init__(self, model: UiModel) -> None:
         super().__init__(name=self.MODE)
@@ -130,7 +150,7 @@ class DsvScreen(textual_hooks.SwitchScreen):
         yield NavBar(self.MODE)
         with Container(classes="body"):
             yield from self.compose_body()
-        yield KeyBar(self.SCOPES)
+        yield KeyBar(self.SCOPES, self.LEAD_KEYS)
 
     def compose_body(self) -> ComposeResult:
         yield from ()
@@ -192,6 +212,10 @@ class DsvScreen(textual_hooks.SwitchScreen):
                 panel.set_stale(stale)
         if parts & {CONN, SERVER, PROFILES}:
             self.one(HostBar).refresh_model()
+        if parts & {SANITY, SWEEP, CAMPAIGN}:
+            m = self.model
+            self.one(KeyBar).show_cancel(m.sweep.running or m.campaign.running
+                                         or m.sanity.status == "running")
         self.refresh_body(parts)
 
     def one(self, kind: type[W], selector: str | None = None) -> W:

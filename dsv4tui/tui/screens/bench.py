@@ -49,6 +49,7 @@ def chart_series(sw: SweepView) -> tuple[list[str], list[Series]]:
 
 class BenchScreen(DsvScreen):
     MODE = "bench"
+    LEAD_KEYS = ("sweep", "sanity")  # never cut off the key bar, even at 80 columns
 
     def compose_body(self) -> ComposeResult:
         m = self.model

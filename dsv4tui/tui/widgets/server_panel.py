@@ -126,11 +126,17 @@ class ServerPanel(Vertical):
         def hist(key: str, scale: float = 1.0) -> tuple[float, ...]:
             return tuple(v * scale for v in win.gauge(key, now, SPARK_POINTS).history)
 
+        def pct(key: str) -> str:  # a share: one decimal below 10 % (kv 0.4 %, not 0 %)
+            v = latest.get(key) if latest else None
+            if not isinstance(v, (int, float)):
+                return dash
+            return f"[b]{fmt_num(float(v) * 100, 1 if 0 < v * 100 < 10 else 0)}[/b]%"
+
         self._show_gen(latest, hist("gen_throughput"))
         c["running"].show(f"run {num('running')}", hist("running"))
         c["queue"].show(f"queue {num('queued')}", hist("queued"))
-        c["kv"].show(f"kv {num('token_usage', 0, 100, '%')}", hist("token_usage", 100))
-        c["cache"].show(f"cache hit {num('cache_hit_rate', 0, 100, '%')}",
+        c["kv"].show(f"kv {pct('token_usage')}", hist("token_usage", 100))
+        c["cache"].show(f"cache hit {pct('cache_hit_rate')}",
                         hist("cache_hit_rate", 100))
         for key, label in (("ttft", "TTFT"), ("itl", "ITL")):
             q = win.quantiles(key, now)

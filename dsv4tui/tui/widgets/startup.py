@@ -3,6 +3,8 @@ a failed start, and the sanity gate's result."""
 
 from __future__ import annotations
 
+import time
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.timer import Timer
@@ -107,6 +109,9 @@ def sanity_markup(s: SanityView, *, detail: bool = True) -> str:
     color = {"passed": "$success", "failed": "$error", "error": "$error",
              "running": "$warning"}.get(s.status, "$foreground-muted")
     head = f"sanity [{color}][b]{escape(s.summary)}[/b][/]"
+    if s.at is not None and s.status in ("passed", "failed", "error"):
+        # when: a sanity run again with the same answer must not look like the old result
+        head += f" [$foreground-muted]at {time.strftime('%H:%M:%S', time.localtime(s.at))}[/]"
     if s.backend or s.checkpoint:
         head += f" [$foreground-muted]({escape(' · '.join(x for x in (s.checkpoint, s.backend) if x))})[/]"
     if not detail:

@@ -33,7 +33,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from dsv4tui.agent import (
     adopt,
@@ -93,7 +93,7 @@ class ServerTree:
         self.checked: Dict[int, int] = {}  # environment read, not our launch's: pid -> start
         self.spared: Dict[int, int] = {}  # in the recorded group/session, not shown to be ours
         self.reused: Optional[int] = None  # the recorded PID runs another process: its start
-        self.never: set = set()  # the agent and its ancestors
+        self.never: Set[int] = set()  # the agent and its ancestors
 
     def _carries(self, pid: int, began: int) -> bool:
         """Does ``pid`` carry our launch id? Each process's environment is read once."""
@@ -147,7 +147,7 @@ class ServerTree:
         return began is not None and alive(self.pid, began)
 
     def left_alone(self) -> List[int]:
-        """What the recorded PID/group name that is not (shown to be) ours."""
+        """The PIDs the record names (its PID, its group/session) not shown to be ours."""
         return sorted(set(self.spared) | ({self.pid} if self.reused is not None else set()))
 
     def note(self) -> Optional[str]:
@@ -532,12 +532,12 @@ def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[st
     t0 = time.monotonic()
     tree = ServerTree(pid, start, pgid, state.get("launch_id"))
     members = tree.scan()  # before any signal: orphans lose their link to us
-    spared = {"left_alone": tree.left_alone(), "note": tree.note()}
+    left_alone, note = tree.left_alone(), tree.note()
     if not members:
         return {"how": "not_running", "pid": pid, "drain_s": None, "stop_s": 0.0,
                 "exit_code": exit_record(pid).get("exit_code"), "gpu_mem_freed_mib": None,
                 "gpu_mem_reason": "the server was not running", "leftover_pids": [],
-                "ended_pids": [], **spared}
+                "ended_pids": [], "left_alone": left_alone, "note": note}
     sim_path = sim_state_path(state)
     before = gpu_usage(members, sim_path)
     protocol.emit("stopping", pid=pid, pgid=pgid, grace_s=grace, group=members)
@@ -574,14 +574,14 @@ def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[st
         time.sleep(0.05)
         left = tree.scan()
         seen |= set(tree.known)
-    spared = {"left_alone": sorted(set(spared["left_alone"]) | set(tree.left_alone())),
-              "note": tree.note() or spared["note"]}
+    left_alone, note = sorted(set(left_alone) | set(tree.left_alone())), tree.note() or note
     freed = wait_freed(before, sorted(seen), gpu_wait, sim_path)
     record = exit_record(pid, wait_s=1.0)
     result = {"how": how, "pid": pid, "drain_s": drain_s,
               "stop_s": round(time.monotonic() - t0, 3), "exit_code": record.get("exit_code"),
               "signal": record.get("signal"), "leftover_pids": left,
-              "ended_pids": sorted(seen - set(left)), **spared, **freed}
+              "ended_pids": sorted(seen - set(left)), "left_alone": left_alone, "note": note,
+              **freed}
     state = dict(state)
     state.update(stopped_at=time.time(), stop=result)
     write_json(STATE_FILE, state)

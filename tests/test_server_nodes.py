@@ -270,3 +270,34 @@ async def test_the_dashboard_shows_every_node(pair: SshHost,
         os.kill(next(n["pid"] for n in st["nodes"] if n["node"] == "local"), signal.SIGKILL)
         await until(pilot, lambda: m.server.node_error is not None, 30, "the node's error")
         app.exit()
+
+
+def test_stopping_the_group_after_a_crash_and_pid_reuse_spares_the_bystander(
+        pair: SshHost, capsys: pytest.CaptureFixture[str]) -> None:
+    """``server stop pair`` goes through every node's agent ``server stop``: a node whose
+    server crashed and whose recorded PID is an unrelated process now leaves it alone and says
+    so (issue 23, point 1, through the fan-out)."""
+    import subprocess
+
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    code, out, err = run_cli(capsys, "server", "start", "pair")
+    assert code == 0, out + err
+    group_watch.end("pair")  # else the watcher stops the group when rank 1 goes
+    local = paths.local_agent_state_dir() / "server.json"
+    rec = json.loads(local.read_text())
+    os.killpg(rec["pgid"], signal.SIGKILL)  # rank 1 crashes ...
+    _wait(lambda: not group_alive(rec["pgid"]), 10, "rank 1 outlived SIGKILL")
+    bystander = subprocess.Popen(["setsid", "sleep", "600"])  # ... and its PID is reused
+    try:
+        rec.update(pid=bystander.pid, pgid=bystander.pid)
+        local.write_text(json.dumps(rec))
+        code, out, err = run_cli(capsys, "server", "stop", "pair", "--grace", "10")
+        assert code == 0, out + err
+        assert f"node local (rank 1): no server started by dsv4tui is running; pid " \
+               f"{bystander.pid} is another process now" in out, out
+        assert "node sshdbox (rank 0): " in out
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()

@@ -64,21 +64,6 @@ def redact_argv(argv: List[str]) -> Tuple[List[str], List[str]]:
     return out, found
 
 
-def environ(pid: int) -> Dict[str, str]:
-    """The process's environment (empty when unreadable: another user's process)."""
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return {}
-    env: Dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-    return env
-
-
 def launch_env(env: Dict[str, str]) -> Dict[str, str]:
     """What of a server's environment its launch needs again (never a secret-looking name)."""
     return {k: v for k, v in sorted(env.items())
@@ -152,7 +137,7 @@ def process(pid: int) -> Dict[str, Any]:
     except OSError:
         uid = None
     cwd = _readlink("/proc/%d/cwd" % pid)
-    env = environ(pid)
+    env = procs.environ(pid)
     argv = cmdline(pid)
     redacted, secrets = redact_argv(argv) if argv else (None, [])
     return {

@@ -1,6 +1,6 @@
 """Processes of this host as /proc shows them: is a PID alive (and still the process we
 recorded: its start time, against PID reuse), its start time, its process group and session,
-the title it shows. One answer for the agent (the server it started, the simulator's
+its environment (a launch's identity, ``LAUNCH_ID_VAR``, is read from it), the title it shows. One answer for the agent (the server it started, the simulator's
 process) and for the console (core/store/owner: the console that owns a run).
 
 Stdlib only: the agent is deployed on its own (Python 3.9).
@@ -12,6 +12,10 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 _PROCESS_NAME_MAX = 48
+# Every server the agent launches gets this variable (a random id of that launch) in its
+# environment; each descendant inherits it, whatever it does to its parentage (setsid, double
+# fork), so the whole tree is found by it -- and only processes that carry it are ours.
+LAUNCH_ID_VAR = "DSV4TUI_LAUNCH_ID"
 
 
 def stat_fields(pid: int) -> Optional[List[str]]:
@@ -75,6 +79,35 @@ def group_members(pgid: int, start: Optional[int]) -> List[int]:
     return sorted(p for p, (_, pgrp, sid, began, state) in proc_table().items()
                   if state not in ("Z", "X") and pgid in (pgrp, sid)
                   and (start is None or began >= int(start)))
+
+
+def environ(pid: int) -> Dict[str, str]:
+    """The process's environment (empty when unreadable: another user's process, gone)."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return {}
+    env: Dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return env
+
+
+def same_user(pid: int) -> bool:
+    """Does ``pid`` run as this process's user (its /proc entry is ours)?"""
+    try:
+        return os.stat("/proc/%d" % pid).st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def launch_id(pid: int) -> Optional[str]:
+    """The launch identity ``pid`` carries (``LAUNCH_ID_VAR``); read only for processes of
+    our own user (None: none, another user's, gone)."""
+    return environ(pid).get(LAUNCH_ID_VAR) if same_user(pid) else None
 
 
 def process_title(pid: int) -> Optional[str]:

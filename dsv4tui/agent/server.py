@@ -2,14 +2,21 @@
 
 - start: refuses when our server is alive (unless ``--replace``) or the port is taken (naming
   the PID/command); launches the argv list in a new session (its own process group), stdout +
-  stderr to the log, and records it in the state file of the agent's cache dir. A small
-  watcher process (forked, in its own session) waits for the server and records its exit code.
-- stop: record the server's process tree (its group and session, and its descendants by
-  parentage, also those that left with setsid()), SIGTERM to the main PID, wait for the drain
+  stderr to the log, with a launch id of its own in its environment (``DSV4TUI_LAUNCH_ID``,
+  inherited by every descendant), and records it in the state file of the agent's cache dir.
+  A small watcher process (forked, in its own session) waits for the server and records its
+  exit code.
+- stop: record the server's process tree (its group and session, its descendants by
+  parentage, also those that left with setsid(), and every process of our user that carries
+  the launch id: a double-forked daemon too), SIGTERM to the main PID, wait for the drain
   (``--grace``), SIGKILL the group; then SIGTERM, a short grace and SIGKILL for whatever of the
   tree is left, then wait (bounded) until the GPUs no longer hold its PIDs; reports the freed
   memory, and the PIDs that could not be ended (``leftover_pids``, exit 1). Only processes of
-  the tree we started are touched, each checked by its start time (PID reuse).
+  the tree we started are touched, each checked by its start time (PID reuse). When the
+  server itself is gone (a crash) or its PID is another process's now, only processes that
+  carry the launch id are ours: the rest of its old group/session is left alone and named
+  (``left_alone``, ``note``). An adopted server (no launch id) is stopped by its PID and, while
+  it runs, its group and descendants.
 - status: stopped / starting (phase) / ready / crashed (exit code, last errors) / foreign.
 start and stop hold an flock so two consoles cannot act at once (the second gets "busy").
 
@@ -20,14 +27,24 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
-from dsv4tui.agent import adopt, bench_lock, detach, health, logparse, protocol, server_state
+from dsv4tui.agent import (
+    adopt,
+    bench_lock,
+    detach,
+    health,
+    logparse,
+    procs,
+    protocol,
+    server_state,
+)
 from dsv4tui.agent.logs import ParsedTail, redactor, server_secrets
 from dsv4tui.agent.procs import alive, proc_start, proc_table
 from dsv4tui.agent.server_state import (
@@ -52,39 +69,100 @@ _WAIT_EVENTS = ("phase", "load_weights_progress", "http_up", "ready", "sigterm",
 # -- processes (agent/procs.py reads them) -------------------------------------------------
 
 class ServerTree:
-    """The processes our server started: its process group and session, and every descendant
-    by parentage -- also those that left the group with setsid(), which only their ppid link
-    tells apart. Each is remembered with its start time as soon as it is seen, because a
-    process whose parent dies is reparented (to init or a subreaper) and the link is gone: scan
-    before the first signal. A remembered PID counts only while the process with that PID has
-    the same start time (PID reuse), and nothing that is not ours is ever added: a process is
-    ours if it is the server, in its group/session (started after it), or a child of one of
-    ours (started after that parent)."""
+    """The processes our server started: its process group and session, every descendant by
+    parentage -- also those that left the group with setsid(), which only their ppid link
+    tells apart -- and every process that carries our launch's identity (``launch_id``, in
+    its environment: found whatever it did to its parentage, a double-forked daemon too).
+    Each is remembered with its start time as soon as it is seen, because a process whose
+    parent dies is reparented (to init or a subreaper) and the link is gone: scan before the
+    first signal. A remembered PID counts only while the process with that PID has the same
+    start time (PID reuse), and nothing that is not ours is ever added: a process is ours if
+    it is the server (its recorded start time), carries our launch id, is in the server's
+    group/session while the server itself runs (its group id cannot be anyone else's then),
+    or is a child of one of ours (started after that parent). When the server is gone or its
+    PID is someone else's, group/session members without our launch id are left alone
+    (``spared``): the group id may be a new process's. The agent itself and its ancestors are
+    never ours."""
 
-    def __init__(self, pid: int, start: Optional[int], pgid: int) -> None:
+    def __init__(self, pid: int, start: Optional[int], pgid: int,
+                 launch_id: Optional[str] = None) -> None:
         self.pid, self.pgid = pid, pgid
         self.start = int(start) if start is not None else None
+        self.launch_id = launch_id or None
         self.known: Dict[int, int] = {}  # pid -> start time
+        self.checked: Dict[int, int] = {}  # environment read, not our launch's: pid -> start
+        self.spared: Dict[int, int] = {}  # in the recorded group/session, not shown to be ours
+        self.reused: Optional[int] = None  # the recorded PID runs another process: its start
+        self.never: Set[int] = set()  # the agent and its ancestors
+
+    def _carries(self, pid: int, began: int) -> bool:
+        """Does ``pid`` carry our launch id? Each process's environment is read once."""
+        if not self.launch_id or self.checked.get(pid) == began:
+            return False
+        if procs.launch_id(pid) == self.launch_id:
+            return True
+        self.checked[pid] = began
+        return False
 
     def scan(self) -> List[int]:
         """Remember what is new; the PIDs of the tree still alive (zombies are not)."""
         table = proc_table()
-        for p, began in list(self.known.items()):
-            if p not in table or table[p][3] != began:
-                del self.known[p]  # gone (or the PID now belongs to someone else)
+        if not self.never:
+            p = os.getpid()
+            while p > 0 and p not in self.never:
+                self.never.add(p)
+                p = table[p][0] if p in table else 0
+        for seen in (self.known, self.checked, self.spared):
+            for p, began in list(seen.items()):
+                if p not in table or table[p][3] != began:
+                    del seen[p]  # gone (or the PID now belongs to someone else)
         me = table.get(self.pid)
-        if me is not None and (self.start is None or me[3] == self.start):
-            self.known.setdefault(self.pid, me[3])
-        floor = self.start if self.start is not None else self.known.get(self.pid)
+        self.reused = None
+        if me is not None and self.pid not in self.known and self.pid not in self.never:
+            # the server is its PID with the recorded start time (none recorded: our launch id)
+            ours = me[3] == self.start if self.start is not None else \
+                self._carries(self.pid, me[3])
+            if ours:
+                self.known[self.pid] = me[3]
+            else:
+                self.reused = me[3]
+        leader = self.pid in self.known  # running, or a zombie not yet reaped: the PID is held
+        floor = self.known.get(self.pid, self.start)
         # parents start before their children: one pass in start order finds whole subtrees
-        for p, (ppid, pgrp, sid, began, _) in sorted(table.items(), key=lambda kv: kv[1][3]):
-            if p in self.known:
+        for p, (ppid, pgrp, sid, began, st) in sorted(table.items(), key=lambda kv: kv[1][3]):
+            if p in self.known or p in self.never:
                 continue
             in_group = self.pgid in (pgrp, sid) and floor is not None and began >= floor
-            child = ppid in self.known and began >= self.known[ppid]
-            if in_group or child:
+            if (in_group and leader) or (ppid in self.known and began >= self.known[ppid]) \
+                    or self._carries(p, began):
                 self.known[p] = began
+                self.spared.pop(p, None)
+            elif in_group and st not in ("Z", "X") and p != self.pid:
+                self.spared[p] = began
         return sorted(p for p in self.known if table[p][4] not in ("Z", "X"))
+
+    def leader_alive(self) -> bool:
+        """Is the server itself (as the last scan verified it) still running?"""
+        began = self.known.get(self.pid)
+        return began is not None and alive(self.pid, began)
+
+    def left_alone(self) -> List[int]:
+        """The PIDs the record names (its PID, its group/session) not shown to be ours."""
+        return sorted(set(self.spared) | ({self.pid} if self.reused is not None else set()))
+
+    def note(self) -> Optional[str]:
+        """Why ``left_alone`` was not signalled, in a sentence (None: nothing was)."""
+        spared = sorted(self.spared)
+        if self.reused is not None:
+            text = ("pid %d is another process now (it started after the server dsv4tui "
+                    "recorded: PID reuse)" % self.pid)
+            return text + (": it and pids %s of its process group were left alone" % spared
+                           if spared else ": left alone")
+        if spared:
+            return ("left alone: pids %s in process group %d, which cannot be shown to be the "
+                    "server's (it is gone, and they do not carry its launch id)"
+                    % (spared, self.pgid))
+        return None
 
     def signal(self, pids: List[int], sig: int) -> None:
         for p in pids:
@@ -292,8 +370,11 @@ def start(args: Any) -> int:
                 log, exc.strerror or exc)) from None
         forget_exit()
         started_at = time.time()
+        launch_id = secrets.token_hex(16)  # every process of this launch inherits it
+        env[procs.LAUNCH_ID_VAR] = launch_id
         pid = _spawn(launch_argv, env, log, workdir)
         state = {"v": 1, "pid": pid, "pgid": pid, "proc_start": proc_start(pid),
+                 "launch_id": launch_id,
                  "argv": redact(launch_argv), "port": args.port, "host": args.host, "log": log,
                  "workdir": workdir, "started_at": started_at, "profile": profile,
                  "api_key_env": args.api_key_env, "env": env_extra, "stopped_at": None,
@@ -442,30 +523,36 @@ KILL_WAIT_S = 10.0
 
 def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[str, Any]:
     """Stop our server and every process it started; returns the fields of the ``stopped``
-    event (``leftover_pids``: what could not be ended)."""
+    event (``leftover_pids``: what could not be ended; ``left_alone``/``note``: what the record
+    names that is not ours, and was not signalled). ``how``: sigterm (drained), sigkill (it
+    did not exit within the grace), orphans (it had exited: what it left was ended),
+    not_running."""
     pid, pgid, start = int(state["pid"]), int(state.get("pgid") or state["pid"]), \
         state.get("proc_start")
     t0 = time.monotonic()
-    tree = ServerTree(pid, start, pgid)
+    tree = ServerTree(pid, start, pgid, state.get("launch_id"))
     members = tree.scan()  # before any signal: orphans lose their link to us
-    if not alive(pid, start) and not members:
+    left_alone, note = tree.left_alone(), tree.note()
+    if not members:
         return {"how": "not_running", "pid": pid, "drain_s": None, "stop_s": 0.0,
                 "exit_code": exit_record(pid).get("exit_code"), "gpu_mem_freed_mib": None,
-                "gpu_mem_reason": "the server was not running", "leftover_pids": []}
+                "gpu_mem_reason": "the server was not running", "leftover_pids": [],
+                "ended_pids": [], "left_alone": left_alone, "note": note}
     sim_path = sim_state_path(state)
     before = gpu_usage(members, sim_path)
     protocol.emit("stopping", pid=pid, pgid=pgid, grace_s=grace, group=members)
-    how, drain_s = "sigkill", None
-    if alive(pid, start):
-        _kill(pid, signal.SIGTERM)
+    how, drain_s = "orphans", None
+    if tree.leader_alive():
+        how = "sigkill"
+        tree.signal([pid], signal.SIGTERM)
         deadline = t0 + grace
-        while time.monotonic() < deadline and alive(pid, start):
+        while time.monotonic() < deadline and tree.leader_alive():
             tree.scan()  # children forked while draining, and setsid() ones, are ours too
             time.sleep(0.05)
-        if not alive(pid, start):
+        if not tree.leader_alive():
             how, drain_s = "sigterm", round(time.monotonic() - t0, 3)
         else:
-            try:  # the leader is alive, so the group id cannot have been reused
+            try:  # the leader is alive (its start time checked), so its group id is ours
                 os.killpg(pgid, signal.SIGKILL)
             except OSError:
                 pass
@@ -473,23 +560,28 @@ def stop_server(state: Dict[str, Any], grace: float, gpu_wait: float) -> Dict[st
     # What outlives the main process (children that left the group, or ignore its death):
     # SIGTERM, a short grace, then SIGKILL until gone or KILL_WAIT_S has passed.
     left = tree.scan()
+    seen = set(members) | set(tree.known)
     if left:
         tree.signal(left, signal.SIGTERM)
         soft = time.monotonic() + min(STRAGGLER_GRACE_S, max(grace, 0.5))
         while left and time.monotonic() < soft:
             time.sleep(0.05)
             left = tree.scan()
+            seen |= set(tree.known)
     hard = time.monotonic() + KILL_WAIT_S
     while left and time.monotonic() < hard:
         tree.signal(left, signal.SIGKILL)
         time.sleep(0.05)
         left = tree.scan()
-    seen = sorted(set(members) | set(tree.known) | {pid})
-    freed = wait_freed(before, seen, gpu_wait, sim_path)
+        seen |= set(tree.known)
+    left_alone, note = sorted(set(left_alone) | set(tree.left_alone())), tree.note() or note
+    freed = wait_freed(before, sorted(seen), gpu_wait, sim_path)
     record = exit_record(pid, wait_s=1.0)
     result = {"how": how, "pid": pid, "drain_s": drain_s,
               "stop_s": round(time.monotonic() - t0, 3), "exit_code": record.get("exit_code"),
-              "signal": record.get("signal"), "leftover_pids": left, **freed}
+              "signal": record.get("signal"), "leftover_pids": left,
+              "ended_pids": sorted(seen - set(left)), "left_alone": left_alone, "note": note,
+              **freed}
     state = dict(state)
     state.update(stopped_at=time.time(), stop=result)
     write_json(STATE_FILE, state)

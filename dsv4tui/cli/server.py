@@ -265,10 +265,16 @@ def _start(args: Any) -> int:
 def stop_text(ev: dict[str, Any]) -> str:
     how = ev.get("how")
     if how == "not_running":
-        return "no server started by dsv4tui is running"
-    text = (f"stopped pid {ev.get('pid')} by SIGTERM after a {ev.get('drain_s'):.1f} s drain"
-            if how == "sigterm" else
-            f"killed pid {ev.get('pid')} with SIGKILL (it did not exit within the grace time)")
+        text = "no server started by dsv4tui is running"
+        return text + (f"; {ev['note']}" if ev.get("note") else "")
+    if how == "orphans":
+        ended = ev.get("ended_pids") or []
+        text = (f"the server (pid {ev.get('pid')}) had already exited; ended the "
+                f"{len(ended)} process(es) of its launch it left running (pids {ended})")
+    elif how == "sigterm":
+        text = f"stopped pid {ev.get('pid')} by SIGTERM after a {ev.get('drain_s'):.1f} s drain"
+    else:
+        text = f"killed pid {ev.get('pid')} with SIGKILL (it did not exit within the grace time)"
     freed = ev.get("gpu_mem_freed_mib")
     if freed is not None:
         src = " (simulated)" if ev.get("gpu_mem_source") == "simulated" else ""
@@ -277,6 +283,8 @@ def stop_text(ev: dict[str, Any]) -> str:
         text += f"; {ev['gpu_mem_reason']}"
     if ev.get("leftover_pids"):
         text += f"; STILL ALIVE: pids {ev['leftover_pids']}"
+    if ev.get("note"):
+        text += f"; {ev['note']}"
     return text
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -138,7 +139,7 @@ def test_native_generate_streams_cumulative_chunks_as_sglang(sim: SimProcess) ->
     parts = chunks[:-1]
     assert len(parts) > 1  # streamed, not one answer
     texts = [c["text"] for c in parts]
-    assert all(b.startswith(a) for a, b in zip(texts, texts[1:], strict=False))  # cumulative
+    assert all(b.startswith(a) for a, b in itertools.pairwise(texts))  # cumulative
     assert len(texts[-1].split()) == 12
     tokens = [c["meta_info"]["completion_tokens"] for c in parts]
     assert tokens == sorted(tokens) and tokens[-1] == 12

@@ -16,7 +16,7 @@ import pytest
 from plugins.bench_server import REPO, KnownServer
 
 from dsv4tui.core.campaign import bench_serving, export
-from dsv4tui.core.campaign.compare import compare_runs
+from dsv4tui.core.campaign.compare import compare_runs, run_server_facts
 from dsv4tui.core.store import RunStore
 from dsv4tui.main import main
 
@@ -166,11 +166,17 @@ def test_a_simulated_run_exported_and_imported_back_is_still_simulated(
                  str(out)]) == 0
     [line] = [json.loads(x) for x in out.read_text().splitlines()]
     assert line["dsv4tui"]["simulated"] is True and line["dsv4tui"]["backend"] == "triton"
+    # where bench_serving keeps /server_info: what the run's server said it ran
+    assert line["server_info"]["moe_runner_backend"] == "triton"
+    assert line["server_info"]["version"].startswith("0.5.")
     assert main(["runs", "import", str(out), "--label", "simmed-back", "--json"]) == 0
     back = json.loads(capsys.readouterr().out)["run_id"]
     with RunStore() as store:
         run = store.run(back)
         assert run is not None and run.simulated and run.backend == "triton"
+        facts = run_server_facts(store, [run_id, back])
+    assert facts[back]["args"] == facts[run_id]["args"] and facts[back]["args"]["tp_size"] == 8
+    assert facts[back]["sglang_version"] == facts[run_id]["sglang_version"]
     capsys.readouterr()
     assert main(["runs", "list"]) == 0
     [row] = [ln for ln in capsys.readouterr().out.splitlines() if "simmed-back" in ln]

@@ -21,8 +21,11 @@ each chunk is one token), input tokens are the server's ``usage`` (theirs: their
 count of the prompt), and we never re-tokenize (``*_retokenized`` are null). A ``dsv4tui`` key
 per line keeps what their format has no place for (n, errors, the run, and what served it:
 ``simulated``, backend, checkpoint), so an export read back keeps every shared number equal
-and a simulated run stays marked simulated (SIM) when imported. vLLM's ``request_goodput`` and ``*_e2el_ms`` are read
-too, and ``request_goodput`` is written when the run had goodput targets.
+and a simulated run stays marked simulated (SIM) when imported. Their ``server_info`` (the
+server's ``/server_info``, which bench_serving 0.5.2x keeps in each line) is what the run's
+server said it ran: written from the run's server facts, and read back into them (source
+``imported``: backend, checkpoint, version, server args). vLLM's ``request_goodput`` and
+``*_e2el_ms`` are read too, and ``request_goodput`` is written when the run had goodput targets.
 """
 
 from __future__ import annotations
@@ -98,9 +101,11 @@ def _request_series(reqs: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]
                            for r in ok])}
 
 
-def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, Any]]
-               ) -> dict[str, Any]:
-    """One level as a bench_serving result line (a dict; JSON-encode it)."""
+def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, Any]],
+               server_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One level as a bench_serving result line (a dict; JSON-encode it); ``server_info``:
+    what the run's server said it ran (its args and ``version``), where bench_serving keeps
+    the server's ``/server_info``."""
     plan = run.plan or {}
     info = plan.get("dataset_info") or {}
     rate = level.get("rate")
@@ -121,6 +126,7 @@ def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, A
             for e in plan.get("dataset_prompts") or []) else None,
         "random_input_len": plan.get("input_len"), "random_output_len": plan.get("output_len"),
         "random_range_ratio": plan.get("random_range_ratio", 1.0),
+        "server_info": dict(server_info) if server_info else None,
         "duration": level.get("duration_s"), "completed": level.get("completed"),
         "total_input": level.get("input_tokens"), "total_output": level.get("output_tokens"),
         "total_output_retokenized": None,
@@ -161,10 +167,16 @@ def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, A
 
 def export_run(store: RunStore, run: Run) -> str:
     """Every level of a run, one bench_serving line each."""
+    from dsv4tui.core.campaign.compare import run_server_facts
+
+    facts = run_server_facts(store, [run.id]).get(run.id) or {}
+    info = dict(facts.get("args") or {})
+    if info and facts.get("sglang_version"):
+        info["version"] = facts["sglang_version"]
     lines = []
     for lv in store.levels(run.id):
         reqs = store.requests(run.id, lv.idx)
-        lines.append(json.dumps(level_line(run, lv.to_dict(), reqs)))
+        lines.append(json.dumps(level_line(run, lv.to_dict(), reqs, info or None)))
     if not lines:
         raise UserError(f"run {run.id} has no levels to export", EXIT_CONFIG)
     return "\n".join(lines) + "\n"

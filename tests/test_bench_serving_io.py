@@ -16,7 +16,7 @@ import pytest
 from plugins.bench_server import REPO, KnownServer
 
 from dsv4tui.core.campaign import bench_serving, export
-from dsv4tui.core.campaign.compare import compare_runs
+from dsv4tui.core.campaign.compare import compare_runs, run_server_facts
 from dsv4tui.core.store import RunStore
 from dsv4tui.main import main
 
@@ -166,14 +166,124 @@ def test_a_simulated_run_exported_and_imported_back_is_still_simulated(
                  str(out)]) == 0
     [line] = [json.loads(x) for x in out.read_text().splitlines()]
     assert line["dsv4tui"]["simulated"] is True and line["dsv4tui"]["backend"] == "triton"
+    # where bench_serving keeps /server_info: what the run's server said it ran
+    assert line["server_info"]["moe_runner_backend"] == "triton"
+    assert line["server_info"]["version"].startswith("0.5.")
     assert main(["runs", "import", str(out), "--label", "simmed-back", "--json"]) == 0
     back = json.loads(capsys.readouterr().out)["run_id"]
     with RunStore() as store:
         run = store.run(back)
         assert run is not None and run.simulated and run.backend == "triton"
+        facts = run_server_facts(store, [run_id, back])
+    assert facts[back]["args"] == facts[run_id]["args"] and facts[back]["args"]["tp_size"] == 8
+    assert facts[back]["sglang_version"] == facts[run_id]["sglang_version"]
     capsys.readouterr()
     assert main(["runs", "list"]) == 0
     [row] = [ln for ln in capsys.readouterr().out.splitlines() if "simmed-back" in ln]
     assert "SIM" in row
     assert main(["runs", "show", str(back)]) == 0
     assert "SIMULATED" in capsys.readouterr().out
+
+
+DATA = REPO / "tests" / "data" / "bench_serving"  # written by SGLang's own bench_serving
+
+
+def _lines(name: str) -> list[dict]:
+    return [json.loads(x) for x in (DATA / name).read_text().splitlines()]
+
+
+def _write(path: Path, lines: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_import_keeps_the_server_info_as_the_runs_server_facts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_serving keeps the server's /server_info in each line: the import stores it where
+    a sweep stores what the server said it ran (backend, checkpoint, version, server args,
+    source "imported"), so `runs show` and `runs compare` tell two imported servers apart.
+    Before: `backend -`, "no server args recorded", compare silent."""
+    lines = _lines("sglang_native_streamed.jsonl")
+    lines[0]["server_info"]["api_key"] = "sk-secret-key"  # a real server's info may hold it
+    lines[0]["server_info"]["launch_command"] += " --api-key sk-secret-key"
+    triton = _write(tmp_path / "triton.jsonl", lines[:1])
+    other = json.loads(json.dumps(lines[1]))
+    other["server_info"].update(moe_runner_backend="marlin", quantization="modelopt_fp4",
+                                simulated={"checkpoint": "NVFP4"})
+    marlin = _write(tmp_path / "marlin.jsonl", [other])
+    assert main(["runs", "import", str(triton), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["runs", "import", str(marlin), "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)["run_id"]
+    with RunStore() as store:
+        run = store.run(first)
+        assert run is not None
+        assert (run.backend, run.checkpoint, run.server_version, run.model) == \
+            ("triton", "MXFP4", "0.5.23", "dsv4-sim")
+        assert run.simulated  # the simulator's /server_info says so
+        [row] = store.query("SELECT meta_source, quantization, attention_backend, "
+                            "server_args_json FROM runs WHERE id = ?", (first,))
+    assert (row["meta_source"], row["attention_backend"]) == ("imported", "dsv4")
+    args = json.loads(row["server_args_json"])
+    assert args["tp_size"] == 8 and args["moe_runner_backend"] == "triton"
+    assert "sk-secret-key" not in row["server_args_json"]  # secrets never stored
+    assert main(["runs", "show", str(first)]) == 0
+    shown = capsys.readouterr().out
+    assert "backend triton" in shown and "checkpoint MXFP4" in shown
+    assert f"SGLang 0.5.23 · {len(args)} server args recorded" in shown
+    assert "no server args recorded" not in shown
+    assert main(["runs", "compare", str(first), str(second)]) == 0
+    text = capsys.readouterr().out
+    assert "the servers differ:" in text
+    assert f"moe_runner_backend: #{first} triton, #{second} marlin" in text
+    assert "no server facts" not in text
+
+
+def test_a_file_appended_across_two_servers_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_serving appends to one file whatever served it; one run is one server, so lines
+    of two servers are refused (one line naming what differs), nothing half-imported."""
+    a, b = _lines("sglang_native_streamed.jsonl")
+    b["server_info"]["moe_runner_backend"] = "marlin"
+    path = _write(tmp_path / "mixed.jsonl", [a, b])
+    assert main(["runs", "import", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "mixed.jsonl: its lines come from different servers" in err
+    assert "moe_runner_backend: #1 triton, #2 marlin" in err
+    with RunStore() as store:
+        assert store.runs() == []
+
+
+def test_a_tiny_negative_tpot_from_bench_serving_reads_as_zero_with_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real file from `bench_serving --backend sglang` against a server that answered in
+    one chunk: its TPOT is -0.00016 ms (its own float arithmetic). Before: refused, exit 2."""
+    [line] = _lines("sglang_native_one_chunk.jsonl")
+    assert -1e-3 < line["mean_tpot_ms"] < 0  # what the tool wrote
+    path = DATA / "sglang_native_one_chunk.jsonl"
+    assert main(["runs", "import", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("imported run ")
+    assert "note: sglang_native_one_chunk.jsonl line 1: mean_tpot_ms -0.00016" in err
+    assert "read as 0" in err
+    with RunStore() as store:
+        [run] = store.runs()
+        [level] = store.levels(run.id)
+    assert level.stats["tpot_ms"] == {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0}
+    assert level.stats["imported"]["read_as_zero"]["mean_tpot_ms"] == line["mean_tpot_ms"]
+    assert level.stats["ttft_ms"]["p50"] == line["median_ttft_ms"]  # the rest as written
+    assert "read as 0" in (run.error or "")
+    assert main(["runs", "show", str(run.id)]) == 0
+    assert "mean_tpot_ms -0.00016" in capsys.readouterr().out  # the note stays with the run
+    # real nonsense is still refused, naming the file, the line and the key
+    bad = dict(line, p99_tpot_ms=-7.5)
+    assert main(["runs", "import", str(_write(tmp_path / "bad.jsonl", [line, bad]))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("bad.jsonl line 2: p99_tpot_ms must be numbers >= 0")
+    # tiny is relative to the line's latencies too: 0.005 ms below zero beside 1.3 s is noise
+    ok = dict(line, p99_tpot_ms=-0.005)
+    assert main(["runs", "import", str(_write(tmp_path / "ok.jsonl", [ok])), "--json"]) == 0
+    assert "p99_tpot_ms" in json.loads(capsys.readouterr().out)["notes"][0]
+    assert main(["runs", "import", str(_write(tmp_path / "count.jsonl",
+                                              [dict(line, completed=-0.0001)]))]) == 2
+    assert "completed must be numbers >= 0" in capsys.readouterr().err

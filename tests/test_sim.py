@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -102,6 +103,54 @@ def test_ignore_eos_gives_fixed_lengths_one_token_per_chunk(sim: SimProcess) -> 
                    json={"prompt": "Tell me about GPUs", "max_tokens": 9, "ignore_eos": True})
     assert r.json()["usage"]["completion_tokens"] == 9
     assert len(r.json()["choices"][0]["text"].split()) == 9
+
+
+def test_native_generate_streams_cumulative_chunks_as_sglang(sim: SimProcess) -> None:
+    """``/generate`` with ``"stream": true`` (what ``bench_serving --backend sglang`` sends):
+    SSE ``data:`` chunks with the cumulative text and ``meta_info.completion_tokens``, the
+    last with ``finish_reason``, then ``[DONE]``. Read the way bench_serving reads it (its
+    ``async_request_sglang_generate``: TTFT at the first chunk with text, latency at the end,
+    TPOT = (latency - TTFT) / (tokens - 1)), the first token comes before the last: before
+    the stream existed it answered one JSON body, which bench_serving measured as TTFT = E2E
+    and TPOT slightly below 0."""
+    body = {"text": "Tell me about GPUs", "stream": True,
+            "sampling_params": {"max_new_tokens": 12, "ignore_eos": True, "temperature": 0}}
+    chunks: list[dict] = []
+    ttft = latency = 0.0
+    st = time.perf_counter()
+    with httpx.stream("POST", sim.url + "/generate", json=body, headers=AUTH,
+                      timeout=20) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith(
+            "text/event-stream")
+        for line in r.iter_lines():
+            line = line.strip()
+            if not line:
+                continue
+            assert line.startswith("data: ")
+            latency = time.perf_counter() - st
+            if line == "data: [DONE]":
+                chunks.append({"done": True})
+                continue
+            data = json.loads(line[len("data: "):])
+            if data.get("text") and not ttft:
+                ttft = time.perf_counter() - st
+            chunks.append(data)
+    assert chunks[-1] == {"done": True}
+    parts = chunks[:-1]
+    assert len(parts) > 1  # streamed, not one answer
+    texts = [c["text"] for c in parts]
+    assert all(b.startswith(a) for a, b in itertools.pairwise(texts))  # cumulative
+    assert len(texts[-1].split()) == 12
+    tokens = [c["meta_info"]["completion_tokens"] for c in parts]
+    assert tokens == sorted(tokens) and tokens[-1] == 12
+    assert [c["meta_info"]["finish_reason"] for c in parts[:-1]] == [None] * (len(parts) - 1)
+    assert parts[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": 12}
+    assert all(c["meta_info"]["prompt_tokens"] > 1 for c in parts)
+    tpot = (latency - ttft) / (tokens[-1] - 1)
+    assert 0 < ttft < latency and tpot > 0
+    plain = httpx.post(sim.url + "/generate", headers=AUTH, timeout=20, json={
+        **body, "stream": False}).json()  # without stream: one answer, as before
+    assert plain["text"] == texts[-1] and plain["meta_info"]["completion_tokens"] == 12
 
 
 def test_info_endpoints_and_get_forms(sim: SimProcess) -> None:

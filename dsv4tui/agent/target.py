@@ -101,6 +101,27 @@ def host_gpus() -> Dict[str, Any]:
             "simulated": bool(found.get("simulated"))}
 
 
+def from_server_info(info: Dict[str, Any]) -> Dict[str, Any]:
+    """What a server's ``/server_info`` says it runs, as :func:`describe`'s fields (source
+    ``server_info``): backend, quantization, checkpoint, attention backends, the server args
+    (less live state and secrets), version, model path, simulated or not. Also what a
+    bench_serving result file's ``server_info`` is read with (``runs import``)."""
+    meta: Dict[str, Any] = {
+        "source": "server_info", "backend": info.get("moe_runner_backend") or "unknown",
+        "quantization": info.get("quantization"),
+        "checkpoint": checkpoint_of(info.get("quantization")) or "unknown",
+        "attention_backend": info.get("attention_backend"),
+        "server_args": health.server_args(info) or {},
+        "dsv4_attn_backend": info.get("dsv4_attn_backend"),
+        "dsv4_prefill_backend": info.get("dsv4_prefill_backend"),
+        "sglang_version": info.get("version"), "model_path": info.get("model_path"),
+        "simulated": bool(info.get("simulated"))}
+    sim = info.get("simulated")
+    if isinstance(sim, dict) and sim.get("checkpoint"):
+        meta["checkpoint"] = sim["checkpoint"]
+    return meta
+
+
 def describe(target: Dict[str, Any]) -> Dict[str, Any]:
     """What runs at ``target``: backend, checkpoint, quantization, attention backend, argv,
     server args and version, simulated or not, and where each came from (``source``); and,
@@ -122,18 +143,7 @@ def describe(target: Dict[str, Any]) -> Dict[str, Any]:
     except ValueError:
         info = None
     if info:
-        reported = health.server_args(info) or {}
-        meta.update(source="server_info", backend=info.get("moe_runner_backend") or "unknown",
-                    quantization=info.get("quantization"),
-                    checkpoint=checkpoint_of(info.get("quantization")) or "unknown",
-                    attention_backend=info.get("attention_backend"), server_args=reported,
-                    dsv4_attn_backend=info.get("dsv4_attn_backend"),
-                    dsv4_prefill_backend=info.get("dsv4_prefill_backend"),
-                    sglang_version=info.get("version"), model_path=info.get("model_path"),
-                    simulated=bool(info.get("simulated")))
-        sim = info.get("simulated")
-        if isinstance(sim, dict) and sim.get("checkpoint"):
-            meta["checkpoint"] = sim["checkpoint"]
+        meta.update(from_server_info(info))
     if target.get("ours"):
         state = server_state.read_state() or {}
         prof = state.get("profile") or {}

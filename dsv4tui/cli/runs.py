@@ -375,16 +375,18 @@ def run_import(args: Any) -> int:
 
     label = check_label(args.label) if args.label else None
     with RunStore() as store:
-        run_id, levels = bench_serving.import_file(store, args.file, label)
+        run_id, levels, notes = bench_serving.import_file(store, args.file, label)
         run = store.run(run_id)
     assert run is not None
     if args.json:
         print_json({"run_id": run_id, "label": run.label, "levels": levels,
-                    "source": bench_serving.SOURCE, "file": args.file})
+                    "source": bench_serving.SOURCE, "file": args.file, "notes": notes})
     else:
         print(f"imported run {run_id} ({safe_text(run.label)}): {levels} level(s) from "
               f"{safe_text(args.file)}, {bench_serving.SOURCE} definitions "
               f"(compare: dsv4tui runs compare ID {run_id})")
+        for note in notes:
+            print(f"note: {safe_text(note)}", file=sys.stderr)
     return 0
 
 

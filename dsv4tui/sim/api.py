@@ -398,34 +398,78 @@ class Api:
             self.engine.abort(req)
 
     async def generate(self, request: HttpRequest) -> Response:
-        """SGLang's native ``/generate`` (text + sampling_params)."""
+        """SGLang's native ``/generate`` (text + sampling_params); with ``"stream": true``
+        server-sent events as SGLang's ``http_server`` sends them: one ``data: {json}`` per
+        decode step with the *cumulative* text and ``meta_info`` (``completion_tokens`` so
+        far, ``finish_reason`` null until the last), then ``data: [DONE]``."""
         refused = self._refuse()
         if refused is not None:
             return refused
         try:
             body = await self._body(request)
             text = body.get("text")
-            if not isinstance(text, str) or not text:
+            ids = body.get("input_ids")
+            if isinstance(ids, list) and ids and text is None:  # bench_serving's random-ids
+                text, ptoks = " ".join(str(i) for i in ids), len(ids)
+            elif not isinstance(text, str) or not text:
                 raise ValueError("text must be a non-empty string")
+            else:
+                ptoks = answers.count_tokens(text) + 1
             params = body.get("sampling_params") or {}
             if not isinstance(params, dict):
                 raise ValueError("sampling_params must be an object")
             max_tokens = _int(params, "max_new_tokens") or 128
         except ValueError as exc:
             return _error(400, str(exc))
-        req = self._request(text, answers.count_tokens(text) + 1, params, max_tokens)
+        req = self._request(text, ptoks, params, max_tokens)
         try:
             self.engine.submit(req)
         except EngineClosed as exc:
             return _error(503, str(exc), "ServiceUnavailableError")
+        if body.get("stream"):
+            return StreamingResponse(self._generate_stream(req), media_type="text/event-stream")
         try:
             out = await self._collect(req)
         finally:
             self.engine.abort(req)
-        return JSONResponse({"text": out, "meta_info": {
-            "id": req.rid, "finish_reason": {"type": req.finish_reason},
-            "prompt_tokens": req.prompt_tokens, "completion_tokens": req.produced,
-            "e2e_latency": round(time.monotonic() - req.created, 4)}})
+        return JSONResponse({"text": out, "meta_info": self._meta_info(req, req.produced, True)})
+
+    def _meta_info(self, req: Request, tokens: int, finished: bool) -> dict[str, Any]:
+        """SGLang's ``meta_info`` of a ``/generate`` answer (or stream chunk) ``tokens`` in."""
+        reason: dict[str, Any] | None = None
+        if finished:
+            reason = {"type": req.finish_reason}
+            if req.finish_reason == "length":
+                reason["length"] = req.max_tokens
+        meta: dict[str, Any] = {"id": req.rid, "finish_reason": reason,
+                                "prompt_tokens": req.prompt_tokens, "weight_version": "default",
+                                "num_retractions": 0, "reasoning_tokens": 0,
+                                "completion_tokens": tokens, "cached_tokens": 0}
+        if finished:
+            meta["e2e_latency"] = round(time.monotonic() - req.created, 4)
+        return meta
+
+    async def _generate_stream(self, req: Request) -> AsyncIterator[str]:
+        parts: list[str] = []
+        try:
+            finished = False
+            while not finished:
+                tok = await req.out.get()
+                if tok is None:  # (a stall fault's abort, or a request cut short)
+                    break
+                parts.append(tok)
+                while not req.out.empty():  # what the same step made: one chunk, as SGLang
+                    more = req.out.get_nowait()
+                    if more is None:
+                        finished = True
+                        break
+                    parts.append(more)
+                data = {"text": "".join(parts), "meta_info": self._meta_info(
+                    req, len(parts), finished)}
+                yield "data: " + json.dumps(data, separators=(",", ":")) + "\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            self.engine.abort(req)
 
 
 def build_app(sim: SimServer) -> ASGIApp:

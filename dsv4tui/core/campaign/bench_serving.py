@@ -21,8 +21,11 @@ each chunk is one token), input tokens are the server's ``usage`` (theirs: their
 count of the prompt), and we never re-tokenize (``*_retokenized`` are null). A ``dsv4tui`` key
 per line keeps what their format has no place for (n, errors, the run, and what served it:
 ``simulated``, backend, checkpoint), so an export read back keeps every shared number equal
-and a simulated run stays marked simulated (SIM) when imported. vLLM's ``request_goodput`` and ``*_e2el_ms`` are read
-too, and ``request_goodput`` is written when the run had goodput targets.
+and a simulated run stays marked simulated (SIM) when imported. Their ``server_info`` (the
+server's ``/server_info``, which bench_serving 0.5.2x keeps in each line) is what the run's
+server said it ran: written from the run's server facts, and read back into them (source
+``imported``: backend, checkpoint, version, server args). vLLM's ``request_goodput`` and
+``*_e2el_ms`` are read too, and ``request_goodput`` is written when the run had goodput targets.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dsv4tui.agent import stats
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
@@ -54,6 +57,14 @@ SHARED = ("completed", "duration_s", "output_tokens", "output_tok_s", "request_t
           "input_tokens", "total_tok_s", "concurrency_mean", "ttft_ms.mean", "ttft_ms.p50",
           "ttft_ms.p99", "tpot_ms.mean", "tpot_ms.p50", "tpot_ms.p99", "itl_ms.mean",
           "itl_ms.p50", "itl_ms.p99", "e2e_ms.mean", "e2e_ms.p50", "e2e_ms.p99")
+
+
+class Imported(NamedTuple):
+    """What ``runs import`` stored: the run, its levels, and the notes it made (values read
+    as 0, lines without server facts)."""
+    run_id: int
+    levels: int
+    notes: list[str]
 
 
 def shared_values(level: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,9 +101,11 @@ def _request_series(reqs: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]
                            for r in ok])}
 
 
-def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, Any]]
-               ) -> dict[str, Any]:
-    """One level as a bench_serving result line (a dict; JSON-encode it)."""
+def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, Any]],
+               server_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One level as a bench_serving result line (a dict; JSON-encode it); ``server_info``:
+    what the run's server said it ran (its args and ``version``), where bench_serving keeps
+    the server's ``/server_info``."""
     plan = run.plan or {}
     info = plan.get("dataset_info") or {}
     rate = level.get("rate")
@@ -113,6 +126,7 @@ def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, A
             for e in plan.get("dataset_prompts") or []) else None,
         "random_input_len": plan.get("input_len"), "random_output_len": plan.get("output_len"),
         "random_range_ratio": plan.get("random_range_ratio", 1.0),
+        "server_info": dict(server_info) if server_info else None,
         "duration": level.get("duration_s"), "completed": level.get("completed"),
         "total_input": level.get("input_tokens"), "total_output": level.get("output_tokens"),
         "total_output_retokenized": None,
@@ -153,10 +167,16 @@ def level_line(run: Run, level: Mapping[str, Any], reqs: Sequence[Mapping[str, A
 
 def export_run(store: RunStore, run: Run) -> str:
     """Every level of a run, one bench_serving line each."""
+    from dsv4tui.core.campaign.compare import run_server_facts
+
+    facts = run_server_facts(store, [run.id]).get(run.id) or {}
+    info = dict(facts.get("args") or {})
+    if info and facts.get("sglang_version"):
+        info["version"] = facts["sglang_version"]
     lines = []
     for lv in store.levels(run.id):
         reqs = store.requests(run.id, lv.idx)
-        lines.append(json.dumps(level_line(run, lv.to_dict(), reqs)))
+        lines.append(json.dumps(level_line(run, lv.to_dict(), reqs, info or None)))
     if not lines:
         raise UserError(f"run {run.id} has no levels to export", EXIT_CONFIG)
     return "\n".join(lines) + "\n"
@@ -197,8 +217,35 @@ def _not_a_measurement(key: str, v: Any) -> bool:
     return v < 0
 
 
-def parse_lines(text: str, name: str) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, object) of every result line; UserError (one line) naming the line."""
+# A latency a hair below zero is bench_serving's own float arithmetic, not a measurement: its
+# TPOT is (latency - TTFT) / (tokens - 1) with the latency read when the last chunk arrived
+# and TTFT after that chunk was parsed, so when every token comes in one chunk (a server that
+# does not stream) TPOT is minus the parse time, e.g. -0.00016 ms. Below zero by less than
+# TINY_NEGATIVE_MS, or by less than TINY_NEGATIVE_SHARE of the line's largest latency, reads
+# as 0 (with a note); anything further below zero is refused.
+TINY_NEGATIVE_MS = 1e-3
+TINY_NEGATIVE_SHARE = 1e-5
+
+
+def _tiny_negatives(obj: Mapping[str, Any]) -> dict[str, float]:
+    """The ``*_ms`` keys of a line a hair below zero (see TINY_NEGATIVE_MS) and their values."""
+    ms = {k: float(v) for k, v in obj.items() if k.endswith("_ms") and isinstance(v, (int, float))
+          and not isinstance(v, bool) and math.isfinite(v)}
+    limit = max(TINY_NEGATIVE_MS, TINY_NEGATIVE_SHARE * max(ms.values(), default=0.0))
+    return {k: v for k, v in ms.items() if -limit < v < 0}
+
+
+def read_as_zero_note(name: str, no: int, values: Mapping[str, float]) -> str:
+    """The note an import keeps for the latencies it read as 0."""
+    shown = ", ".join(f"{k} {v:.2g}" for k, v in sorted(values.items()))
+    return (f"{name} line {no}: {shown} read as 0 (bench_serving's float arithmetic when a "
+            "request's tokens all arrived in one chunk: TTFT = E2E, the answer was not "
+            "streamed)")
+
+
+def parse_lines(text: str, name: str) -> list[tuple[int, dict[str, Any], dict[str, float]]]:
+    """(line number, object, the tiny negative latencies read as 0: key -> value as written)
+    of every result line; UserError (one line) naming the line."""
     out = []
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -216,18 +263,22 @@ def parse_lines(text: str, name: str) -> list[tuple[int, dict[str, Any]]]:
         if (_num(obj, "duration") or 0.0) <= 0:
             raise UserError(f"runs import: {name} line {no}: duration must be > 0",
                             EXIT_CONFIG)
-        bad = sorted(k for k, v in obj.items() if _not_a_measurement(k, v))
+        tiny = _tiny_negatives(obj)
+        bad = sorted(k for k, v in obj.items() if _not_a_measurement(k, v) and k not in tiny)
         if bad:  # a count, a time or a throughput below zero (or NaN) is not a measurement
             raise UserError(f"runs import: {name} line {no}: {', '.join(bad[:4])} "
                             "must be numbers >= 0", EXIT_CONFIG)
-        out.append((no, obj))
+        obj.update(dict.fromkeys(tiny, 0.0))
+        out.append((no, obj, tiny))
     if not out:
         raise UserError(f"runs import: {name}: no result lines", EXIT_CONFIG)
     return out
 
 
-def level_from_line(obj: Mapping[str, Any], idx: int, name: str, no: int) -> dict[str, Any]:
-    """A level's stats (the agent's ``level`` event shape) from one result line."""
+def level_from_line(obj: Mapping[str, Any], idx: int, name: str, no: int,
+                    read_as_zero: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """A level's stats (the agent's ``level`` event shape) from one result line
+    (``read_as_zero``: the tiny negative latencies :func:`parse_lines` read as 0)."""
     ours = obj.get("dsv4tui") if isinstance(obj.get("dsv4tui"), Mapping) else {}
     rate = _num(obj, "request_rate")  # inf (closed loop) reads as None
     completed = _count(obj, "completed") or 0
@@ -259,7 +310,8 @@ def level_from_line(obj: Mapping[str, Any], idx: int, name: str, no: int) -> dic
         "status": "done" if not errors else "partial", "partial": False, "reason": None,
         "failure": None, "busy": False,
         "imported": {"source": SOURCE, "file": name, "line": no, "definitions": DEFINITIONS,
-                     "backend": obj.get("backend"), "dataset_name": obj.get("dataset_name")},
+                     "backend": obj.get("backend"), "dataset_name": obj.get("dataset_name"),
+                     "read_as_zero": dict(read_as_zero or {})},
     }
     for key, stem, alt in (("ttft_ms", "ttft_ms", None), ("tpot_ms", "tpot_ms", None),
                            ("itl_ms", "itl_ms", None), ("e2e_ms", "e2e_latency_ms", "e2el_ms")):
@@ -282,9 +334,48 @@ def level_from_line(obj: Mapping[str, Any], idx: int, name: str, no: int) -> dic
     return level
 
 
-def import_file(store: RunStore, path: str, label: str | None = None) -> tuple[int, int]:
+def server_info_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The server's ``/server_info`` that bench_serving (0.5.2x) keeps in a result line
+    (``server_info``; a PD-disaggregated server's decode side, as bench_serving reads it)."""
+    info = obj.get("server_info")
+    if isinstance(info, Mapping) and isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]
+    return dict(info) if isinstance(info, Mapping) and info else None
+
+
+def _server_meta(lines: Sequence[tuple[int, Mapping[str, Any], Any]], name: str
+                 ) -> tuple[dict[str, Any] | None, list[str]]:
+    """What the lines' ``server_info`` says served them (the agent's ``describe`` fields,
+    source ``imported``) and notes; UserError when the lines name different servers (one run
+    is one server: a file bench_serving appended to across launches is imported per server)."""
+    from dsv4tui.agent.target import from_server_info
+    from dsv4tui.core.campaign.compare import server_args_differences
+
+    metas = {no: from_server_info(info) for no, obj, _ in lines
+             if (info := server_info_of(obj)) is not None}
+    if not metas:
+        return None, []
+    diffs = server_args_differences({no: {"args": m["server_args"],
+                                          "sglang_version": m["sglang_version"]}
+                                     for no, m in metas.items()}, limit=3)
+    if diffs:
+        raise UserError(f"runs import: {name}: its lines come from different servers "
+                        f"({'; '.join(diffs)}; # is the line): import each server's lines "
+                        "as a file of their own", EXIT_CONFIG)
+    meta = dict(next(iter(metas.values())), source="imported")
+    missing = [no for no, _, _ in lines if no not in metas]
+    notes = [f"{name} line{'s' if len(missing) > 1 else ''} "
+             f"{', '.join(str(n) for n in missing)}: no server_info (its server facts are "
+             "the other lines')"] if missing else []
+    return meta, notes
+
+
+def import_file(store: RunStore, path: str, label: str | None = None) -> Imported:
     """Read a bench_serving result file into the store as one run (marked imported, its
-    definitions noted); returns (run id, levels)."""
+    definitions noted, what its ``server_info`` says served it kept as the run's server facts,
+    source ``imported``); returns the run id, its levels and the notes the import made."""
+    from dsv4tui.core.store import campaigns, sql
+
     name = os.path.basename(path) or path
     try:
         with open(path, encoding="utf-8") as fh:
@@ -294,14 +385,18 @@ def import_file(store: RunStore, path: str, label: str | None = None) -> tuple[i
     except UnicodeDecodeError:
         raise UserError(f"runs import: {name} is not UTF-8 text", EXIT_CONFIG) from None
     lines = parse_lines(text, name)
-    levels = [level_from_line(obj, i, name, no) for i, (no, obj) in enumerate(lines)]
+    levels = [level_from_line(obj, i, name, no, tiny)
+              for i, (no, obj, tiny) in enumerate(lines)]
+    server, notes = _server_meta(lines, name)
+    notes = [read_as_zero_note(name, no, tiny) for no, _, tiny in lines if tiny] + notes
     first = lines[0][1]
     ours = first.get("dsv4tui") if isinstance(first.get("dsv4tui"), Mapping) else {}
     label = label or (ours.get("label") if ours else None) or os.path.splitext(name)[0]
     goodputs = [lv["goodput"].get("targets") for lv in levels
                 if isinstance(lv.get("goodput"), Mapping) and lv["goodput"].get("targets")]
     plan = {"imported": {"source": SOURCE, "file": os.path.abspath(path), "lines": len(lines),
-                         "definitions": DEFINITIONS, "backend": first.get("backend")},
+                         "definitions": DEFINITIONS, "backend": first.get("backend"),
+                         "server_info": server is not None, "notes": notes},
             "input_len": first.get("random_input_len"),
             "output_len": first.get("random_output_len"),
             "random_range_ratio": first.get("random_range_ratio"),
@@ -311,22 +406,35 @@ def import_file(store: RunStore, path: str, label: str | None = None) -> tuple[i
             "max_concurrency": first.get("max_concurrency") if first.get("request_rate")
             not in (None, math.inf) else None,
             "goodput": goodputs[0] if goodputs else None}
-    # our own export says what served it (the "dsv4tui" key): any simulated line makes the
-    # run simulated, so simulated numbers never read as a real server's
-    marks = [obj.get("dsv4tui") for _, obj in lines]
+    # our own export says what served it (the "dsv4tui" key), bench_serving's the server's
+    # /server_info: any simulated line makes the run simulated, so simulated numbers never
+    # read as a real server's
+    marks = [obj.get("dsv4tui") for _, obj, _ in lines]
     ours_all = [m for m in marks if isinstance(m, Mapping)]
-    simulated = any(m.get("simulated") is True for m in ours_all)
-    backend = ours.get("backend") if ours and isinstance(ours.get("backend"), str) else None
+    simulated = any(m.get("simulated") is True for m in ours_all) or bool(
+        server and server["simulated"])
+    srv = server or {}
+    backend = ours.get("backend") if ours and isinstance(ours.get("backend"), str) else \
+        srv.get("backend")
     checkpoint = (ours.get("checkpoint") if ours and isinstance(ours.get("checkpoint"), str)
-                  else None)
+                  else srv.get("checkpoint"))
+    info = server_info_of(first) or {}
+    model = (first.get("model_id") or first.get("model") or info.get("served_model_name")
+             or srv.get("model_path"))
     run_id = store.start_run(label=str(label), host=IMPORTED_HOST, url=None,
-                             model=first.get("model_id") or first.get("model"), plan=plan,
+                             model=model if isinstance(model, str) else None, plan=plan,
                              profile_name="bench_serving", simulated=simulated,
-                             backend=backend, checkpoint=checkpoint)
+                             backend=backend, checkpoint=checkpoint,
+                             server_version=srv.get("sglang_version"))
+    if server:  # the same columns a sweep's server facts go to (campaigns.add_run)
+        campaigns.set_run_meta(store, run_id, meta_source=server["source"],
+                               server_args_json=sql.dumps(server["server_args"]),
+                               quantization=server["quantization"],
+                               attention_backend=server["attention_backend"])
     for lv in levels:
         store.add_level(run_id, lv)
     store.finish_run(run_id, "done" if all(lv["status"] == "done" for lv in levels)
                      else "partial")
-    store.update_run(run_id, error=f"imported from {name} ({SOURCE} result lines; "
-                     "their definitions: docs/metrics.md)")
-    return run_id, len(levels)
+    note = f"imported from {name} ({SOURCE} result lines; their definitions: docs/metrics.md)"
+    store.update_run(run_id, error="; ".join([note, *notes]))
+    return Imported(run_id, len(levels), notes)

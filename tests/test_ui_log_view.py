@@ -150,3 +150,50 @@ async def test_flood_does_not_block_input() -> None:
         await pilot.press("f")  # nothing bound here: a plain round trip through the queue
         assert time.perf_counter() - t0 < 0.5
         assert worst < 0.5, worst
+
+
+async def test_a_long_line_says_it_goes_on_and_right_scrolls_to_the_rest() -> None:
+    ring = LogLines(100)
+    ring.append("short")
+    ring.append("server_args=ServerArgs(" + ", ".join(f"flag_{i}={i}" for i in range(120))
+                + ", tail_marker=1)")
+    app = LogApp(ring)
+    async with app.run_test(size=(80, 12)) as pilot:
+        panel = app.query_one(LogPanel)
+        panel.sync()
+        view = panel.view
+        view.focus()
+        await pilot.pause()
+        rows = [view.render_line(y).text for y in range(2)]
+        assert rows[1].endswith("\u203a") and not rows[0].rstrip().endswith("\u203a")
+        assert "←/→ scroll" in view.status_text()
+        await pilot.press("right")
+        await pilot.pause()
+        assert view.scroll_x >= view.size.width // 2  # half a view a key, not one column
+        assert view.render_line(1).text.startswith("\u2039")  # and says it has a left part
+        await pilot.press(*["right"] * 60)
+        await pilot.pause()
+        assert "tail_marker=1)" in view.render_line(1).text  # the end of a 1,500-char line
+
+
+async def test_search_marks_the_hit_and_scrolls_to_it() -> None:
+    ring = LogLines(100)
+    for i in range(5):
+        ring.append(line(i))
+    ring.append("x" * 300 + " needle here")
+    app = LogApp(ring)
+    async with app.run_test(size=(80, 12)) as pilot:
+        panel = app.query_one(LogPanel)
+        panel.sync()
+        view = panel.view
+        await pilot.pause()
+        assert view.set_search("needle")
+        await pilot.pause()
+        assert view.scroll_x > 200  # the hit, 300 columns in, is on screen
+        row = next(y for y in range(view.size.height)
+                   if "needle" in view.render_line(y).text)
+        strip = view.render_line(row)
+        hit_style = view.get_component_rich_style("logview--hit")
+        styled = [seg for seg in strip if "needle" in seg.text]
+        assert styled and styled[0].style is not None
+        assert styled[0].style.bgcolor == hit_style.bgcolor  # the hit itself is marked

@@ -29,18 +29,28 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input, Static
 
-from dsv4tui.core.view.log_lines import ERROR, INFO, LEVEL_NAMES, WARNING, LogLine, LogLines
+from dsv4tui.core.view.log_lines import (
+    ERROR,
+    INFO,
+    LEVEL_NAMES,
+    MAX_LINE,
+    WARNING,
+    LogLine,
+    LogLines,
+)
 from dsv4tui.tui import keymap
 from dsv4tui.tui.widgets.text import update_static
 
-_MAX_VIRTUAL_WIDTH = 1000
+_MAX_VIRTUAL_WIDTH = MAX_LINE + 4  # every character of a kept line can be scrolled to
+_CUT_RIGHT = "\u203a"  # single angle quote: the row's line goes on to the right
+_CUT_LEFT = "\u2039"  # and to the left (scrolled)
 
 
 class LogView(ScrollView, can_focus=True):
     """Rows of a :class:`LogLines` ring, optionally filtered by level and TP rank."""
 
     COMPONENT_CLASSES = {"logview--error", "logview--warning", "logview--match",
-                         "logview--current", "logview--empty"}
+                         "logview--current", "logview--hit", "logview--cut", "logview--empty"}
 
     DEFAULT_CSS = """
     LogView {
@@ -53,7 +63,9 @@ class LogView(ScrollView, can_focus=True):
         & > .logview--error { color: $error; text-style: bold; }
         & > .logview--warning { color: $warning; }
         & > .logview--match { background: $accent 40%; }
-        & > .logview--current { background: $accent; color: $background; }
+        & > .logview--current { background: $accent 25%; }
+        & > .logview--hit { background: $accent; color: $background; text-style: bold; }
+        & > .logview--cut { color: $foreground-muted; }
         & > .logview--empty { color: $foreground-muted; }
         &.-stale { color: $text-disabled; }
         &.-stale > .logview--error { color: $text-disabled; }
@@ -324,14 +336,35 @@ class LogView(ScrollView, can_focus=True):
         return False
 
     def _scroll_near(self, seq: int) -> None:
+        """The matched line in view, and its hit: a match far to the right scrolls there."""
         row = self.row_of(seq)
         if row is None:
             return
         height = max(1, self.size.height)
-        if not (self.scroll_y <= row < self.scroll_y + height):
+        width = max(1, self.size.width)
+        line = self.lines.get(seq)
+        hit = line.text.lower().find(self.search_text.lower()) if (
+            line is not None and self.search_text) else -1
+        x = self.scroll_x
+        if hit >= 0 and not (x <= hit and hit + len(self.search_text or "") < x + width - 1):
+            x = max(0, hit - width // 3)
+        y = self.scroll_y
+        if not (y <= row < y + height):
+            y = max(0, row - height // 2)
+        if (x, y) != (self.scroll_x, self.scroll_y):
             self._auto = True
-            self.scroll_to(y=max(0, row - height // 2), animate=False, immediate=True)
+            self.scroll_to(x=x, y=y, animate=False, immediate=True)
             self._auto = False
+
+    def action_scroll_right(self) -> None:
+        """Right / left: half a view at a time (a log line can be 2,000 characters)."""
+        self.scroll_to(x=self.scroll_x + max(1, self.size.width // 2), animate=False)
+
+    def action_scroll_left(self) -> None:
+        self.scroll_to(x=max(0, self.scroll_x - max(1, self.size.width // 2)), animate=False)
+
+    def action_scroll_home(self) -> None:
+        self.scroll_to(x=0, animate=False)
 
     # -- rendering ----------------------------------------------------------------------
     def notify_style_update(self) -> None:
@@ -376,18 +409,20 @@ class LogView(ScrollView, can_focus=True):
         if current:
             style = style + self.get_component_rich_style("logview--current")
         needle = self.search_text
-        if text.isascii() and (current or not needle or needle.lower() not in text.lower()):
+        if text.isascii() and (not needle or needle.lower() not in text.lower()):
             visible = text[scroll_x:scroll_x + width]
             pad = width - len(visible)
             segments = [Segment(visible, style)]
             if pad > 0:
                 segments.append(Segment(" " * pad, base))
-            return Strip(segments, width)
-        if current or not needle:
-            return Strip([Segment(text, style)]).crop_extend(scroll_x, scroll_x + width, base)
+            return self._mark_cut(Strip(segments, width), len(text), scroll_x, width, base)
+        if not needle:
+            strip = Strip([Segment(text, style)]).crop_extend(scroll_x, scroll_x + width, base)
+            return self._mark_cut(strip, len(text), scroll_x, width, base)
         low, n = text.lower(), needle.lower()
         segments = []
-        match_style = style + self.get_component_rich_style("logview--match")
+        match_style = style + self.get_component_rich_style(
+            "logview--hit" if current else "logview--match")
         pos = 0
         while True:
             hit = low.find(n, pos)
@@ -399,7 +434,21 @@ class LogView(ScrollView, can_focus=True):
             pos = hit + len(n)
         if pos < len(text):
             segments.append(Segment(text[pos:], style))
-        return Strip(segments).crop_extend(scroll_x, scroll_x + width, base)
+        strip = Strip(segments).crop_extend(scroll_x, scroll_x + width, base)
+        return self._mark_cut(strip, len(text), scroll_x, width, base)
+
+    def _mark_cut(self, strip: Strip, length: int, scroll_x: int, width: int,
+                  base: Style) -> Strip:
+        """A row whose line goes on past the view's edge says so in that edge's cell."""
+        right, left = length > scroll_x + width, scroll_x > 0 and length > 0
+        if not (right or left) or width < 3:
+            return strip
+        cut = base + self.get_component_rich_style("logview--cut")
+        parts = [Strip([Segment(_CUT_LEFT, cut)], 1)] if left else []
+        parts.append(strip.crop(1 if left else 0, width - (1 if right else 0)))
+        if right:
+            parts.append(Strip([Segment(_CUT_RIGHT, cut)], 1))
+        return Strip.join(parts)
 
     def status_text(self) -> str:
         parts = []
@@ -419,6 +468,9 @@ class LogView(ScrollView, can_focus=True):
         if self.search_text:
             parts.append(f"/{self.search_text}" + ("" if self.match_seq is not None
                                                    else " (no match)"))
+        if self.lines.max_width > self.size.width > 0:
+            parts.append("←/→ scroll" if self.scroll_x == 0 else f"col {self.scroll_x + 1:,} "
+                         "(←/→, home)")
         if self.filtered:
             parts.append(f"{self.row_count:,}/{len(self.lines):,} lines")
         else:

@@ -304,3 +304,21 @@ async def test_sweep_table_keeps_the_status_column_at_80_columns() -> None:
         await settle(pilot)
         cols = headers(pilot.app.screen.query_one("#bench-table", DataTable))
         assert [c.title for c in LEVEL_COLUMNS] == cols[2:2 + len(LEVEL_COLUMNS)]  # all there
+
+
+async def test_campaign_matrix_at_80_columns_says_what_it_has_no_room_for() -> None:
+    app = frozen_app("campaign")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#camp-matrix", DataTable)
+        cols = headers(table)
+        assert cols[:2] == ["variant", "state"] and "best Δ" in cols
+        assert sum(c.get_render_width(table) for c in table.ordered_columns) <= table.size.width
+        box = app.screen.query_one("#camp-matrix-box")
+        first = app.model.campaign.variants[0]
+        assert f"{first.name}: " in str(box.border_subtitle)
+        assert "startup" in str(box.border_subtitle) or "startup" in cols
+    async with frozen_app("campaign").run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        cols = headers(pilot.app.screen.query_one("#camp-matrix", DataTable))
+        assert {"startup", "sanity", "runs", "note"} <= set(cols)

@@ -414,6 +414,14 @@ def fmt_num(value: float | None, decimals: int = 1, unit: str = "") -> str:
     return f"{value:,.{decimals}f}{unit}"
 
 
+def fmt_share(fraction: float | None) -> str:
+    """A share 0..1 as a percentage: one decimal below 10 % (a KV use of 0.4 % is not 0 %)."""
+    if fraction is None:
+        return "n/a"
+    pct = fraction * 100.0
+    return f"{pct:.1f}%" if 0 < pct < 10 else f"{pct:.0f}%"
+
+
 def fmt_pct_change(value: float | None, base: float | None) -> str:
     if value is None or base is None or base == 0:
         return "n/a"

@@ -2,26 +2,109 @@
 
 ``mxfp4``: the stock DeepSeek-V4-Flash MXFP4 checkpoint on the triton MoE backend;
 ``nvfp4``: the NVFP4 checkpoint on marlin. TP 8 on 8 simulated RTX PRO 6000 (sm_120).
-``--sim-speed 8`` makes a startup take ~12 s (~14 s on marlin). Port 30000, or
-``$DSV4TUI_DEMO_PORT``: fixed on purpose, so status finds the server a previous run started.
+``--sim-speed 8`` makes a startup take ~12 s (~14 s on marlin).
+
+The port: ``$DSV4TUI_DEMO_PORT``, else one this machine's demo took once from the free ports
+(not SGLang's default 30000, where a real server may listen) and keeps in the data dir, so
+``dsv4tui server status demo`` finds the server a dashboard started. ``dsv4tui demo`` claims
+it (:func:`claim_port`): when something the demo did not start listens there, it takes
+another free port and says so.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
 import dsv4tui
+from dsv4tui.core import paths
 from dsv4tui.core.config import CampaignConfig, CampaignVariant, HostConfig, ServerProfile
 
 DEMO_SPEED = 8.0
-DEMO_PORT = 30000
+PORT_ENV = "DSV4TUI_DEMO_PORT"
+PORT_FILE = "port"  # in the demo's data dir: the port this machine's demo took
+
+
+def _port_file() -> Path:
+    return paths.data_dir() / "demo" / PORT_FILE
+
+
+def _kept_port() -> int | None:
+    try:
+        text = _port_file().read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
+
+
+def _keep(port: int) -> None:
+    path = _port_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{PORT_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(f"{port}\n")
+    os.replace(tmp, path)
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick of the loopback's free ones)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def demo_port() -> int:
-    value = os.environ.get("DSV4TUI_DEMO_PORT")
-    return int(value) if value and value.isdigit() else DEMO_PORT
+    """``$DSV4TUI_DEMO_PORT``, else the port this machine's demo keeps (taken the first time
+    from the free ones)."""
+    value = os.environ.get(PORT_ENV)
+    if value and value.isdigit() and 0 < int(value) < 65536:
+        return int(value)
+    kept = _kept_port()
+    if kept is None:
+        kept = free_port()
+        _keep(kept)
+    return kept
+
+
+def _ours_on(port: int) -> bool:
+    """Does the server a demo started (its agent's launch record) run on ``port``?"""
+    import json
+
+    from dsv4tui.agent import procs
+    from dsv4tui.core.config import DEMO_NODES
+    from dsv4tui.core.hosts.resolve import demo_env
+
+    for node in (None, DEMO_NODES[0]):
+        try:
+            rec = json.loads((Path(demo_env(node)["DSV4TUI_AGENT_HOME"]) / "server.json")
+                             .read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and not rec.get("stopped_at") and rec.get("port") == port \
+                and procs.alive(rec.get("pid"), rec.get("proc_start")):
+            return True
+    return False
+
+
+def claim_port() -> tuple[int, str]:
+    """The demo's port before ``dsv4tui demo`` starts its server, and a line saying which:
+    the kept one while it is free (or the demo's own server runs there), else another free
+    one (kept from now on) -- never a port a server the demo did not start listens on, which
+    it would measure. ``$DSV4TUI_DEMO_PORT`` is taken as given (a server there that the demo
+    did not start is refused by the sweep's check, never measured)."""
+    from dsv4tui.agent import health
+
+    port = demo_port()
+    if os.environ.get(PORT_ENV):
+        return port, f"the simulated server uses port {port} (${PORT_ENV})"
+    owner = None if _ours_on(port) else health.port_owner(port)
+    if owner is None:
+        return port, f"the simulated server uses port {port} (${PORT_ENV} sets another)"
+    new = free_port()
+    _keep(new)
+    return new, (f"port {port} is taken by {health.owner_text(owner)}: the simulated server "
+                 f"uses port {new} instead")
 
 
 def demo_profile(checkpoint: str, *, port: int | None = None, speed: float = DEMO_SPEED,

@@ -110,3 +110,34 @@ def test_restart_refuses_a_gpu_misfit_before_stopping_anything(
     assert code == 1 and "warning: backend flashinfer_trtllm does not run on sm_120" in err
     assert "backend cutlass -> flashinfer_trtllm" in out.splitlines()[0]
     assert "no kernel image is available" in out
+
+
+async def test_dashboard_b_marks_and_refuses_a_gpu_misfit(isolated_env: Path) -> None:
+    """The demo's simulated sm_120 GPUs: ``b`` lists flashinfer_trtllm with ✗ and the reason;
+    picking it says why and asks nothing (no restart confirm)."""
+    from plugins.pilot import toasts, until
+
+    from dsv4tui.core.config import HostConfig, Settings
+    from dsv4tui.core.hosts.resolve import HostSpec, demo_env
+    from dsv4tui.tui.app import Dsv4App
+    from dsv4tui.tui.screens.modals import ConfirmScreen, PickerScreen
+
+    prof = sim_profile(free_port(), checkpoint="NVFP4", backend="marlin",
+                       quantization="modelopt_fp4")
+    spec = HostSpec("demo", HostConfig(profiles={"nvfp4": prof}, default_profile="nvfp4"),
+                    "demo", env=demo_env())
+    app = Dsv4App(spec, settings=Settings())
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await until(pilot, lambda: app.model.conn.connected
+                    and app.host_facts.capability == "12.0", 30, "the host's GPUs")
+        await pilot.press("b")
+        await until(pilot, lambda: isinstance(app.screen, PickerScreen), 5, "backend picker")
+        screen = app.screen
+        assert isinstance(screen, PickerScreen)
+        by = {c.value: c for c in screen.choices}
+        assert by["flashinfer_trtllm"].note.startswith("✗ does not run on sm_120")
+        screen.dismiss("flashinfer_trtllm")
+        await until(pilot, lambda: "does not run on sm_120" in toasts(app), 5,
+                    "the refusal")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert "dsv4tui server restart demo --backend flashinfer_trtllm --force" in toasts(app)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from plugins.sim import AgentEnv, SimProcess, free_port, sim_profile, start_sim
+from plugins.sim import AgentEnv, SimProcess, sim_profile, start_sim
 
 from dsv4tui import main as cli
 from dsv4tui.agent import procs
@@ -58,6 +58,10 @@ def test_demo_never_sweeps_a_server_it_did_not_start(
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert f"port {foreign.port} is served by pid {foreign.proc.pid}" in err
     assert "which dsv4tui did not start: the demo measures only" in err
+    # aimed at one profile's port (``--profile``): the same check
+    code, out, err = run_cli(capsys, "sweep", "demo", "--profile", "nvfp4", "--label", "x",
+                             *SWEEP)
+    assert code == 1 and "the demo measures only the simulated server it starts" in err
     assert no_runs()
 
 

@@ -65,17 +65,15 @@ def find(spec: Dict[str, Any]) -> Dict[str, Any]:
     the same keys as a fallback, when the URL is a profile's]}``). Raises ``not_ours`` when the
     server answering is not the one its record (or the profile) describes."""
     if spec.get("mode") == "url":
-        found = {"url": spec["url"], "model": spec.get("model"),
-                 "api_key_env": spec.get("api_key_env"), "ours": False}
         expect = spec.get("expect")
         if expect:  # a profile's URL: ours if our server runs there, else checked as foreign
-            state = server_state.read_state()
-            if server_state.ours_alive(state) and _split(spec["url"]).port == int(
-                    (state or {}).get("port") or 0):
+            state, ep = server_state.read_state(), _split(spec["url"])
+            if server_state.ours_alive(state) and ep.port == int((state or {}).get("port") or 0):
                 _refuse(identity_problem(state, None))
-            elif health.port_open(_split(spec["url"]).port, _split(spec["url"]).host):
+            elif health.port_open(ep.port, ep.host):
                 _refuse(identity_problem(None, expect))
-        return found
+        return {"url": spec["url"], "model": spec.get("model"),
+                "api_key_env": spec.get("api_key_env"), "ours": False}
     found = ours()
     if found is not None:
         _refuse(identity_problem(server_state.read_state(), None))

@@ -140,7 +140,7 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
         for problem in problems:
             self.notify(problem, title="config", severity="warning", timeout=8, markup=False)
         for note in self.notes:
-            self.notify(note, timeout=10, markup=False)
+            self.notify(note, timeout=20, markup=False)
         for mode, cls in SCREENS.items():
             self.add_mode(mode, partial(cls, self.model))
         self.switch_mode(self.start_mode if self.start_mode in SCREENS else "dashboard")

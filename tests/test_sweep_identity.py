@@ -19,7 +19,7 @@ from plugins.sim import AgentEnv, SimProcess, sim_profile, start_sim
 from dsv4tui import main as cli
 from dsv4tui.agent import procs
 from dsv4tui.core import paths
-from dsv4tui.core.hosts import demo
+from dsv4tui.core.hosts import demo, resolve
 from dsv4tui.core.store import RunStore
 
 pytestmark = pytest.mark.timeout(120)
@@ -147,11 +147,11 @@ def test_demo_takes_a_free_port_when_its_own_is_taken(monkeypatch: pytest.Monkey
     with socket.socket() as s:
         s.bind(("127.0.0.1", first))
         s.listen()
-        port, note = demo.claim_port()
+        port, note = resolve.claim_demo_port()
     assert port != first and demo.demo_port() == port
     assert note.startswith(f"port {first} is taken by pid {os.getpid()} (")
     assert note.endswith(f": the simulated server uses port {port} instead")
-    again, note = demo.claim_port()  # free now: kept
+    again, note = resolve.claim_demo_port()  # free now: kept
     assert again == port and note.startswith(f"the simulated server uses port {port}")
     monkeypatch.setenv("DSV4TUI_DEMO_PORT", "31999")
-    assert demo.claim_port()[0] == 31999 and demo.demo_port() == 31999
+    assert resolve.claim_demo_port()[0] == 31999 and demo.demo_port() == 31999

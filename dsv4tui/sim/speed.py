@@ -89,9 +89,10 @@ def resolve_backend(backend: str | None, checkpoint: str) -> str:
 def runs_on(backend: str, gpu: GpuSpec) -> bool:
     """Does ``backend``'s MoE kernel exist for ``gpu`` (the console's one table of which
     kernels need which SM, ``sglang_choices.MOE_ARCH``)?"""
-    from dsv4tui.core.server.sglang_choices import arch_misfit
+    from dsv4tui.core.server import sglang_choices
 
-    return arch_misfit("moe_runner_backend", backend, f"{gpu.sm // 10}.{gpu.sm % 10}") is None
+    return sglang_choices.arch_misfit("moe_runner_backend", backend,
+                                      f"{gpu.sm // 10}.{gpu.sm % 10}") is None
 
 
 class SpeedModel:

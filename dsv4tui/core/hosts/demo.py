@@ -7,8 +7,8 @@
 The port: ``$DSV4TUI_DEMO_PORT``, else one this machine's demo took once from the free ports
 (not SGLang's default 30000, where a real server may listen) and keeps in the data dir, so
 ``dsv4tui server status demo`` finds the server a dashboard started. ``dsv4tui demo`` claims
-it (:func:`claim_port`): when something the demo did not start listens there, it takes
-another free port and says so.
+it (``resolve.claim_demo_port``): when something the demo did not start listens there, it
+takes another free port and says so.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _kept_port() -> int | None:
     return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
 
 
-def _keep(port: int) -> None:
+def keep_port(port: int) -> None:
     path = _port_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{PORT_FILE}.{os.getpid()}.tmp")
@@ -63,48 +63,8 @@ def demo_port() -> int:
     kept = _kept_port()
     if kept is None:
         kept = free_port()
-        _keep(kept)
+        keep_port(kept)
     return kept
-
-
-def _ours_on(port: int) -> bool:
-    """Does the server a demo started (its agent's launch record) run on ``port``?"""
-    import json
-
-    from dsv4tui.agent import procs
-    from dsv4tui.core.config import DEMO_NODES
-    from dsv4tui.core.hosts.resolve import demo_env
-
-    for node in (None, DEMO_NODES[0]):
-        try:
-            rec = json.loads((Path(demo_env(node)["DSV4TUI_AGENT_HOME"]) / "server.json")
-                             .read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(rec, dict) and not rec.get("stopped_at") and rec.get("port") == port \
-                and procs.alive(rec.get("pid"), rec.get("proc_start")):
-            return True
-    return False
-
-
-def claim_port() -> tuple[int, str]:
-    """The demo's port before ``dsv4tui demo`` starts its server, and a line saying which:
-    the kept one while it is free (or the demo's own server runs there), else another free
-    one (kept from now on) -- never a port a server the demo did not start listens on, which
-    it would measure. ``$DSV4TUI_DEMO_PORT`` is taken as given (a server there that the demo
-    did not start is refused by the sweep's check, never measured)."""
-    from dsv4tui.agent import health
-
-    port = demo_port()
-    if os.environ.get(PORT_ENV):
-        return port, f"the simulated server uses port {port} (${PORT_ENV})"
-    owner = None if _ours_on(port) else health.port_owner(port)
-    if owner is None:
-        return port, f"the simulated server uses port {port} (${PORT_ENV} sets another)"
-    new = free_port()
-    _keep(new)
-    return new, (f"port {port} is taken by {health.owner_text(owner)}: the simulated server "
-                 f"uses port {new} instead")
 
 
 def demo_profile(checkpoint: str, *, port: int | None = None, speed: float = DEMO_SPEED,

@@ -67,11 +67,11 @@ def app_for(args: argparse.Namespace, *, demo: bool = False) -> Any:
     settings, path = load_settings(args)
     notes: list[str] = []
     if demo:
-        from dsv4tui.core.hosts.demo import claim_port
+        from dsv4tui.core.hosts.resolve import claim_demo_port
 
         demo_settings(settings)
         name = DEMO_PAIR if getattr(args, "nodes", 1) == 2 else DEMO
-        notes.append("demo: " + claim_port()[1])  # a free port, never another server's
+        notes.append("demo: " + claim_demo_port()[1])  # a free port, never another server's
     else:
         name = args.host if isinstance(args.host, str) else args.host[0]
     spec = host_spec(name, settings, accept_new=getattr(args, "accept_new", False))

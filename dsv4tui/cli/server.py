@@ -16,7 +16,7 @@ from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from dsv4tui.core.server import control as server_control
-from dsv4tui.core.server.backends import backend_misfit
+from dsv4tui.core.server.backends import refuse_backend
 from dsv4tui.core.server.launch import Launch
 
 
@@ -44,7 +44,8 @@ def register(sub: Any) -> None:
         c.add_argument("--dry-run", action="store_true",
                        help="validate and print the launch without connecting")
         c.add_argument("--force", action="store_true",
-                       help="launch a --backend that does not fit the profile's checkpoint")
+                       help="launch a --backend that does not fit the profile's checkpoint "
+                       "or whose kernels do not run on the host's GPUs")
         c.add_argument("--timeout", type=float, default=server_control.DEFAULT_TIMEOUT_S,
                        help="seconds to wait for ready (default 1800)")
         c.add_argument("--grace", type=float, default=server_control.DEFAULT_GRACE_S,
@@ -79,9 +80,14 @@ def register(sub: Any) -> None:
 
 # -- start / restart -------------------------------------------------------------------------
 
-def _print_plan(host: str, launch: Launch, restart: bool) -> None:
+def _print_plan(host: str, launch: Launch, restart: bool, running: str | None = None) -> None:
+    """``running``: the backend of the server this restart replaces (what runs, not what the
+    profile says), the "from" of ``backend X -> Y``."""
     change = launch.changes.get("moe_runner_backend")
-    backend = (f"{change['from']} -> {change['to']}" if change else launch.backend)
+    if running is not None:
+        backend = launch.backend if running == launch.backend else f"{running} -> {launch.backend}"
+    else:
+        backend = (f"{change['from']} -> {change['to']}" if change else launch.backend)
     print(safe_text(f"{'restart' if restart else 'start'} {host}: profile "
                     f"{launch.profile_name}, backend {backend}, checkpoint {launch.checkpoint}, "
                     f"port {launch.port}"))
@@ -91,14 +97,12 @@ def _print_plan(host: str, launch: Launch, restart: bool) -> None:
 
 def check_backend(config: Any, profile: str | None, backend: str | None, force: bool) -> str | None:
     """Refuse (exit 2) a ``--backend`` that cannot run the profile's checkpoint, before any
-    connection; with ``force`` the reason comes back as a warning instead."""
+    connection (the GPUs are checked once connected); with ``force`` the reason comes back
+    as a warning instead."""
     if not backend:
         return None
     _, prof = config.profile(profile)
-    why = backend_misfit(prof, backend)
-    if why is None or force:
-        return why
-    raise UserError(f"{why} (--force launches it anyway)", EXIT_CONFIG)
+    return refuse_backend(prof, backend, None, force=force)
 
 
 def _dry_run(args: Any) -> int:
@@ -209,15 +213,23 @@ def _start(args: Any) -> int:
         print(f"warning: {safe_text(misfit)} (--force)", file=sys.stderr)
 
     async def go(store: RunStore) -> server_control.StartResult:
-        from dsv4tui.core.server import sglang_version
+        from dsv4tui.core.server import host_facts, sglang_version
 
         async with open_host(args.host, settings) as host:
             _, prof = host.config.profile(args.profile)
+            # the GPUs: a backend whose kernels do not run there is refused before the
+            # running server is stopped (the checkpoint was checked before connecting)
+            gpu = refuse_backend(prof, args.backend, await host_facts.capability(host),
+                                 force=args.force)
+            if gpu and gpu != misfit and not args.json:
+                print(f"warning: {safe_text(gpu)} (--force)", file=sys.stderr)
             found = await sglang_version.probe(host, prof)
             _, launch = server_control.plan(host.config, args.profile, args.backend,
                                             sglang_version=found.version)
+            running = server_control.running_backend(
+                await server_control.status(host, args.profile)) if args.restart else None
             if not args.json:
-                _print_plan(args.host, launch, args.restart)
+                _print_plan(args.host, launch, args.restart, running)
                 print(safe_text(f"  {found.text()}; flags checked against SGLang "
                                 f"{launch.choices_version}'s choices"))
             return await server_control.start(

@@ -28,10 +28,14 @@ def _profile_line(prof: ProfileChoice) -> str:
     return f"profile [b]{esc(prof.name)}[/b] · checkpoint [b]{esc(prof.checkpoint)}[/b]"
 
 
-def backend_picker(prof: ProfileChoice, choices: list[Choice]) -> PickerScreen:
+def backend_picker(prof: ProfileChoice, choices: list[Choice],
+                   capability: str | None = None) -> PickerScreen:
+    arch = sglang_choices.sm_name(capability)
     intro = (f"{_profile_line(prof)}"
-             f"{' · ' + esc(prof.quantization) if prof.quantization else ''}\n"
-             "only the backends that fit this checkpoint are listed")
+             f"{' · ' + esc(prof.quantization) if prof.quantization else ''}"
+             f" · GPUs {esc(arch or 'unknown')}\n"
+             "only the backends that fit this checkpoint are listed; ✗: its kernels do not "
+             "run on these GPUs")
     return PickerScreen("MoE backend", intro, choices)
 
 

@@ -329,6 +329,7 @@ class CompareScreen(DsvScreen):
         with Vertical(id="cmp-table-box", classes="panel") as box:
             box.border_title = "per level, % change against the baseline"
             yield DataTable(id="cmp-table", zebra_stripes=True, cursor_type="row")
+            yield Static("", id="cmp-notes", markup=True)  # what differs: wrapped, never cut
 
     def refresh_body(self, parts: frozenset[str]) -> None:
         if COMPARE in parts:
@@ -360,14 +361,14 @@ class CompareScreen(DsvScreen):
         base = cmp.baseline_run
         box = self.query_one("#cmp-table-box")
         box.border_title = (f"per level · % change against "
-                            f"{esc(f'#{base.id} {base.label}') if base else 'the first run'}"
-                            " · m metric · B baseline · e export · R report")
+                            f"{esc(f'#{base.id} {base.label}') if base else 'the first run'}")
+        box.border_subtitle = "m metric · B baseline · e export · R report"
         diffs = cmp.differences()
         notes = [f"[$warning]workloads differ: {esc('; '.join(diffs))}[/]"] if diffs else []
         servers = cmp.server_args_differences(limit=4)
         if servers:  # the SGLang version, GPUs, driver, server args that differ
             notes.append(f"servers differ: {esc('; '.join(servers))}")
-        box.border_subtitle = " · ".join(notes)
+        update_static(self.query_one("#cmp-notes", Static), "\n".join(notes))
 
     def action_next_metric(self) -> None:
         self.metric = (self.metric + 1) % len(METRICS)

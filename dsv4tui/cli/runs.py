@@ -54,7 +54,8 @@ def register(sub: Any) -> None:
     q.add_argument("--out", "-o", metavar="FILE", help="where to write it (default: the data "
                    "dir's reports folder)")
     q.add_argument("--format", choices=("html", "md"), default=None,
-                   help="html (default; .md in --out means md) or md")
+                   help="html or md (default: --out's suffix, .html or .md; "
+                   "else html); a suffix of another format is refused")
     q.add_argument("--theme", choices=("light", "dark"), default="light")
     q.add_argument("--json", action="store_true", help="print what was written as JSON")
     q.set_defaults(func=run_report)
@@ -295,7 +296,8 @@ def run_compare(args: Any) -> int:
 
 
 def report_paths(out: str | None, fmt: str | None, stem: str) -> tuple[Any, str]:
-    """The report's file and format: ``--out`` (its suffix picks md) or the reports folder."""
+    """The report's file and format: ``--out`` (its suffix picks the format; another suffix is
+    refused) or the reports folder."""
     from pathlib import Path
 
     from dsv4tui.core.campaign import report

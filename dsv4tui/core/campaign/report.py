@@ -35,7 +35,7 @@ from dsv4tui import __version__
 from dsv4tui.core import paths
 from dsv4tui.core.campaign import charts as ch
 from dsv4tui.core.campaign.columns import change_title, fmt_change
-from dsv4tui.core.campaign.compare import Comparison, compare_runs
+from dsv4tui.core.campaign.compare import Comparison, compare_runs, sim_name
 from dsv4tui.core.campaign.export import md_cell
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
@@ -306,7 +306,8 @@ def compare_cells(report: Report) -> list[tuple[Any, list[tuple[str, str | None,
     for row in report.comparison.rows():
         if row.run.id not in measured:
             continue
-        name = row.name + (" (baseline)" if row.is_baseline else "")
+        name = sim_name(row.name, row.run.simulated) + (" (baseline)" if row.is_baseline
+                                                         else "")
         load = row.load if row.rate is not None else str(row.concurrency)  # "5 req/s"
         cells: list[tuple[str, str | None, Any]] = [(load, "concurrency", row.concurrency),
                                                     (safe_text(name), None, None)]

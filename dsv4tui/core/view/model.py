@@ -65,6 +65,7 @@ class ServerInfo:
     pid: int | None = None
     nodes: list[dict[str, Any]] | None = None  # a host made of nodes: node, rank, state, pid
     node_error: str | None = None  # the last error of any node ("h200b: NCCL error ...")
+    simulated: bool = False  # the server says it is the built-in simulator (reports_simulated)
 
     def uptime_s(self, now: float | None = None) -> float | None:
         if self.started_at is None or self.state not in ("ready", "starting"):
@@ -376,7 +377,15 @@ class UiModel:
 
     @property
     def simulated(self) -> bool:
+        """The demo host (its built-in profiles, its simulated GPUs; it cleans up after
+        itself)."""
         return self.conn.simulated
+
+    @property
+    def shows_simulated(self) -> bool:
+        """The numbers on screen come from the simulator: the demo host, or any host whose
+        server reports it is the simulator (``connect local`` to a profile that runs it)."""
+        return self.conn.simulated or self.server.simulated
 
     def profile(self, name: str | None = None) -> ProfileChoice | None:
         key = name or self.active_profile
@@ -427,11 +436,31 @@ _NEXT_PHASE = {"load_weights": "kv_cache", "kv_cache": "cuda_graph", "cuda_graph
                "http_up": "ready"}
 
 
+def reports_simulated(ev: dict[str, Any]) -> bool | None:
+    """Whether the server of a ``status`` event is the built-in simulator, from what the host
+    reported: its ``/server_info`` (the simulator says ``simulated``), else the command line
+    the agent launched (``python -m dsv4tui.sim...``: before the server answers); None when
+    the event says neither."""
+    info = ev.get("server_info")
+    if isinstance(info, dict):
+        return bool(info.get("simulated"))
+    argv = ev.get("argv")
+    if isinstance(argv, list) and argv:
+        return any(a == "-m" and i + 1 < len(argv) and str(argv[i + 1]).startswith("dsv4tui.sim")
+                   for i, a in enumerate(argv))
+    return None
+
+
 def apply_status(model: UiModel, ev: dict[str, Any]) -> None:
     """An agent ``server status`` (or the final ``status`` of a start) event."""
     srv = model.server
     state = str(ev.get("state") or "unknown")
     srv.state = state
+    sim = reports_simulated(ev)
+    if sim is not None:
+        srv.simulated = sim
+    elif state == "stopped":
+        srv.simulated = False
     srv.phase = ev.get("phase")
     srv.pid = ev.get("pid")
     srv.log_path = ev.get("log") or srv.log_path

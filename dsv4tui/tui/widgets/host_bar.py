@@ -87,7 +87,7 @@ class HostBar(Static):
         if srv.node_error:  # an error on any node of a host made of nodes
             parts.append(f"[$error b]error on {escape(srv.node_error)}[/]")
         text = " │ ".join(parts)
-        if m.simulated:
+        if m.shows_simulated:
             text += "  " + sim_badge()
         # a layout pass only when the bar may wrap differently (not for every uptime tick)
         last = getattr(self, "_dsv_text", None)

@@ -142,12 +142,13 @@ class StartupView:
     weights_pct: float | None = None
     message: str | None = None
     error_lines: list[str] = field(default_factory=list)
+    startup_s: float | None = None  # the host's figure at ready (core.server.startup.STARTUP)
 
     def reset(self, profile: str | None, backend: str | None, checkpoint: str | None,
               now: float) -> None:
         self.status, self.profile, self.backend, self.checkpoint = "stopping", profile, backend, checkpoint
         self.started, self.ended, self.current, self.weights_pct = now, None, None, None
-        self.message, self.error_lines = None, []
+        self.message, self.error_lines, self.startup_s = None, [], None
         self.phases = {p: PhaseView(p) for p in PHASES}
 
     def enter(self, phase: str, now: float, detail: str | None = None) -> None:
@@ -168,9 +169,18 @@ class StartupView:
             view.ended = now
 
     def total(self, now: float) -> float | None:
+        """The console's clock since the restart began (the old server's stop included)."""
         if self.started is None:
             return None
         return max(0.0, (self.ended if self.ended is not None else now) - self.started)
+
+    def other_s(self, now: float) -> float | None:
+        """The startup less its phases (python's start, imports, the gaps between phases):
+        the row that makes the phases add up to the startup."""
+        if self.startup_s is None:
+            return None
+        spent = [ph.elapsed(now) for ph in self.phases.values()]
+        return max(0.0, self.startup_s - sum(x for x in spent if x is not None))
 
     @property
     def active(self) -> bool:
@@ -232,6 +242,7 @@ class LevelRow:
     tpots: list[float] = field(default_factory=list, repr=False)
     tokens: int = 0
     started: float | None = None
+    ended: float | None = None  # its ``level`` event came (the console's monotonic clock)
 
     @property
     def progress(self) -> str:
@@ -280,6 +291,43 @@ class SweepView:
     def best_tok_s(self) -> float | None:
         vals = [lv.out_tok_s for lv in self.levels if lv.out_tok_s is not None]
         return max(vals) if vals else None
+
+    def elapsed(self, now: float) -> float | None:
+        if self.started is None:
+            return None
+        return max(0.0, (self.ended if self.ended is not None else now) - self.started)
+
+    def eta(self, now: float) -> float | None:
+        """Seconds left, by time and not by requests (a C=1 level's requests take far longer
+        each than a C=64 level's): the level in progress at the pace its requests finish;
+        each closed-loop level after it as n / C rounds of the last measured request time
+        (a level's time x C / n); a rate level n / rate. None until there is a pace."""
+        if not self.running:
+            return None
+        first_rate = len(self.levels) - len(self.rates)
+        left = 0.0
+        per_request: float | None = None  # one request's time at the last measured level
+        for i, lv in enumerate(self.levels):
+            c = max(1, lv.concurrency)
+            finished = lv.completed + lv.errors
+            if lv.status in ("done", "partial", "stopped"):
+                if lv.started is not None and lv.ended is not None and finished:
+                    per_request = (lv.ended - lv.started) * min(c, finished) / finished
+                continue
+            if lv.status == "running" and lv.started is not None:
+                if finished == 0:
+                    return None
+                spent = max(now - lv.started, 1e-6)
+                left += max(0, lv.requests - finished) * spent / finished
+                per_request = spent * min(c, finished) / finished
+            elif i >= first_rate:
+                rate = self.rates[i - first_rate][0]
+                left += lv.requests / rate if rate > 0 else 0.0
+            elif per_request is None:
+                return None
+            else:
+                left += -(-lv.requests // c) * per_request  # rounds of C requests
+        return left
 
 
 @dataclass(frozen=True)
@@ -533,6 +581,7 @@ def apply_step(su: StartupView, step: Any, now: float) -> None:
         su.enter("ready", now)
         su.status = "ready"
         su.ended = now
+        su.startup_s = getattr(step, "elapsed_s", None)  # the host's launch -> ready
 
 
 def apply_log_event(model: UiModel, ev: dict[str, Any], now: float) -> str | None:
@@ -634,6 +683,7 @@ def apply_sweep_event(sw: SweepView, ev: dict[str, Any], live: dict[int, LiveLev
         lv = sw.levels[idx]
         fill_level(lv, ev)
         lv.status = "partial" if ev.get("partial") else "done"
+        lv.ended = now
         live.pop(idx, None)
         if idx + 1 < len(sw.levels) and sw.levels[idx + 1].status == "pending" \
                 and sw.status == "running" and not ev.get("partial"):

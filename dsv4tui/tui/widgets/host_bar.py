@@ -58,8 +58,8 @@ class HostBar(Static):
         phase = ""
         if state == "starting" and srv.phase:
             phase = f" · {escape(PHASE_LABELS.get(srv.phase, srv.phase))}"
-        uptime = srv.uptime_s(now) if state == "ready" else None
-        up = f" {fmt_duration(uptime)}" if uptime is not None else ""
+        uptime = srv.uptime_s(now) if state == "ready" else None  # since launch, not startup
+        up = f" · up {fmt_duration(uptime)}" if uptime is not None else ""
         compact = 0 < self.size.width < 100
         parts.append(f"{'' if compact else 'server '}"
                      f"[{_SERVER_STYLE.get(state, '$foreground')}]{escape(state)}[/]{phase}{up}")

@@ -194,7 +194,8 @@ def test_a_crash_after_ready_is_the_headline_and_exit_1(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (f"{path}: CRASHED after ready (line {line}, 230.00 s after ready): "
                       "traceback: ValueError: Failed to allocate token prealloc indices")
-    assert out[1] == "  it had become ready: startup 98.00 s"
+    assert out[1] == ("  it had become ready: startup 98.00 s (log timestamps: first line -> "
+                      "ready)")
     assert cli.main(["parse-log", str(path), "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["state"] == "crashed" and data["ready"] is True

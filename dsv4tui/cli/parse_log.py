@@ -42,6 +42,11 @@ def _fmt(x: float | None, unit: str = " s") -> str:
     return "?" if x is None else f"{x:.2f}{unit}"
 
 
+# A log alone does not say when its server was launched: its startup is the log's own span
+# (a launch's startup, launch -> ready on the host's clock, is longer by python's start).
+LOG_STARTUP = "(log timestamps: first line -> ready)"
+
+
 def headline(path: Path, s: dict[str, Any]) -> list[str]:
     """What the log says happened, first: a crash after ready is the news, not "ready"."""
     crash = s.get("crash")
@@ -50,12 +55,12 @@ def headline(path: Path, s: dict[str, Any]) -> list[str]:
                 if crash.get("after_ready_s") is not None else "")
         return [f"{path}: CRASHED after ready (line {crash['line']}{when}): "
                 f"{crash['kind']}: {crash['text'][:200]}",
-                f"  it had become ready: startup {_fmt(s['startup_s'])}"]
+                f"  it had become ready: startup {_fmt(s['startup_s'])} {LOG_STARTUP}"]
     if s["state"] == "failed":
         return [f"{path}: FAILED before ready (last phase: {s['phase']})"]
     if s["ready"]:
         stopped = ", then stopped (SIGTERM)" if s["state"] == "stopped" else ""
-        return [f"{path}: ready, startup {_fmt(s['startup_s'])}{stopped}"]
+        return [f"{path}: ready, startup {_fmt(s['startup_s'])} {LOG_STARTUP}{stopped}"]
     return [f"{path}: not ready (last phase: {s['phase']})"]
 
 

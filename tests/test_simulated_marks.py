@@ -82,6 +82,12 @@ def test_runs_compare_marks_the_simulated_run_in_every_format(
     assert data["simulated"] is True
     assert {(r["run_id"], r["simulated"]) for r in data["rows"]} == {(real, False), (sim, True)}
 
+    assert main(["runs", "export", str(sim), "--format", "md"]) == 0  # one run's Markdown
+    assert capsys.readouterr().out.startswith(
+        f"## Run {sim}: demo\\_triton (SIMULATED: the built-in simulator, not a real server)")
+    assert main(["runs", "export", str(real), "--format", "md"]) == 0
+    assert "SIMULATED" not in capsys.readouterr().out
+
     with RunStore() as store:  # only real runs: no mark anywhere
         other = seed(store, "real_marlin", 35.0, False)
     assert main(["runs", "compare", str(real), str(other)]) == 0

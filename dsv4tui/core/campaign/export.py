@@ -25,7 +25,7 @@ from dsv4tui.core.campaign.columns import (
     change_title,
     fmt_change,
 )
-from dsv4tui.core.campaign.compare import CHANGE_KEYS, Comparison, sim_name
+from dsv4tui.core.campaign.compare import CHANGE_KEYS, SIMULATED, Comparison, sim_name
 from dsv4tui.core.campaign.labels import safe_text
 
 if TYPE_CHECKING:
@@ -166,7 +166,9 @@ def run_markdown(detail: Mapping[str, Any]) -> str:
     run = detail["run"]
     cols = (*LEVEL_COLUMNS, *DETAIL_COLUMNS)
     head = ["C", "n", "ok", "err", *(c.header for c in cols), "tokens"]
-    lines = [f"## Run {run['id']}: {md_cell(run['label'])}", "",
+    sim = (f" ({SIMULATED}: the built-in simulator, not a real server)"
+           if run.get("simulated") else "")
+    lines = [f"## Run {run['id']}: {md_cell(run['label'])}{sim}", "",
              f"target {md_cell(run['url'] or run['host'])}, model {md_cell(run['model'] or '-')}, "
              f"backend {md_cell(run['backend'] or '-')}, checkpoint "
              f"{md_cell(run['checkpoint'] or '-')}, status {md_cell(run['status'])}", "",

@@ -966,9 +966,7 @@ class Sweep:
         failed = [lv for lv in self.levels if lv["status"] == "failed"]
         partial = [lv for lv in self.levels if lv["status"] == "partial"]
         if self.cancelled:
-            self.status = "cancelled"
-            self.reason = "cancelled after %d of %d levels" % (
-                sum(1 for lv in self.levels if lv["status"] == "done"), planned)
+            self.status, self.reason = "cancelled", self._cancel_reason(planned)
         elif failed:
             self.status, self.reason = "failed", failed[0]["reason"]
         elif partial:
@@ -982,6 +980,19 @@ class Sweep:
             self.reason = "only %d of %d levels ran" % (self.levels_done, planned)
         else:
             self.status, self.reason = "done", None
+
+    def _cancel_reason(self, planned: int) -> str:
+        """What a cancelled sweep measured: the level it stopped in (or after), every request
+        that finished, the levels complete."""
+        measured = sum(int(lv.get("completed") or 0) + int(lv.get("errors") or 0)
+                       for lv in self.levels)
+        done = sum(1 for lv in self.levels if lv["status"] == "done")
+        last = self.levels[-1] if self.levels else None
+        where = ("during level %s" % last.get("name") if last is not None and last.get("partial")
+                 else "after level %s" % last.get("name") if last is not None
+                 else "before the first level")
+        return "cancelled %s: %s request%s measured, %d of %d levels complete" % (
+            where, "{:,}".format(measured), "" if measured == 1 else "s", done, planned)
 
     def summary(self) -> Dict[str, Any]:
         """The ``sweep`` event's fields."""

@@ -22,6 +22,7 @@ from dsv4tui.core.campaign.ingest import Collected
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
+from dsv4tui.core.server.startup import startup_text
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.store import campaigns as cstore
 from dsv4tui.core.text_table import table
@@ -112,7 +113,7 @@ class Printer:
                  else f"    {inner.get('name')}")
         elif kind == "launch_end":
             if ev.get("ok"):
-                _say(f"    ready: startup {ev.get('startup_s') or 0:.1f} s, pid {ev.get('pid')}")
+                _say(f"    ready: {startup_text(ev.get('startup_s'))}, pid {ev.get('pid')}")
             else:
                 _say(f"    FAILED to start: {ev.get('error')}")
                 self.shown = (ev.get("last_errors") or [])[-5:]

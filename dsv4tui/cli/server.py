@@ -18,6 +18,7 @@ from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from dsv4tui.core.server import control as server_control
 from dsv4tui.core.server.backends import refuse_backend
 from dsv4tui.core.server.launch import Launch
+from dsv4tui.core.server.startup import OTHER, STARTUP, startup_text
 
 
 def register(sub: Any) -> None:
@@ -258,14 +259,16 @@ def _start(args: Any) -> int:
     if args.json:
         print_json({"ok": True, **result.to_json()})
     elif result.nodes is not None and result.ready:
-        print(f"ready: startup {result.startup_s:.1f} s (launch -> every node ready), "
+        print(f"ready: {startup_text(result.startup_s)} (launch -> every node ready), "
               f"port {result.launch.port} on node {result.nodes[0]['node']}")
         for n in result.nodes:
             print(safe_text(f"  node {n['node']} (rank {n['rank']}): pid {n.get('pid')}, ready "
                             f"after {n.get('startup_s') or 0:.1f} s"))
         print("  a watcher stops every node if one of them fails")
     elif result.ready:
-        print(f"ready: startup {result.startup_s:.1f} s (launch -> ready), pid {result.pid}, "
+        if result.other_s is not None:  # the phases add up to the startup with it
+            print(f"  {'other':<13}{result.other_s:8.2f} s   ({OTHER})")
+        print(f"ready: {startup_text(result.startup_s)} ({STARTUP}), pid {result.pid}, "
               f"port {result.launch.port}")
     else:
         print(f"launched pid {result.pid} (not waiting for ready)")
@@ -348,7 +351,7 @@ def status_text(host: str, ev: dict[str, Any]) -> str:
         what = (f", profile {profile.get('name')} ({profile.get('moe_runner_backend') or 'auto'}, "
                 f"{profile.get('checkpoint') or profile.get('quantization') or 'default'})")
     if state == "ready":
-        startup = f", startup {ev['startup_s']:.1f} s" if ev.get("startup_s") else ""
+        startup = f", {startup_text(ev['startup_s'])}" if ev.get("startup_s") else ""
         return (f"{host}: ready - pid {ev.get('pid')}, port {ev.get('port')}, up "
                 f"{_duration(ev.get('uptime_s'))}{startup}{what}")
     if state in ("starting", "stopping"):

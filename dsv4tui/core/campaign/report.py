@@ -35,7 +35,7 @@ from dsv4tui import __version__
 from dsv4tui.core import paths
 from dsv4tui.core.campaign import charts as ch
 from dsv4tui.core.campaign.columns import change_title, fmt_change
-from dsv4tui.core.campaign.compare import Comparison, compare_runs
+from dsv4tui.core.campaign.compare import Comparison, compare_runs, sim_name
 from dsv4tui.core.campaign.export import md_cell
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
@@ -306,7 +306,8 @@ def compare_cells(report: Report) -> list[tuple[Any, list[tuple[str, str | None,
     for row in report.comparison.rows():
         if row.run.id not in measured:
             continue
-        name = row.name + (" (baseline)" if row.is_baseline else "")
+        name = sim_name(row.name, row.run.simulated) + (" (baseline)" if row.is_baseline
+                                                         else "")
         load = row.load if row.rate is not None else str(row.concurrency)  # "5 req/s"
         cells: list[tuple[str, str | None, Any]] = [(load, "concurrency", row.concurrency),
                                                     (safe_text(name), None, None)]
@@ -688,12 +689,28 @@ def runs_stem(ids: Sequence[int]) -> str:
     return f"runs-{shown}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+
 def format_of(path: Path | None, fmt: str | None) -> str:
-    if fmt:
-        if fmt not in FORMATS:
-            raise UserError(f"unknown report format {fmt!r} (html or md)", EXIT_CONFIG)
-        return fmt
-    return "md" if path is not None and path.suffix.lower() in (".md", ".markdown") else "html"
+    """The report's format: ``fmt`` when given, else the file's suffix (.html/.htm, .md/
+    .markdown; no suffix: html). A suffix that names another format (``r.pdf``), or one that
+    disagrees with ``fmt`` (``--format md`` into ``r.html``), is refused: the file would hold
+    something its name does not say."""
+    if fmt and fmt not in FORMATS:
+        raise UserError(f"unknown report format {fmt!r} (html or md)", EXIT_CONFIG)
+    suffix = path.suffix.lower() if path is not None else ""
+    if not suffix:
+        return fmt or "html"
+    named = SUFFIXES.get(suffix)
+    where = safe_text(str(path))
+    if named is None:
+        raise UserError(f"--out {where}: a report is HTML (.html) or Markdown (.md), not "
+                        f"{suffix}", EXIT_CONFIG)
+    if fmt and fmt != named:
+        raise UserError(f"--out {where} names {named}, --format says {fmt}: use a .{fmt} "
+                        "file or drop --format", EXIT_CONFIG)
+    return named
 
 
 def write(report: Report, path: Path, fmt: str = "html", theme: str = "light") -> list[Path]:
@@ -718,7 +735,7 @@ def write(report: Report, path: Path, fmt: str = "html", theme: str = "light") -
                         EXIT_CONFIG) from None
 
 
-__all__ = ["FORMATS", "Difference", "Report", "RunFacts", "argv_differences", "argv_options",
-           "build", "build_campaign", "chart_file", "compare_cells", "compare_header",
+__all__ = ["FORMATS", "SUFFIXES", "Difference", "Report", "RunFacts", "argv_differences",
+           "argv_options", "build", "build_campaign", "chart_file", "compare_cells", "compare_header",
            "default_path", "format_of", "reports_dir", "run_facts", "runs_stem",
            "server_arg_differences", "to_html", "to_markdown", "write"]

@@ -103,7 +103,7 @@ class ServerPanel(Vertical):
         """What the numbers are (for the side panel's bottom border)."""
         win, now = self.model.server_metrics, self.model.mono()
         if win.latest(now) is not None:
-            sim = "simulated " if self.model.simulated else ""
+            sim = "simulated " if self.model.shows_simulated else ""
             return f"{sim}/metrics · {win.window_s:.0f} s · ≈ buckets"
         if win.last_error:
             return f"/metrics: {win.last_error}"[:60]

@@ -73,7 +73,7 @@ class ThroughputPanel(Vertical):
             text = (f"{self.prefix}gen [b]{fmt_num(latest.gen_tok_s, 1)}[/b] tok/s  "
                     f"running [b]{latest.running if latest.running is not None else 'n/a'}[/b]  "
                     f"queue [b]{latest.queue if latest.queue is not None else 'n/a'}[/b]{usage}")
-        if self.model.simulated and not self.prefix:
+        if self.model.shows_simulated and not self.prefix:
             text += "  " + sim_badge()
         # inline, the numbers are as wide as their text: a longer text needs a new layout
         # (else "gen — (last 24.2 tok/s, 1m ago)" is cut to the width of "gen 26.5 tok/s")

@@ -476,7 +476,7 @@ async def sanity_cases(args: Any, cases: List[Dict[str, Any]]) -> int:
                               case["temperature"])
             raw = await client.request(target.endpoint.path(chat_path(endpoint)), body,
                                        args.timeout, min(args.timeout, 60.0))
-            res = parse_stream(raw)
+            res = parse_stream(raw, case["max_tokens"])
             passed = res.ok and re.search(case["expect"], res.answer) is not None
             failed += not passed
             protocol.emit("sanity_case", index=i, name=case["name"], prompt=case["prompt"],
@@ -677,6 +677,7 @@ class Sweep:
         datas = [client.request_bytes(path, b) if hasattr(client, "request_bytes") else None
                  for b in bodies]
         planned = [tokens if plan["ignore_eos"] else None for _, tokens in specs]
+        asked = [tokens for _, tokens in specs]
         timeout, stall = plan["request_timeout_s"], plan["stall_timeout_s"]
         w = self._workers_for(shape)
         streams = _streams(shape)
@@ -692,7 +693,8 @@ class Sweep:
         if not await self._unless_cancelled(warm):
             return
         warm_raws: List[RawResponse] = warm.result()
-        warmups = [_warmup_record(i, parse_stream(r)) for i, r in enumerate(warm_raws)]
+        warmups = [_warmup_record(i, parse_stream(r, specs[n + i][1]))
+                   for i, r in enumerate(warm_raws)]
         problem = await self._warmup_problem(client, target, warm_raws, name, stall)
         if problem is not None:
             self._open(li, shape, check, busy, warmups)
@@ -742,7 +744,8 @@ class Sweep:
                 flow = Flow(n, active=min(c, n) if schedule is None else 0)
                 load = LevelLoad(client, path, bodies, datas, timeout, stall, flow, deliver,
                                  level=li, c=c, planned=planned, senders=min(c, n),
-                                 schedule=schedule, indices=range(n), cap=shape["cap"])
+                                 schedule=schedule, indices=range(n), cap=shape["cap"],
+                                 asked=asked)
                 await load.run(stop)
                 halt = flow.halt_code
                 self.current["perf0"] = load.t0  # type: ignore[index]
@@ -752,7 +755,7 @@ class Sweep:
                     api_key=target.api_key, connect_timeout=self.args.connect_timeout,
                     path=path, bodies=bodies, datas=datas, timeout=timeout, stall=stall,
                     level=li, c=c, planned=planned, n=n, streams=streams, schedule=schedule,
-                    cap=shape["cap"])
+                    cap=shape["cap"], asked=asked)
                 try:
                     out = await workers.run_spread(work, w, deliver, stop)
                 except OSError as exc:  # no fork, no shared memory: say so, run in-process
@@ -763,7 +766,7 @@ class Sweep:
                     load = LevelLoad(client, path, bodies, datas, timeout, stall, flow,
                                      deliver, level=li, c=c, planned=planned,
                                      senders=min(c, n), schedule=schedule, indices=range(n),
-                                     cap=shape["cap"])
+                                     cap=shape["cap"], asked=asked)
                     await load.run(stop)
                     halt = flow.halt_code
                     self.current["workers"] = 1  # type: ignore[index]

@@ -22,6 +22,27 @@ if TYPE_CHECKING:
     from dsv4tui.core.store.runstore import RunStore
 
 
+def load_text(concurrency: int | None, load: Mapping[str, Any] | None,
+              why: bool = False) -> str | None:
+    """How a capture's load is named wherever it is shown (CLI, Kernels screen, listing):
+    ``C=16, bs 15.9 measured``; a measured batch far from C (``batch_far``, decided by the
+    agent) says so: ``C=16, bs 1 measured: FAR from C=16`` (``why``: and the agent's reason).
+    None without a concurrency; a capture from before the batch was recorded: ``C=16``."""
+    load = load or {}
+    c = concurrency if concurrency is not None else load.get("concurrency")
+    if c is None:
+        return None
+    text = f"C={c}"
+    bs = load.get("measured_bs")
+    if isinstance(bs, (int, float)) and not isinstance(bs, bool):
+        text += f", bs {bs:g} measured"
+        if load.get("batch_far"):
+            text += f": FAR from C={c}"
+            if why and load.get("batch_note"):
+                text += f" ({load['batch_note']})"
+    return text
+
+
 @dataclass
 class KernelCapture:
     id: int
@@ -53,15 +74,21 @@ class KernelCapture:
 
     @property
     def launch_text(self) -> str:
-        """``launch 7, pid 4242, C=16`` (what it measured), or "-"."""
+        """``launch 7, pid 4242, C=16, bs 15.9 measured`` (what it measured), or "-"."""
         bits = []
         if self.launch_id is not None:
             bits.append(f"launch {self.launch_id}")
         if self.server_pid is not None:
             bits.append(f"pid {self.server_pid}")
-        if self.concurrency is not None:
-            bits.append(f"C={self.concurrency}")
+        load = load_text(self.concurrency, self.load or _part(self.summary, "load"))
+        if load is not None:
+            bits.append(load)
         return ", ".join(bits) or "-"
+
+    @property
+    def batch_far(self) -> bool:
+        """The batch it measured is far from the load it names (flagged by the agent)."""
+        return bool((self.load or _part(self.summary, "load")).get("batch_far"))
 
     def to_dict(self, with_summary: bool = True) -> dict[str, Any]:
         d = asdict(self)

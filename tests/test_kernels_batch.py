@@ -14,6 +14,7 @@ from plugins.sim import AgentEnv, SimProcess, event, start_sim, subprocess_env
 
 from dsv4tui.agent import kernels as agent_kernels
 from dsv4tui.cli import kernels as cmd
+from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.store import kernels as kernel_store
 from dsv4tui.main import main
@@ -110,5 +111,5 @@ def test_measured_batch_rules() -> None:
     late = dict(ramp, running=3.0, reached=False, waited_s=60.0)
     out = agent_kernels.measured_batch({}, 16, late)
     assert out["batch_far"] and "within 60 s" in out["batch_note"]
-    assert kernel_store.load_text(16, {"concurrency": 16}) == "C=16"
-    assert kernel_store.load_text(None, {}) is None
+    assert load_text(16, {"concurrency": 16}) == "C=16"
+    assert load_text(None, {}) is None

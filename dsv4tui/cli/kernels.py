@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dsv4tui.cli.output import print_json
+from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.campaign.kernels import (
     ServerContext,
     agent_args,
@@ -29,7 +30,6 @@ from dsv4tui.core.campaign.kernels import (
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
-from dsv4tui.core.store.kernels import load_text
 from dsv4tui.core.text_table import table
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.errors import AgentFailed, UserError
 
 if TYPE_CHECKING:
@@ -197,8 +198,6 @@ class Taken:
         link = (f"with run {self.run_id}" if self.run_id is not None else
                 "not linked to a run (no run on this launch ran in the last "
                 f"{LINK_WINDOW_S / 60:.0f} min)")
-        from dsv4tui.core.store.kernels import load_text
-
         load = load_text(self.concurrency, self.load, why=True) or f"C={self.concurrency}"
         return f"stored capture #{self.capture_id} of {what} at {load} ({launch}), {link}"
 

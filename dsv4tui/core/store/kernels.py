@@ -22,27 +22,6 @@ if TYPE_CHECKING:
     from dsv4tui.core.store.runstore import RunStore
 
 
-def load_text(concurrency: int | None, load: Mapping[str, Any] | None,
-              why: bool = False) -> str | None:
-    """How a capture's load is named wherever it is shown (CLI, Kernels screen, listing):
-    ``C=16, bs 15.9 measured``; a measured batch far from C (``batch_far``, decided by the
-    agent) says so: ``C=16, bs 1 measured: FAR from C=16`` (``why``: and the agent's reason).
-    None without a concurrency; a capture from before the batch was recorded: ``C=16``."""
-    load = load or {}
-    c = concurrency if concurrency is not None else load.get("concurrency")
-    if c is None:
-        return None
-    text = f"C={c}"
-    bs = load.get("measured_bs")
-    if isinstance(bs, (int, float)) and not isinstance(bs, bool):
-        text += f", bs {bs:g} measured"
-        if load.get("batch_far"):
-            text += f": FAR from C={c}"
-            if why and load.get("batch_note"):
-                text += f" ({load['batch_note']})"
-    return text
-
-
 @dataclass
 class KernelCapture:
     id: int
@@ -80,6 +59,8 @@ class KernelCapture:
             bits.append(f"launch {self.launch_id}")
         if self.server_pid is not None:
             bits.append(f"pid {self.server_pid}")
+        from dsv4tui.core.campaign.kernel_load import load_text
+
         load = load_text(self.concurrency, self.load or _part(self.summary, "load"))
         if load is not None:
             bits.append(load)

@@ -28,8 +28,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.campaign.labels import safe_text
-from dsv4tui.core.store.kernels import load_text
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import DsvScreen

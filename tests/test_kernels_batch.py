@@ -113,3 +113,35 @@ def test_measured_batch_rules() -> None:
     assert out["batch_far"] and "within 60 s" in out["batch_note"]
     assert load_text(16, {"concurrency": 16}) == "C=16"
     assert load_text(None, {}) is None
+
+
+def test_without_metrics_the_loads_own_streams_say_the_batch(agent_env: AgentEnv,
+                                                            tmp_path: Path) -> None:
+    """A server without /metrics (the torch stand-in, --fake): the ramp is read from the
+    load's own streams whose answer has begun, and that is the batch recorded."""
+    import subprocess
+    import sys
+
+    import httpx
+    from plugins.sim import free_port
+
+    standin = Path(__file__).parent / "data" / "traces" / "torch_standin.py"
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(standin), "--port", str(port), "--fake"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        got = _capture(agent_env, f"http://127.0.0.1:{port}", tmp_path / "t", "-c", "4",
+                       "--warmup", "0", "--steps", "3")
+    finally:
+        proc.kill()
+        proc.wait(5)
+    load = got["final"]["load"]
+    assert load["ramp"]["source"] == "streams" and load["ramp"]["reached"]
+    assert load["measured_bs"] == 4 and not load["batch_far"]

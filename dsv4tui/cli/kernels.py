@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dsv4tui.cli.output import print_json
+from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.campaign.kernels import (
     ServerContext,
     agent_args,
@@ -129,7 +130,9 @@ def header_lines(summary: Mapping[str, Any], title: str | None = None) -> list[s
     files = summary.get("files") or []
     lines.append(f"  {len(files)} trace file(s), {summary.get('ranks')} rank(s), device "
                  f"{summary.get('device') or '-'}"
-                 + (f", load C={load.get('concurrency')}" if load.get("concurrency") else ""))
+                 + (f", load {load_text(None, load)}" if load.get("concurrency") else ""))
+    if load.get("batch_far"):
+        lines.append(f"  WARNING: {load.get('batch_note')}")
     if dec.get("count"):
         text = f"  decode steps: {dec['count']} x {dec.get('mean_ms') or 0:.2f} ms on the GPU"
         if dec.get("interval_ms"):

@@ -53,15 +53,23 @@ class KernelCapture:
 
     @property
     def launch_text(self) -> str:
-        """``launch 7, pid 4242, C=16`` (what it measured), or "-"."""
+        """``launch 7, pid 4242, C=16, bs 15.9 measured`` (what it measured), or "-"."""
         bits = []
         if self.launch_id is not None:
             bits.append(f"launch {self.launch_id}")
         if self.server_pid is not None:
             bits.append(f"pid {self.server_pid}")
-        if self.concurrency is not None:
-            bits.append(f"C={self.concurrency}")
+        from dsv4tui.core.campaign.kernel_load import load_text
+
+        load = load_text(self.concurrency, self.load or _part(self.summary, "load"))
+        if load is not None:
+            bits.append(load)
         return ", ".join(bits) or "-"
+
+    @property
+    def batch_far(self) -> bool:
+        """The batch it measured is far from the load it names (flagged by the agent)."""
+        return bool((self.load or _part(self.summary, "load")).get("batch_far"))
 
     def to_dict(self, with_summary: bool = True) -> dict[str, Any]:
         d = asdict(self)

@@ -75,6 +75,14 @@ def sweep_plan(label: str, plan: Any, sanity_summary: str) -> SweepPlanScreen:
                                      plan.seed), gate)
 
 
+def big_plan_confirm(estimate: dict[str, Any]) -> ConfirmScreen:
+    """A sweep plan over the size one would mean (``core.campaign.sweep.plan_estimate``)."""
+    why = " and ".join(estimate.get("confirm") or [])
+    msg = (f"this plan is [b]{esc(why)}[/b]:\n{esc(str(estimate.get('text') or ''))}\n"
+           "(the CLI needs --yes for it)")
+    return ConfirmScreen("start this sweep?", msg, yes="Start anyway", danger=True)
+
+
 def adopt_confirm(lines: list[str], path: Path) -> ConfirmScreen:
     text = "\n".join(esc(line) for line in lines)
     msg = f"{text}\n\nwrite it to [b]{esc(str(path))}[/b]? Nothing is stopped."

@@ -28,6 +28,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
@@ -59,6 +60,7 @@ class CaptureItem:
     launch_id: int | None = None
     server_pid: int | None = None
     concurrency: int | None = None
+    load: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -70,7 +72,9 @@ class CaptureItem:
                    checkpoint=get("checkpoint"), label=get("label"),
                    created_at=float(get("created_at", 0.0) or 0.0),
                    simulated=bool(get("simulated", False)), launch_id=get("launch_id"),
-                   server_pid=get("server_pid"), concurrency=get("concurrency"))
+                   server_pid=get("server_pid"), concurrency=get("concurrency"),
+                   load=get("load") or (summary.get("load") if isinstance(summary, Mapping)
+                                        else None))
 
     @property
     def title(self) -> str:
@@ -117,11 +121,15 @@ def header_text(item: CaptureItem) -> str:
     measured = [f"launch {item.launch_id}" if item.launch_id is not None else "launch unknown"]
     if item.server_pid is not None:
         measured.append(f"server pid {item.server_pid}")
-    if item.concurrency is not None:
-        measured.append(f"load C={item.concurrency}")
+    load = load_text(item.concurrency, item.load)
+    if load is not None:
+        measured.append(f"load {load}")
     measured.append(f"run {item.run_id}" if item.run_id is not None else "no run")
-    return "\n".join((line1, line2, line3, "measured: " + escape(" · ".join(measured)),
-                      f"[dim]{escape(str(s.get('basis_note') or ''))}[/]"))
+    lines = [line1, line2, line3, "measured: " + escape(" · ".join(measured))]
+    if (item.load or {}).get("batch_far"):
+        lines.append(f"[b $warning]{escape(str((item.load or {}).get('batch_note')))}[/]")
+    lines.append(f"[dim]{escape(str(s.get('basis_note') or ''))}[/]")
+    return "\n".join(lines)
 
 
 class KernelsScreen(DsvScreen):

@@ -910,8 +910,9 @@ def _family_launch(f: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     us, cov, cov_us, occ, occ_us = f.pop("_launch", [0.0] * 5)
     if us <= 0:
         return None
+    # an occupancy the profiler estimated for under half the family's time stands for no one
     return {"sm_coverage": round(cov / cov_us, 4) if cov_us > 0 else None,
-            "occupancy_pct": round(occ / occ_us, 2) if occ_us > 0 else None,
+            "occupancy_pct": round(occ / occ_us, 2) if occ_us >= 0.5 * us else None,
             "measured_share": round(us / f["total_us"], 4) if f["total_us"] > 0 else None}
 
 

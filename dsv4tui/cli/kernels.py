@@ -26,6 +26,7 @@ from dsv4tui.core.campaign.kernels import (
     server_context,
     store_capture,
 )
+from dsv4tui.core.campaign.kernel_launch import family_cell, launch_cells, launch_lines
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
@@ -157,10 +158,10 @@ def family_table(summary: Mapping[str, Any]) -> str:
     rows = []
     for f in summary.get("families") or []:
         rows.append([f["label"], _pct(f.get("share")), _ms(f.get("total_us")), str(f["calls"]),
-                     _tc(f.get("tensor_cores")), f.get("tensor_basis") or "-",
+                     _tc(f.get("tensor_cores")), f.get("tensor_basis") or "-", family_cell(f),
                      (f.get("top_kernels") or ["-"])[0][:40]])
     return table(rows, ["family", "share", "GPU ms", "calls", "tensor cores", "decided by",
-                        "top kernel"])
+                        "launches", "top kernel"])
 
 
 def kernel_table(summary: Mapping[str, Any], top: int = 15) -> str:
@@ -168,8 +169,9 @@ def kernel_table(summary: Mapping[str, Any], top: int = 15) -> str:
     for k in (summary.get("kernels") or [])[:top]:
         rows.append([_pct(k.get("share")), k["family"], str(k["calls"]),
                      f"{k['mean_us']:.1f}", _ms(k.get("total_us")),
-                     _tc(k.get("tensor_core_by_name")), k["short_name"][:60]])
-    return table(rows, ["share", "family", "calls", "mean us", "GPU ms", "TC name", "kernel"])
+                     _tc(k.get("tensor_core_by_name")), *launch_cells(k), k["short_name"][:60]])
+    return table(rows, ["share", "family", "calls", "mean us", "GPU ms", "TC name", "blocks",
+                        "SMs", "occ", "kernel"])
 
 
 def print_summary(summary: Mapping[str, Any], title: str | None = None, top: int = 15) -> None:
@@ -181,6 +183,8 @@ def print_summary(summary: Mapping[str, Any], title: str | None = None, top: int
     rest = summary.get("kernels_rest") or {}
     if rest.get("count"):
         print(f"  ... {rest['count']} more kernels, {_pct(rest.get('share'))} together")
+    print()
+    print("\n".join(safe_text(line) for line in launch_lines(summary)))
 
 
 def compare_table(items: Sequence[Any]) -> str:
@@ -310,6 +314,9 @@ def _show(args: Any) -> int:
         print(f"  measured: {item.launch_text}")
     print()
     print(compare_table(items))
+    for item in items:
+        print()
+        print(f"#{item.id}: " + "\n  ".join(safe_text(x) for x in launch_lines(item.summary)))
     return 0
 
 

@@ -101,3 +101,17 @@ def launch_lines(summary: Mapping[str, Any], limit: int | None = None) -> list[s
     if len(texts) > len(shown):
         lines.append(f"... {len(texts) - len(shown)} more")
     return lines
+
+
+def run_kernel_lines(store: Any, run_id: int) -> list[str] | None:
+    """The launch note and findings of a run's newest kernel capture (the campaign report);
+    None when no capture is attached to the run."""
+    from dsv4tui.core.store import kernels as kernel_store
+
+    try:
+        items = kernel_store.captures(store, run_id=run_id, limit=1)
+    except Exception:  # an older store without the kernels table: nothing to say
+        return None
+    if not items:
+        return None
+    return [f"capture {items[0].title}", *launch_lines(items[0].summary)]

@@ -14,6 +14,11 @@ What counts (docs/kernels.md):
 * Shares are of the summed kernel durations (kernels on concurrent streams each count), over
   the decode steps when the trace marks any, else over all GPU time. Times are summed over
   every rank (file) parsed.
+* Launches: each kernel's ``grid``, ``block``, registers, shared memory and the profiler's
+  est. achieved occupancy, time-weighted over the same launches as its share; the share of
+  the GPU's SMs a launch covers (SMs from ``deviceProperties``, else implied by ``blocks per
+  SM``, else ``SM_COUNTS``); the findings (kernels that leave the GPU idle) ranked by the
+  time they cost. A trace without these fields says "not in this trace".
 
 Python >= 3.9, stdlib only. Traces are read as a stream (one event at a time), so a trace of
 hundreds of MB never sits in memory as one JSON document.
@@ -428,7 +433,7 @@ def parse_file(path: str) -> FileResult:
             if shape is not None:
                 bps = _num(args.get("blocks per SM"))
                 if bps is not None and bps > 0:
-                    implied = int(round(shape[0] / bps))
+                    implied = round(shape[0] / bps)
                     res.sms_by_bps[implied] = res.sms_by_bps.get(implied, 0) + 1
             raw.append((name, kind, ts, dur, ev.get("pid"), args.get("correlation"), shape))
             continue

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dsv4tui.cli.output import print_json
+from dsv4tui.core.campaign.kernel_launch import family_cell, launch_cells, launch_lines
 from dsv4tui.core.campaign.kernels import (
     ServerContext,
     agent_args,
@@ -26,7 +27,6 @@ from dsv4tui.core.campaign.kernels import (
     server_context,
     store_capture,
 )
-from dsv4tui.core.campaign.kernel_launch import family_cell, launch_cells, launch_lines
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, UserError

@@ -9,8 +9,10 @@ The kernel mix follows the backend and checkpoint, as the campaign measured it
 (shared/reference/sglang.md): MXFP4 on ``triton`` spends ~39 % of decode in
 ``_mxfp4_slot_gemv_kernel`` and ~38 % in ``_tiled_sparse_decode_kernel``; NVFP4 on ``triton``
 runs the cutlass FP4 grouped GEMM and attention becomes the largest part; ``marlin`` runs
-Marlin MoE kernels. Only 8 representative layers are written per step (the step's time is
-spread over them), so a file stays small. Nothing in these files was measured.
+Marlin MoE kernels. Each kernel carries a launch shape (``LAUNCH``: the sparse-decode attention
+at 64 blocks, the MXFP4 slot GEMV at a small grid, Marlin's and cutlass's GEMMs filling the
+GPU) with Kineto's occupancy estimate. Only 8 representative layers are written per step (the
+step's time is spread over them), so a file stays small. Nothing in these files was measured.
 """
 
 from __future__ import annotations

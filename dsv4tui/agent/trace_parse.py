@@ -413,6 +413,7 @@ def parse_file(path: str) -> FileResult:
     cpu_steps: Dict[Any, _Spans] = {}
     launches: Dict[Any, Tuple[float, Any]] = {}  # correlation -> (ts, pid)
     gpu_marks: List[Tuple[str, float, float, Optional[int]]] = []
+    interned: Dict[Shape, Shape] = {}  # one tuple per distinct launch shape, not per event
     cpu_marks: List[Tuple[str, float, float, Optional[int]]] = []
     for ev in iter_events(path, meta):
         res.events += 1
@@ -431,6 +432,7 @@ def parse_file(path: str) -> FileResult:
         if kind is not None:
             shape = launch_shape(args) if kind == "kernel" else None
             if shape is not None:
+                shape = interned.setdefault(shape, shape)
                 bps = _num(args.get("blocks per SM"))
                 if bps is not None and bps > 0:
                     implied = round(shape[0] / bps)

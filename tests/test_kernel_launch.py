@@ -90,6 +90,8 @@ def test_known_numbers_and_findings_ranked_by_time(tmp_path: Path) -> None:
     assert gemm["shapes"] == 2 and gemm["sm_coverage"] == 0.8 and gemm["waves"] == 1.4
     assert gemm["blocks"] == 200 and gemm["blocks_mean"] == 140.0
     assert gemm["occupancy_pct"] is None and "not estimated" in gemm["occupancy_note"]
+    assert [(x["grid"], x["calls"], x["occupancy_pct"]) for x in gemm["by_shape"]] == \
+        [([200, 1, 1], 1, None), ([50, 1, 1], 1, None)]
     gemv = k["moe_slot_gemv_kernel"]["launch"]
     assert gemv["occupancy_pct"] == 23.0 and gemv["occupancy_limit"] == "grid"
     assert gemv["registers"] == 64  # the shape that took the most time
@@ -143,6 +145,13 @@ def test_a_trace_without_launch_fields_says_so(tmp_path: Path) -> None:
     path = write(tmp_path / "bare.trace.json.gz",
                  [kern("_tiled_sparse_decode_kernel", 0, 400, None),
                   kern("_mxfp4_slot_gemv_kernel", 500, 400, None)], PROPS)
+    # malformed fields count as none: a grid of strings, a negative block
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    doc["traceEvents"][1]["args"].update({"grid": ["64", 1, 1], "block": [128, 1, 1]})
+    doc["traceEvents"][2]["args"].update({"grid": [64, 1, 1], "block": [-128, 1, 1]})
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump(doc, fh)
     s = tp.parse_traces([path])
     tp.attribute_tensor_cores(s, None)
     assert all(k["launch"] is None for k in s["kernels"])

@@ -884,7 +884,8 @@ def launch_record(shapes: Optional[Dict[Shape, List[float]]], total_us: float,
         "occupancy_note": note, "occupancy_limit": limit,
         "measured_share": round(measured / total_us, 4) if total_us > 0 else None,
         "by_shape": [{"grid": list(sh[1]), "block": list(sh[2]), "registers": sh[3],
-                      "shared_memory": sh[4], "occupancy_pct": sh[5], "calls": int(c),
+                      "shared_memory": sh[4], "occupancy_pct": _occupancy(sh, smem_default),
+                      "calls": int(c),
                       "total_us": _round(us)} for sh, (c, us) in items[:_MAX_SHAPES]],
     }
 

@@ -126,14 +126,21 @@ def header_text(item: CaptureItem) -> str:
 
 
 def findings_text(shown: Sequence[CaptureItem], limit: int = 3) -> str:
-    """The findings panel: per capture shown, where its SM count came from and the kernels
-    that leave the GPU idle, ranked by the time they cost (markup-escaped)."""
+    """The findings panel: per capture shown, the kernels that leave the GPU idle, ranked by
+    the time they cost, and where the SM count came from (markup-escaped). Two captures
+    side by side get two findings each and no SM-count line unless it is all they have."""
+    two = len(shown) > 1
     blocks = []
     for item in shown:
-        lines = launch_lines(item.summary, limit)
-        head = f"[b]{escape(item.title)}[/] " if len(shown) > 1 else ""
-        body = [f"{head}[dim]{escape(lines[0])}[/]"]
-        for line in lines[1:]:
+        lines = launch_lines(item.summary, 2 if two else limit)
+        note, rest = lines[0], lines[1:]
+        if two and rest and rest[0].startswith("findings"):
+            rest = rest[1:]
+            body = [f"[b]{escape(item.title)}[/]: findings, ranked by the time they cost"]
+        else:
+            head = f"[b]{escape(item.title)}[/] " if two else ""
+            body = [f"{head}[dim]{escape(note)}[/]"]
+        for line in rest:
             body.append(f"[b $warning]{escape(line)}[/]" if line[:1].isdigit()
                         else escape(line))
         blocks.append("\n".join(body))

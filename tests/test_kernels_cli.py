@@ -158,3 +158,6 @@ def test_kernels_url_end_to_end_and_attach(sim: SimProcess,
     with RunStore() as store:
         stored = kernel_store.find_capture(store, f"run:{run_id}")
     assert stored.id == out["capture_id"] and stored.backend == "triton"
+    # the launch fields went through the agent, the console and the store
+    found = {f["short_name"]: f for f in stored.summary["launch"]["findings"]}
+    assert found["_tiled_sparse_decode_kernel"]["blocks"] == 64

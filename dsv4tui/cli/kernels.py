@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dsv4tui.cli.output import print_json
+from dsv4tui.core.campaign.kernel_launch import family_cell, launch_cells, launch_lines
 from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.campaign.kernels import (
     ServerContext,
@@ -160,10 +161,10 @@ def family_table(summary: Mapping[str, Any]) -> str:
     rows = []
     for f in summary.get("families") or []:
         rows.append([f["label"], _pct(f.get("share")), _ms(f.get("total_us")), str(f["calls"]),
-                     _tc(f.get("tensor_cores")), f.get("tensor_basis") or "-",
+                     _tc(f.get("tensor_cores")), f.get("tensor_basis") or "-", family_cell(f),
                      (f.get("top_kernels") or ["-"])[0][:40]])
     return table(rows, ["family", "share", "GPU ms", "calls", "tensor cores", "decided by",
-                        "top kernel"])
+                        "launches", "top kernel"])
 
 
 def kernel_table(summary: Mapping[str, Any], top: int = 15) -> str:
@@ -171,8 +172,9 @@ def kernel_table(summary: Mapping[str, Any], top: int = 15) -> str:
     for k in (summary.get("kernels") or [])[:top]:
         rows.append([_pct(k.get("share")), k["family"], str(k["calls"]),
                      f"{k['mean_us']:.1f}", _ms(k.get("total_us")),
-                     _tc(k.get("tensor_core_by_name")), k["short_name"][:60]])
-    return table(rows, ["share", "family", "calls", "mean us", "GPU ms", "TC name", "kernel"])
+                     _tc(k.get("tensor_core_by_name")), *launch_cells(k), k["short_name"][:60]])
+    return table(rows, ["share", "family", "calls", "mean us", "GPU ms", "TC name", "blocks",
+                        "SMs", "occ", "kernel"])
 
 
 def print_summary(summary: Mapping[str, Any], title: str | None = None, top: int = 15) -> None:
@@ -184,6 +186,8 @@ def print_summary(summary: Mapping[str, Any], title: str | None = None, top: int
     rest = summary.get("kernels_rest") or {}
     if rest.get("count"):
         print(f"  ... {rest['count']} more kernels, {_pct(rest.get('share'))} together")
+    print()
+    print("\n".join(safe_text(line) for line in launch_lines(summary)))
 
 
 def compare_table(items: Sequence[Any]) -> str:
@@ -313,6 +317,9 @@ def _show(args: Any) -> int:
         print(f"  measured: {item.launch_text}")
     print()
     print(compare_table(items))
+    for item in items:
+        print()
+        print(f"#{item.id}: " + "\n  ".join(safe_text(x) for x in launch_lines(item.summary)))
     return 0
 
 

@@ -30,8 +30,7 @@ ENDED_OK = ("done",)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("campaign", help="run a campaign of launch variants on a host, "
-                       "unattended, and collect it")
+    p = sub.add_parser("campaign")
     cmds = p.add_subparsers(dest="campaign_command", metavar="ACTION", required=True)
     s = cmds.add_parser("start", help="start a campaign on its host (then attach)")
     s.add_argument("name", nargs="?", help="[campaigns.NAME] in the config (or with --file)")

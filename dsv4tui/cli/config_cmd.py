@@ -12,7 +12,7 @@ from dsv4tui.core.entry import load_settings
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("config", help="check the config file or print its path")
+    p = sub.add_parser("config")
     csub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
     check = csub.add_parser("check", help="validate the config file")
     check.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -33,8 +33,7 @@ from dsv4tui.core.text_table import table
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("kernels", help="kernel capture of the server under a steady load: top "
-                       "kernels, families, tensor cores; stored with a run")
+    p = sub.add_parser("kernels")
     p.add_argument("host", nargs="?", help="host name (its launch profile's server); or --url")
     p.add_argument("--url", help="any SGLang server; the agent runs on this machine (and must "
                    "see the server's trace directory)")

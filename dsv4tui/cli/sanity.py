@@ -31,7 +31,7 @@ def check_target(args: Any) -> None:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("sanity", help="ask the sanity prompts; exit 0 when every answer matches")
+    p = sub.add_parser("sanity")
     add_target_args(p)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per case (default 120)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")

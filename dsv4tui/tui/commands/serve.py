@@ -51,8 +51,7 @@ FORBIDDEN = ("403: this dsv4tui dashboard needs its token: open the URL `dsv4tui
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("serve", help="the dashboard in a browser (textual-serve): each tab its "
-                       "own dashboard, behind a secret token in the URL")
+    p = sub.add_parser("serve")
     p.add_argument("host", metavar="HOST", help="a host as for connect, or demo")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help=f"TCP port (default {DEFAULT_PORT})")

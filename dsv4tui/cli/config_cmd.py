@@ -38,14 +38,7 @@ def check_config(args: argparse.Namespace) -> int:
 
 
 def print_path(args: argparse.Namespace) -> int:
-    import os
-    from pathlib import Path
-
-    if args.config:
-        path, source = Path(args.config).expanduser(), "--config"
-    else:
-        path = paths.config_file()
-        source = "DSV4TUI_CONFIG" if os.environ.get("DSV4TUI_CONFIG") else "default"
+    path, source = paths.config_choice(args.config)
     if getattr(args, "json", False):
         print_json({"path": str(path), "exists": path.exists(), "source": source})
     else:

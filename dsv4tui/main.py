@@ -95,7 +95,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                      "(SGLang) on GPU hosts: backend switching, restarts, sanity gates, sweeps, "
                      "GPU telemetry with tensor-pipe activity.",
                      epilog="Exit codes: 0 ok, 1 failed (sanity, restart...), 2 bad config/usage "
-                     "or no such run/capture/campaign, 3 no NVIDIA driver, 4 connection problem "
+                     "or no such run/capture/campaign, 3 no NVIDIA driver (gpus; check reports "
+                     "it as absent, exit 0), 4 connection problem "
                      "(host or server), 5 auth failed, 6 host key, 7 remote python/agent, 8 busy "
                      "(another restart/sweep/campaign holds the host), 130 interrupted.")
     parser.add_argument("--version", action="version", version=f"dsv4tui {__version__}")

@@ -21,7 +21,13 @@ from dsv4tui.core.campaign import session
 from dsv4tui.core.campaign.ingest import Collected
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
+from dsv4tui.core.errors import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    NotFoundError,
+    UserError,
+)
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.store import campaigns as cstore
 from dsv4tui.core.text_table import table
@@ -368,7 +374,7 @@ async def _pick(host: Any, cid: str | None) -> dict[str, Any]:
         return session.event_of(await host.agent.call("campaign", "status", cid), "campaign")
     found = await session.listing(host)
     if not found:
-        raise UserError(f"{host.name}: no campaigns on this host", EXIT_FAILED)
+        raise NotFoundError(f"{host.name}: no campaigns on this host")
     running = [c for c in found if c.get("state") == "running"]
     return (running or found)[-1]
 

@@ -48,6 +48,7 @@ DEFAULT_PORT = 8765
 LOOPBACK = "127.0.0.1"
 TAB_STOP_S = 10.0  # how long a tab's dashboard gets to end after serve stops
 TAB_ORPHAN_GRACE_S = 5.0  # ... and to quit by itself once serve is gone (it was killed)
+SERVE_PID_ENV = "DSV4TUI_SERVE_PID"  # the serve process a tab belongs to
 # the page: textual-serve's own, with a <title> and its font from its static files (its
 # template loads one from fonts.googleapis.com, which an air-gapped GPU box cannot reach)
 PAGE_DIR = Path(__file__).resolve().parent / "serve_page"
@@ -307,7 +308,7 @@ def watch_parent(grace: float = TAB_ORPHAN_GRACE_S, every: float = 0.25) -> thre
     gone, however it ended (SIGKILL too): SIGTERM ourselves (Textual's web driver quits the
     app, which ends its agents), then, ``grace`` seconds later, exit whatever is still
     running. The agents it started (``--cancel-on-eof``) end when our pipes to them close."""
-    parent = os.getppid()
+    parent = int(os.environ.get(SERVE_PID_ENV) or os.getppid())  # gone before we looked, too
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -352,6 +353,7 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(warning, file=sys.stderr, flush=True)
     demo_before = _demo_state(settings) if args.host == DEMO else None
+    os.environ[SERVE_PID_ENV] = str(os.getpid())  # each tab ends when this process is gone
     server = make_server(tab_command(args), token=token, bind=args.bind, port=args.port,
                          title=f"dsv4tui {args.host}", banner=banner)
     try:

@@ -492,13 +492,19 @@ class Settings(_Model):
         return self
 
 
+def _not_none(kind: Any) -> Any:
+    """``X`` of ``X | None``."""
+    while get_origin(kind) in (Union, UnionType):
+        kind = next((a for a in get_args(kind) if a is not type(None)), None)
+    return kind
+
+
 def _table_model(loc: Sequence[int | str], root: type[BaseModel]) -> type[BaseModel] | None:
     """The model whose table ``loc`` is in the file (``hosts.ct200.profiles.nvfp4`` ->
     ServerProfile), or None when ``loc`` is not a table of one."""
     kind: Any = root
     for part in loc:
-        while get_origin(kind) in (Union, UnionType):  # X | None
-            kind = next((a for a in get_args(kind) if a is not type(None)), None)
+        kind = _not_none(kind)
         if isinstance(kind, type) and issubclass(kind, BaseModel):
             field = kind.model_fields.get(str(part))
             if field is None:
@@ -510,8 +516,7 @@ def _table_model(loc: Sequence[int | str], root: type[BaseModel]) -> type[BaseMo
             kind = get_args(kind)[0]
         else:
             return None
-    while get_origin(kind) in (Union, UnionType):
-        kind = next((a for a in get_args(kind) if a is not type(None)), None)
+    kind = _not_none(kind)
     return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
 
 

@@ -90,8 +90,11 @@ def test_sanity_cli(known_server: Callable[..., KnownServer],
 
 
 def test_sanity_cli_server_down(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sanity", "--url", f"http://127.0.0.1:{free_port()}"]) == 1
+    # connection refused: exit 4, a connection problem (README's exit codes), not a failed
+    # sanity (1)
+    assert main(["sanity", "--url", f"http://127.0.0.1:{free_port()}"]) == 4
     assert "cannot connect" in capsys.readouterr().out
+    assert main(["sanity", "--url", f"http://127.0.0.1:{free_port()}", "--json"]) == 4
 
 
 @pytest.mark.parametrize(("argv", "needle"), [

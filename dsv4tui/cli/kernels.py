@@ -30,13 +30,12 @@ from dsv4tui.core.campaign.kernels import (
 )
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, UserError
+from dsv4tui.core.errors import EXIT_CONFIG, NotFoundError, UserError
 from dsv4tui.core.text_table import table
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("kernels", help="kernel capture of the server under a steady load: top "
-                       "kernels, families, tensor cores; stored with a run")
+    p = sub.add_parser("kernels")
     p.add_argument("host", nargs="?", help="host name (its launch profile's server); or --url")
     p.add_argument("--url", help="any SGLang server; the agent runs on this machine (and must "
                    "see the server's trace directory)")
@@ -77,7 +76,7 @@ def resolve_run(store: Any, run_ref: str | None, host: str | None) -> int | None
     if run_ref.strip().lower() == "latest":
         runs = (store.runs(host=host, limit=1) if host else []) or store.runs(limit=1)
         if not runs:
-            raise UserError("--run latest: there are no runs yet", EXIT_CONFIG)
+            raise NotFoundError("--run latest: there are no runs yet")
         return int(runs[0].id)
     return int(store.find_run(run_ref).id)
 

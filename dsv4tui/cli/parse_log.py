@@ -18,7 +18,7 @@ from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("parse-log", help="parse an SGLang server log offline")
+    p = sub.add_parser("parse-log")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_run)

@@ -22,7 +22,7 @@ run_detail = export.run_detail
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("runs", help="list, show, compare, export and delete saved runs")
+    p = sub.add_parser("runs")
     rsub = p.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     q = rsub.add_parser("list", help="saved runs, newest first")
     q.add_argument("--host", help="only runs on this host")

@@ -22,7 +22,7 @@ from dsv4tui.core.server.startup import OTHER, STARTUP, startup_text
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("server", help="start, stop, restart and check the SGLang server of a host")
+    p = sub.add_parser("server")
     cmds = p.add_subparsers(dest="server_command", metavar="ACTION", required=True)
 
     def common(name: str, help_: str, *, profile: bool = True) -> argparse.ArgumentParser:

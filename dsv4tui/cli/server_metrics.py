@@ -25,7 +25,13 @@ from typing import Any, TextIO
 from dsv4tui.cli.output import finite, print_json
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
+from dsv4tui.core.errors import (
+    EXIT_CONFIG,
+    EXIT_CONNECT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    UserError,
+)
 from dsv4tui.core.server.metrics_window import MetricsWindow, mean, quantile, quantile_bucket
 
 HISTOGRAMS = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"), ("queue", "queue"))
@@ -199,13 +205,17 @@ def _agent_args(args: Any, settings: Any, interval: float, count: int | None) ->
 
 def _check(sample: dict[str, Any], where: str) -> None:
     if not sample.get("ok"):
+        # no HTTP answer at all (status 0: refused, DNS, timeout) is a connection problem
         raise UserError(f"{where}: {safe_text(sample.get('error') or 'no /metrics')}",
-                        EXIT_FAILED)
+                        EXIT_FAILED if sample.get("status") else EXIT_CONNECT)
 
 
 def run(args: Any) -> int:
     if bool(args.host) == bool(args.url):
         raise UserError("server metrics: give a HOST or --url (one of them)", EXIT_CONFIG)
+    if args.url and not args.url.startswith(("http://", "https://")):
+        raise UserError(f"server metrics: --url {safe_text(args.url)}: give http://HOST:PORT",
+                        EXIT_CONFIG)
     settings, _ = load_settings(args)
     interval = args.interval if args.interval is not None else settings.telemetry.interval_s
     if not interval >= 0.2:

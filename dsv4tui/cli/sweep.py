@@ -28,7 +28,7 @@ from dsv4tui.core.text_table import table
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("sweep", help="sanity, then a concurrency sweep, saved as a run")
+    p = sub.add_parser("sweep")
     add_target_args(p)
     p.add_argument("--label", required=True, help="the run's name, e.g. nvfp4-marlin")
     p.add_argument("--levels", help="C:n,C:n,... closed-loop levels (default from the config: "

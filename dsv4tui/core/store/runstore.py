@@ -34,7 +34,7 @@ from dsv4tui.core.errors import EXIT_BUSY
 from dsv4tui.core.store import schema, sql
 from dsv4tui.core.store.models import Launch, Level, Run
 from dsv4tui.core.store.owner import owner_alive, owner_token
-from dsv4tui.core.store.schema import StoreError
+from dsv4tui.core.store.schema import NotInStore, StoreError
 
 __all__ = ["RunStore", "StoreBusy", "StoreReadOnly", "StoreWait", "owner_alive", "owner_token"]
 
@@ -506,11 +506,11 @@ class RunStore:
         if text.isdigit():
             run = self.run(int(text))
             if run is None:
-                raise StoreError(f"no run with id {text} (see `dsv4tui runs list`)")
+                raise NotInStore(f"no run with id {text} (see `dsv4tui runs list`)")
             return run
         found = self.runs(label=text, limit=1)
         if not found:
-            raise StoreError(f"no run with id or label {text!r} (see `dsv4tui runs list`)")
+            raise NotInStore(f"no run with id or label {text!r} (see `dsv4tui runs list`)")
         return found[0]
 
     # --- levels and requests -------------------------------------------------------------

@@ -223,7 +223,7 @@ def test_no_control_character_reaches_the_terminal(evil_run: int,
     assert json.loads(out)["run"]["label"] == EVIL
     # an error message from the store (holding a label) is one line, once
     code, _, err = run(capsys, "runs", "show", "no\x1b[2Jsuch")
-    assert code == 1 and "\x1b" not in err and err.count("dsv4tui: error:") == 1
+    assert code == 2 and "\x1b" not in err and err.count("dsv4tui: error:") == 1  # not there: 2
 
 
 # --- exit codes say what happened (README "Exit codes") --------------------------------------

@@ -7,4 +7,5 @@ pytest_plugins = [
     "plugins.bench_server",
     "plugins.relay",
     "plugins.campaigns",
+    "plugins.tiers",
 ]

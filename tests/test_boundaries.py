@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import gc
 import graphlib
 import sys
@@ -16,6 +17,7 @@ AGENT_BUNDLED = {"httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certif
 STDLIB = set(sys.stdlib_module_names)
 
 
+@functools.cache  # three tests read every module: each is parsed once
 def parse(path: Path) -> ast.Module:
     # CPython 3.11 raised "AST constructor recursion depth mismatch" here once, in CI, when
     # a collection ran a finalizer in the middle of ast.parse: parse with the GC off
@@ -178,13 +180,14 @@ def test_one_reading_of_a_process_start_time() -> None:
                         *(root / "benchmarks").rglob("*.py")]):
         if path == own:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path)
         bad += [f"{path.relative_to(root)}:{n.lineno}: def {n.name}" for n in ast.walk(tree)
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                 and n.name.lstrip("_") == "proc_start"]
     assert not bad, f"a second reader of a process's start time: {bad}"
 
 
+@pytest.mark.e2e
 def test_agent_bundle_runs_hello(tmp_path: Path) -> None:
     """The zipapp built from the installed package runs on a bare python with -I (no site)."""
     import json

@@ -111,6 +111,7 @@ def test_newer_or_corrupt_file_is_one_clear_error_and_untouched(tmp_path: Path) 
     assert junk.read_bytes() == b"this is not sqlite" * 100
 
 
+@pytest.mark.e2e
 def test_orphaned_running_runs_become_interrupted(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -171,6 +172,7 @@ def test_compare_runs_changes_against_the_first(tmp_path: Path) -> None:
         assert new["ttft_ms_pct"] == -25.0 and new["tok_s_per_kw"] is None
 
 
+@pytest.mark.e2e
 def test_a_killed_writer_loses_no_committed_request(tmp_path: Path) -> None:
     """Commit per request: a process SIGKILLed right after add_request returns keeps it."""
     path = tmp_path / "s.db"

@@ -48,6 +48,7 @@ class Holder:
         assert self.proc.wait(timeout=30) == 0
 
 
+@pytest.mark.e2e
 def test_writes_wait_out_a_lock_longer_than_the_busy_timeout(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     heard: list[StoreWait | None] = []
@@ -73,6 +74,7 @@ def test_writes_wait_out_a_lock_longer_than_the_busy_timeout(tmp_path: Path) -> 
     db.close()
 
 
+@pytest.mark.e2e
 def test_other_threads_read_while_a_write_waits(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     store = RunStore(path, busy_timeout_s=0.2)
@@ -93,6 +95,7 @@ def test_other_threads_read_while_a_write_waits(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.e2e
 def test_patience_bounds_the_wait_and_says_so_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     store = RunStore(path, busy_timeout_s=0.1, patience_s=0.5)
@@ -113,6 +116,7 @@ def test_patience_bounds_the_wait_and_says_so_in_one_line(tmp_path: Path) -> Non
     store.close()
 
 
+@pytest.mark.e2e
 def test_a_store_opens_and_reads_while_another_process_holds_the_lock(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with RunStore(path) as store:

@@ -70,13 +70,6 @@ def proc_table() -> Dict[int, Tuple[int, int, int, int, str]]:
     return table
 
 
-def group_members(pgid: int, start: Optional[int]) -> List[int]:
-    """PIDs in process group or session ``pgid``, started no earlier than ``start``."""
-    return sorted(p for p, (_, pgrp, sid, began, state) in proc_table().items()
-                  if state not in ("Z", "X") and pgid in (pgrp, sid)
-                  and (start is None or began >= int(start)))
-
-
 def process_title(pid: int) -> Optional[str]:
     """argv[0] as the process shows it (``sglang::scheduler_TP0`` after setproctitle).
 

@@ -227,8 +227,6 @@ class LevelRow:
     tpot_p50_ms: float | None = None
     server: dict[str, Any] | None = None  # the server's own /metrics view of the level
     status: str = "pending"  # pending | running | done | stopped
-    ttfts: list[float] = field(default_factory=list, repr=False)
-    tpots: list[float] = field(default_factory=list, repr=False)
     tokens: int = 0
     started: float | None = None
 
@@ -412,13 +410,6 @@ def fmt_num(value: float | None, decimals: int = 1, unit: str = "") -> str:
     if value is None:
         return "n/a"
     return f"{value:,.{decimals}f}{unit}"
-
-
-def fmt_pct_change(value: float | None, base: float | None) -> str:
-    if value is None or base is None or base == 0:
-        return "n/a"
-    change = (value - base) / base * 100.0
-    return f"{change:+.1f}%"
 
 
 # -- turning agent events into the model (pure; the App calls these) -------------------------

@@ -8,4 +8,5 @@ pytest_plugins = [
     "plugins.relay",
     "plugins.campaigns",
     "plugins.tiers",
+    "pytester",
 ]

@@ -80,16 +80,21 @@ def _armed(config: pytest.Config) -> bool:
     return os.environ.get(ENV) == "1" or expr == f"not{MARK}"
 
 
+_GUARDED = (
+    (subprocess.Popen, "__init__", "a subprocess"),
+    (socket.socket, "listen", "a listening socket (a server)"),
+    (os, "fork", "a fork"),
+    (multiprocessing.process.BaseProcess, "start", "a multiprocessing process"),
+)
+_ARMED = pytest.StashKey[list]()  # what the guarded names were bound to before (None: inherited)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not _armed(config):
         return
-    for owner, name, what in (
-            (subprocess.Popen, "__init__", "a subprocess"),
-            (socket.socket, "listen", "a listening socket (a server)"),
-            (os, "fork", "a fork"),
-            (multiprocessing.process.BaseProcess, "start", "a multiprocessing process")):
+    config.stash[_ARMED] = [vars(owner).get(name) for owner, name, _ in _GUARDED]
+    for owner, name, what in _GUARDED:
         setattr(owner, name, _guarded(what, getattr(owner, name)))
-    config.stash[_ARMED] = True
     # matplotlib lists the fonts with fc-list the first time a process draws a chart: that
     # subprocess is the library's, once per process, not a test's
     try:
@@ -98,12 +103,19 @@ def pytest_configure(config: pytest.Config) -> None:
         pass
 
 
-_ARMED = pytest.StashKey[bool]()
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _ARMED not in config.stash:
+        return
+    for (owner, name, _), before in zip(_GUARDED, config.stash[_ARMED], strict=True):
+        if before is None:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, before)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
-    armed = item.config.stash.get(_ARMED, False) and not _is_e2e(item)
+    armed = _ARMED in item.config.stash and not _is_e2e(item)
     if armed:
         _running.append(item.nodeid)
     try:

@@ -8,8 +8,9 @@ server with a helper such as ``start_sim`` or ``subprocess.run``).
 The fast tier checks itself: while a test of it runs (setup, call, teardown), starting a
 subprocess (``subprocess.Popen``, so also ``subprocess.run`` and
 ``asyncio.create_subprocess_exec``), forking, starting a multiprocessing process or listening
-on a socket (any server; a bind alone, as ``free_port`` does, is fine) raises, and the test fails saying it belongs to the e2e tier. The guard is
-on when the mark expression is ``not e2e`` or ``DSV4TUI_FAST_GUARD=1``.
+on a socket (any server; a bind alone, as ``free_port`` does, is fine) raises, and the test
+fails saying it belongs to the e2e tier, also when it caught the error. The guard is on when
+the mark expression is ``not e2e`` or ``DSV4TUI_FAST_GUARD=1``.
 """
 
 from __future__ import annotations

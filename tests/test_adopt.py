@@ -262,6 +262,7 @@ def test_adopt_then_restart_with_one_backend_changed(by_hand: SimProcess,
     assert code == 0 and "by SIGTERM" in out
 
 
+@pytest.mark.e2e
 def test_a_stop_ends_only_the_adopted_server_not_its_scripts_group(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Started from a script (no job control): the server shares the script's process group

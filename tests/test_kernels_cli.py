@@ -148,6 +148,7 @@ def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimProcess]
         proc.stop()
 
 
+@pytest.mark.e2e
 def test_kernels_url_end_to_end_and_attach(sim: SimProcess,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     with RunStore() as store:

@@ -146,6 +146,7 @@ def test_parse_log_cli_reports_a_bare_exception(capsys: pytest.CaptureFixture[st
     assert "line 2: exception: ValueError: Model architectures" in out
 
 
+@pytest.mark.e2e
 def test_the_log_stream_and_a_crash_report_see_a_bare_exception(tmp_path: Path) -> None:
     """What the dashboard gets: the agent's ``logs`` stream (a real agent process) emits it as
     an error event, a startup step says it; a crashed server's status names it as the cause."""

@@ -30,7 +30,7 @@ from dsv4tui.agent.openai_stream import RawResponse, StreamResult, parse_stream_
 
 # Flow slots
 _NEXT, _ACTIVE, _PAUSED, _ANSWERED, _HALT = range(5)
-HALT_NONE, HALT_STALLED, HALT_CONNECT, HALT_STOP = 0, 1, 2, 3
+HALT_STALLED, HALT_CONNECT, HALT_STOP = 1, 2, 3  # 0: not halted
 _POLL_S = 0.02  # a sender paused on a stall looks again this often
 
 

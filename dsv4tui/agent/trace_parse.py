@@ -53,7 +53,6 @@ FAMILY_LABELS = (
     ("memory", "memcpy / memset"),
     ("other", "other"),
 )
-FAMILY_KEYS = tuple(k for k, _ in FAMILY_LABELS)
 
 # Ordered (family, name fragments): the first family with a fragment in the lower-cased kernel
 # name wins. Order matters: flashinfer's norm and sampling kernels before "flash" attention,

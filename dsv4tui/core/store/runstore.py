@@ -648,9 +648,3 @@ class RunStore:
         return [Launch.from_row(r) for r in self._query(*sql.select(
             "SELECT * FROM launches", {"host": host}, order="created_at DESC, id DESC",
             limit=limit))]
-
-    def latest_launch(self, host: str, profile_name: str | None = None) -> Launch | None:
-        for launch in self.launches(host):
-            if launch.ok and (profile_name is None or launch.profile_name == profile_name):
-                return launch
-        return None

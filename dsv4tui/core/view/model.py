@@ -238,8 +238,6 @@ class LevelRow:
     tpot_p50_ms: float | None = None
     server: dict[str, Any] | None = None  # the server's own /metrics view of the level
     status: str = "pending"  # pending | running | done | stopped
-    ttfts: list[float] = field(default_factory=list, repr=False)
-    tpots: list[float] = field(default_factory=list, repr=False)
     tokens: int = 0
     started: float | None = None
     ended: float | None = None  # its ``level`` event came (the console's monotonic clock)
@@ -477,13 +475,6 @@ def fmt_share(fraction: float | None) -> str:
         return "n/a"
     pct = fraction * 100.0
     return f"{pct:.1f}%" if 0 < pct < 10 else f"{pct:.0f}%"
-
-
-def fmt_pct_change(value: float | None, base: float | None) -> str:
-    if value is None or base is None or base == 0:
-        return "n/a"
-    change = (value - base) / base * 100.0
-    return f"{change:+.1f}%"
 
 
 # -- turning agent events into the model (pure; the App calls these) -------------------------

@@ -81,6 +81,7 @@ def status(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
     return dict(json.loads(out))
 
 
+@pytest.mark.e2e
 def test_restart_refuses_a_gpu_misfit_before_stopping_anything(
         nvfp4_local: int, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "server", "start", "local", "--backend", "triton")
@@ -112,6 +113,7 @@ def test_restart_refuses_a_gpu_misfit_before_stopping_anything(
     assert "no kernel image is available" in out
 
 
+@pytest.mark.e2e
 async def test_dashboard_b_marks_and_refuses_a_gpu_misfit(isolated_env: Path) -> None:
     """The demo's simulated sm_120 GPUs: ``b`` lists flashinfer_trtllm with ✗ and the reason;
     picking it says why and asks nothing (no restart confirm)."""

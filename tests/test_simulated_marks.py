@@ -186,6 +186,7 @@ def test_a_server_that_reports_it_is_the_simulator_is_marked() -> None:
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.e2e
 async def test_connect_local_to_a_simulator_profile_shows_simulated(
         isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``connect local`` (a plain local host, not the demo) whose profile runs the simulator:

@@ -37,7 +37,7 @@ E2E_MODULES = frozenset({
     "test_server_agent", "test_server_cli", "test_server_metrics_cli", "test_server_tree",
     "test_sim", "test_sim_metrics", "test_sim_nodes", "test_ssh_hosts", "test_ssh_jump",
     "test_supervisor_reconnect", "test_sweep_honesty", "test_telemetry_cli",
-    "test_telemetry_reconnect",
+    "test_telemetry_reconnect", "test_sweep_identity", "test_cli_startup", "test_exit_codes",
 })
 
 MARK = "e2e"

@@ -341,7 +341,7 @@ class LogView(ScrollView, can_focus=True):
         if row is None:
             return
         height = max(1, self.size.height)
-        width = max(1, self.size.width)
+        width = max(1, self.scrollable_content_region.width)
         line = self.lines.get(seq)
         hit = line.text.lower().find(self.search_text.lower()) if (
             line is not None and self.search_text) else -1
@@ -358,10 +358,12 @@ class LogView(ScrollView, can_focus=True):
 
     def action_scroll_right(self) -> None:
         """Right / left: half a view at a time (a log line can be 2,000 characters)."""
-        self.scroll_to(x=self.scroll_x + max(1, self.size.width // 2), animate=False)
+        self.scroll_to(x=self.scroll_x + max(1, self.scrollable_content_region.width // 2),
+                       animate=False)
 
     def action_scroll_left(self) -> None:
-        self.scroll_to(x=max(0, self.scroll_x - max(1, self.size.width // 2)), animate=False)
+        self.scroll_to(x=max(0, self.scroll_x - max(1, self.scrollable_content_region.width // 2)),
+                       animate=False)
 
     def action_scroll_home(self) -> None:
         self.scroll_to(x=0, animate=False)
@@ -376,7 +378,7 @@ class LogView(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        width = self.size.width
+        width = self.scrollable_content_region.width  # the vertical scrollbar is not ours
         row = scroll_y + y
         base = self._base_style
         if base is None:  # rich_style walks the ancestors: once per style change, not per row
@@ -468,7 +470,7 @@ class LogView(ScrollView, can_focus=True):
         if self.search_text:
             parts.append(f"/{self.search_text}" + ("" if self.match_seq is not None
                                                    else " (no match)"))
-        if self.lines.max_width > self.size.width > 0:
+        if self.lines.max_width > self.scrollable_content_region.width > 0:
             parts.append("←/→ scroll" if self.scroll_x == 0 else f"col {self.scroll_x + 1:,} "
                          "(←/→, home)")
         if self.filtered:

@@ -100,3 +100,15 @@ def test_a_rate_level_s_time_is_its_requests_over_its_rate() -> None:
     sw.levels.append(m.LevelRow(0, 120))
     sw.rates = [(4.0, 120)]
     assert sw.eta(16.0) == 4 * 4.0 + 10 * 4.0 + 120 / 4.0
+
+
+def test_a_level_with_nothing_finished_yet_is_paced_by_the_level_before() -> None:
+    """The demo at 1m03s: C=1 done, C=8 running with 0 of 16 finished. Before: "ETA after the
+    first requests" and a bar at 0 % a third of the way in; now the C=1 pace in rounds of C."""
+    sw = m.SweepView(status="running", label="x", output_len=64, started=0.0)
+    sw.levels = [m.LevelRow(1, 4, completed=4, status="done", started=0.0, ended=20.0),
+                 m.LevelRow(8, 16, status="running", started=20.0), m.LevelRow(16, 32)]
+    # 5 s a request at C=1; C=8: 2 rounds of 5 s, 3 s of them spent; C=16: 2 rounds
+    assert sw.eta(23.0) == (2 * 5.0 - 3.0) + 2 * 5.0
+    bar = progress_of(sw, 23.0)
+    assert 0.5 < bar["progress"] / bar["total"] < 0.6

@@ -313,9 +313,12 @@ class SweepView:
                     per_request = (lv.ended - lv.started) * min(c, finished) / finished
                 continue
             if lv.status == "running" and lv.started is not None:
-                if finished == 0:
-                    return None
                 spent = max(now - lv.started, 1e-6)
+                if finished == 0:  # no pace of its own yet: the last level's, in rounds of C
+                    if per_request is None:
+                        return None
+                    left += max(0.0, -(-lv.requests // c) * per_request - spent)
+                    continue
                 left += max(0, lv.requests - finished) * spent / finished
                 per_request = spent * min(c, finished) / finished
             elif i >= first_rate:

@@ -62,7 +62,7 @@ def parse_file(path: str, text: str | None = None) -> ImportedRun:
     text = read_text(path) if text is None else text
     if not text.strip():
         raise UserError(f"runs import: {name}: empty", EXIT_CONFIG)
-    if path.lower().endswith((".yaml", ".yml")):
+    if guidellm.looks_yaml(text):  # guidellm's benchmarks.yaml (JSON never starts "key:")
         return guidellm.parse(text, path)
     try:
         whole = json.loads(text)

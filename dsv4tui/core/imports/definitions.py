@@ -50,11 +50,11 @@ DEFINITIONS: dict[str, ToolDefinitions] = {
         source="dsv4tui/agent/stats.py, dsv4tui/agent/openai_stream.py"),
     "sglang bench_serving": ToolDefinitions(
         "sglang bench_serving",
-        ttft=Definition("first-content", "first chunk with non-empty content/text"),
+        ttft=Definition("first-content", "first chunk with non-empty content/text "
+                        "(reasoning not counted)"),
         tpot=Definition(_TPOT, "(latency - TTFT) / (output_len - 1)"),
         itl=Definition("per-chunk", "gaps between content chunks"),
-        output_tokens=Definition("usage-or-requested",
-                                 "usage, else the requested length"),
+        output_tokens=Definition("usage", "usage, else the requested length"),
         output_tok_s=Definition(_SPAN, "tokens / benchmark duration"),
         source="python/sglang/benchmark/metrics.py calculate_metrics"),
     "vllm": ToolDefinitions(
@@ -64,15 +64,14 @@ DEFINITIONS: dict[str, ToolDefinitions] = {
         tpot=Definition(_TPOT, "(latency - TTFT) / (output_len - 1), latency at the "
                         "last choices message"),
         itl=Definition("per-chunk", "gaps between messages with choices"),
-        output_tokens=Definition("usage-or-retokenized",
-                                 "usage, else its tokenizer on the text"),
+        output_tokens=Definition("usage", "usage, else its tokenizer on the text"),
         output_tok_s=Definition(_SPAN, "tokens / benchmark duration"),
         source="vllm/benchmarks/serve.py calculate_metrics, "
                "vllm/benchmarks/lib/endpoint_request_func.py"),
     "aiperf": ToolDefinitions(
         "aiperf",
-        ttft=Definition("first-content", "first response with content "
-                        "(content_responses[0])"),
+        ttft=Definition("first-token", "first response with content or reasoning "
+                        "(content_responses[0]; its TTFOT: first content)"),
         tpot=Definition(_TPOT, "its 'inter_token_latency': (latency - TTFT) / "
                         "(OSL - first chunk's tokens)"),
         itl=Definition("per-chunk", "its 'inter_chunk_latency': gaps between responses"),
@@ -89,14 +88,21 @@ DEFINITIONS: dict[str, ToolDefinitions] = {
                         "(n - 1), token-weighted"),
         itl=Definition("none", "no per-chunk ITL (its 'time_per_output_token_ms' is "
                        "(last token - start) / n, TTFT included)"),
-        output_tokens=Definition("usage-or-iterations",
-                                 "usage, else stream iterations"),
-        output_tok_s=Definition("time-weighted", "token events over the measured window "
+        output_tokens=Definition("usage", "usage, else stream iterations"),
+        output_tok_s=Definition(_SPAN, "token events over the measured window "
                                 "(its output_tokens_per_second mean)"),
         source="src/guidellm/schemas/base/request_stats.py, "
                "src/guidellm/backends/openai/http.py, "
                "src/guidellm/benchmark/schemas/metrics.py"),
 }
+
+# what a definition code means, said once for every tool that shares it
+CODE_TEXT = {"first-token": "first content or reasoning token",
+             "first-content": "first non-empty content (reasoning not counted)",
+             "first-choices": "first message with choices (a role-only chunk counts)",
+             "usage": "the server's usage", "client-tokenizer": "the client's tokenizer",
+             _TPOT: "(E2E - TTFT) / (n - 1)", _SPAN: "output tokens / the measured span",
+             "per-token": "chunk gaps per token", "per-chunk": "chunk gaps", "none": "none"}
 
 # the comparison's columns and the metric each one reads
 COLUMN_METRICS = (("output_tok_s", "output_tok_s"), ("ttft_p50_ms", "ttft"),
@@ -140,6 +146,7 @@ def mixed(plans: Mapping[int, Mapping[str, Any] | None]) -> list[str]:
             for i, c in codes.items():
                 groups.setdefault(c.code, []).append(i)
             lines.append(f"{METRIC_TITLES[metric]}: " + "; ".join(
-                f"{', '.join(f'#{i}' for i in ids)} {defs[ids[0]].tool}: "
-                f"{codes[ids[0]].text}" for ids in groups.values()))
+                f"{', '.join(f'#{i} {defs[i].tool}' for i in ids)}: "
+                f"{CODE_TEXT.get(codes[ids[0]].code, codes[ids[0]].text)}"
+                for ids in groups.values()))
     return lines

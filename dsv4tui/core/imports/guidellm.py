@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,11 +40,18 @@ def is_report(obj: Mapping[str, Any]) -> bool:
     return isinstance(first, Mapping) and first.get("type_") == "generative_benchmark"
 
 
+def looks_yaml(text: str) -> bool:
+    """A YAML mapping at the top (guidellm's ``benchmarks.yaml`` starts ``benchmarks:``,
+    ``config:`` or ``metadata:``), whatever the file is called."""
+    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
+    return bool(re.match(r"^[A-Za-z_][\w-]*:(\s|$)", first))
+
+
 def load(text: str, path: str) -> Any:
-    """The report as an object: JSON, or YAML for ``.yaml`` / ``.yml`` (guidellm's other
-    output); one-line errors naming the line."""
+    """The report as an object: JSON, or YAML (guidellm's other output); one-line errors
+    naming the line."""
     name = os.path.basename(path)
-    if path.lower().endswith((".yaml", ".yml")):
+    if looks_yaml(text):
         try:
             import yaml
         except ImportError:

@@ -60,8 +60,6 @@ def parse_file(path: str, text: str | None = None) -> ImportedRun:
 
     name = os.path.basename(path) or path
     text = read_text(path) if text is None else text
-    if not text.strip():
-        raise UserError(f"runs import: {name}: empty", EXIT_CONFIG)
     if guidellm.looks_yaml(text):  # guidellm's benchmarks.yaml (JSON never starts "key:")
         return guidellm.parse(text, path)
     try:
@@ -75,8 +73,8 @@ def parse_file(path: str, text: str | None = None) -> ImportedRun:
             return aiperf.parse_aggregate(whole, path)
         if vllm.is_vllm(whole):
             return vllm.parse(text, path)
-        if "completed" in whole and "duration" in whole:
-            return bench_serving.parse_file(text, path)
+        if ("completed" in whole and "duration" in whole) or "\n" not in text.strip():
+            return bench_serving.parse_file(text, path)  # one line: its errors name it
         raise UserError(f"runs import: {name}: a JSON object, but not a result file of "
                         f"{TOOLS} (keys {', '.join(sorted(whole)[:6])})", EXIT_CONFIG)
     first = _first_object(text)

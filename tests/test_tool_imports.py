@@ -16,7 +16,7 @@ import pytest
 from plugins.bench_server import REPO
 
 from dsv4tui.core.campaign import bench_serving
-from dsv4tui.core.campaign.compare import compare_runs, run_server_facts
+from dsv4tui.core.campaign.compare import run_server_facts
 from dsv4tui.core.imports import record
 from dsv4tui.core.store import RunStore
 from dsv4tui.main import main
@@ -81,7 +81,7 @@ def test_each_tools_file_is_recognised_by_its_content(
         assert (lv.concurrency, lv.stats["completed"], lv.stats["output_tokens"]) == (8, 32, 2048)
         assert len(store.requests(run.id)) == requests
         facts = run_server_facts(store, [run.id])[run.id]
-    key = "model_path" if tool.startswith("vllm") else "served_model_name"
+    key = "model_id" if tool.startswith("vllm") else "served_model_name"
     assert facts["args"][key] == "dsv4-sim"
 
 

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 
 from dsv4tui.agent import stats
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
-
 from dsv4tui.core.imports.record import Imported
 
 if TYPE_CHECKING:
@@ -370,9 +369,9 @@ def import_file(store: RunStore, path: str, label: str | None = None) -> Importe
     source ``imported``), in one transaction; returns the run id, its levels and the notes
     the import made. ``runs import`` reads every tool's files through
     :func:`dsv4tui.core.imports.import_file`, which sniffs and comes here for these."""
-    from dsv4tui.core.imports import read_text, record
+    from dsv4tui.core.imports import record
 
-    return record.save(store, parse_file(read_text(path), path), label)
+    return record.save(store, parse_file(record.read_text(path), path), label)
 
 
 def parse_file(text: str, path: str) -> ImportedRun:

@@ -27,21 +27,6 @@ if TYPE_CHECKING:
 TOOLS = "SGLang bench_serving, vllm bench serve, aiperf or guidellm"
 
 
-def read_text(path: str) -> str:
-    """The file as text; one-line UserError when it cannot be read."""
-    name = os.path.basename(path) or path
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except IsADirectoryError:
-        raise UserError(f"runs import: {path} is a directory (give the result file in it)",
-                        EXIT_CONFIG) from None
-    except OSError as exc:
-        raise UserError(f"runs import: cannot read {path}: {exc.strerror}", EXIT_CONFIG) from None
-    except UnicodeDecodeError:
-        raise UserError(f"runs import: {name} is not UTF-8 text", EXIT_CONFIG) from None
-
-
 def _first_object(text: str) -> Any:
     for line in text.splitlines():
         if line.strip():
@@ -57,6 +42,7 @@ def parse_file(path: str, text: str | None = None) -> ImportedRun:
     reader."""
     from dsv4tui.core.campaign import bench_serving
     from dsv4tui.core.imports import aiperf, guidellm, vllm
+    from dsv4tui.core.imports.record import read_text
 
     name = os.path.basename(path) or path
     text = read_text(path) if text is None else text

@@ -115,9 +115,7 @@ def parse_aggregate(obj: Mapping[str, Any], path: str) -> ImportedRun:
     run = _run(obj, path, [lv])
     beside = os.path.join(os.path.dirname(os.path.abspath(path)), RECORDS_FILE)
     if os.path.isfile(beside):
-        from dsv4tui.core.imports import read_text
-
-        reqs = _records(read_text(beside), beside)
+        reqs = _records(record.read_text(beside), beside)
         run.requests = [dict(r, level=0) for r in reqs]
         run.plan["imported"]["records_file"] = beside
         run.notes.append(f"{name}: per-request records from the {RECORDS_FILE} beside it "
@@ -194,7 +192,8 @@ def _records(text: str, path: str) -> list[dict[str, Any]]:
     t0 = min((s for s in starts if s is not None), default=0.0)
     out = []
     for i, (no, obj) in enumerate(rows):
-        metrics = obj.get("metrics") if isinstance(obj.get("metrics"), Mapping) else {}
+        raw = obj.get("metrics")
+        metrics: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         err = obj.get("error")
         ok = err is None and bool(metrics)
         start = record.number(obj["metadata"].get("request_start_ns"))

@@ -62,6 +62,21 @@ class ImportedRun:
         return os.path.basename(self.path) or self.path
 
 
+def read_text(path: str) -> str:
+    """The file as text; one-line UserError when it cannot be read."""
+    name = os.path.basename(path) or path
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except IsADirectoryError:
+        raise UserError(f"runs import: {path} is a directory (give the result file in it)",
+                        EXIT_CONFIG) from None
+    except OSError as exc:
+        raise UserError(f"runs import: cannot read {path}: {exc.strerror}", EXIT_CONFIG) from None
+    except UnicodeDecodeError:
+        raise UserError(f"runs import: {name} is not UTF-8 text", EXIT_CONFIG) from None
+
+
 def bad(name: str, where: str | None, what: str) -> UserError:
     """The one-line error of a file that cannot be read: ``runs import: NAME WHERE: WHAT``
     (``where``: ``line 3`` or ``key benchmarks[0].metrics``)."""

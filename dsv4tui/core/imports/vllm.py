@@ -74,9 +74,10 @@ def parse(text: str, path: str) -> ImportedRun:
     if not requests:
         notes.append(f"{name}: no per-request lists (vllm bench serve --save-detailed "
                      "writes them)")
-    server_args = {k: v for k, v in (("model_path", first.get("model_id")),
-                                     ("tokenizer_path", first.get("tokenizer_id")))
-                   if isinstance(v, str)}
+    # vllm's own names: its model_id is --model (a path, or the server's model id), not
+    # necessarily SGLang's model_path, so it must not read as a difference from one
+    server_args = {k: first[k] for k in ("model_id", "tokenizer_id")
+                   if isinstance(first.get(k), str)}
     plan = {"imported": {"file": path, "lines": len(objs), "backend": first.get("backend"),
                          "endpoint_type": first.get("endpoint_type"),
                          "date": first.get("date"), "notes": notes},

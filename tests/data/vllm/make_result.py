@@ -26,8 +26,8 @@ from typing import Any
 
 import httpx
 
-WORDS = ("the model routes each token through a small set of experts and the attention "
-         "layers keep a sliding window").split()
+WORDS = ["the", "model", "routes", "each", "token", "through", "a", "small", "set", "of",
+         "experts", "and", "the", "attention", "layers", "keep", "a", "sliding", "window"]
 
 
 def pct(values: list[float], p: float) -> float:

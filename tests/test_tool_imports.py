@@ -132,6 +132,9 @@ def test_compare_names_the_definitions_and_warns_where_they_mix(
     cmp = json.loads(capsys.readouterr().out)
     assert cmp["definitions"][ids[1]]["tool"] == "guidellm"
     assert len(cmp["definition_differences"]) == 2
+    assert main(["runs", "compare", *ids, "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert "Definitions (docs/metrics.md):" in md and md.count("- warning: the columns mix") == 2
     again = str(_import(GUIDELLM_YAML, capsys)["run_id"])
     assert main(["runs", "compare", ids[1], again]) == 0
     out = capsys.readouterr().out

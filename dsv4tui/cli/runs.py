@@ -270,21 +270,11 @@ def compare_text(cmp: Any) -> str:
 def definition_lines(cmp: Any) -> list[str]:
     """Whose definitions each run's columns follow, when a run is another tool's (imported),
     and a warning for each metric the comparison mixes (docs/metrics.md has the table)."""
-    defs = cmp.definitions()
-    if all(d["tool"] == "dsv4tui" for d in defs.values()):
+    notes = cmp.definition_notes()
+    if not notes:
         return []
-    lines = ["definitions (docs/metrics.md):"]
-    for run_id, d in defs.items():
-        cols = d["columns"]
-        lines.append(f"  #{run_id} {safe_text(d['tool'])}"
-                     f"{' ' + safe_text(d['version']) if d['version'] else ''}: "
-                     f"TTFT = {safe_text(cols['ttft_p50_ms'])}; "
-                     f"TPOT = {safe_text(cols['tpot_p50_ms'])}; "
-                     f"tokens = {safe_text(d['output_tokens'])}; "
-                     f"tok/s = {safe_text(cols['output_tok_s'])}")
-    for diff in cmp.definition_differences():
-        lines.append(f"warning: the columns mix definitions: {safe_text(diff)}")
-    return lines
+    return ["definitions (docs/metrics.md):"] + [
+        safe_text(n) if n.startswith("warning:") else f"  {safe_text(n)}" for n in notes]
 
 
 def distinct_runs(store: RunStore, refs: list[str], what: str) -> None:

@@ -259,6 +259,23 @@ class Comparison:
 
         return defs.mixed({r.id: r.plan for r in self.runs})
 
+    def definition_notes(self) -> list[str]:
+        """What the faces print under the table when a compared run is another tool's:
+        ``#2 aiperf 0.13.0: TTFT = ...; TPOT = ...; tokens = ...; tok/s = ...`` per run, then
+        ``warning: the columns mix definitions: ...`` per metric; [] for our runs only."""
+        defs = self.definitions()
+        if all(d["tool"] == "dsv4tui" for d in defs.values()):
+            return []
+        lines = []
+        for run_id, d in defs.items():
+            cols = d["columns"]
+            lines.append(f"#{run_id} {d['tool']}{' ' + d['version'] if d['version'] else ''}: "
+                         f"TTFT = {cols['ttft_p50_ms']}; TPOT = {cols['tpot_p50_ms']}; "
+                         f"tokens = {d['output_tokens']}; tok/s = {cols['output_tok_s']}")
+        lines += [f"warning: the columns mix definitions: {diff}"
+                  for diff in self.definition_differences()]
+        return lines
+
     def server_args_differences(self, limit: int = 12) -> list[str]:
         """How the servers the runs measured differ: the SGLang version, GPUs, driver and
         every server argument SGLang reported (runs without them say so)."""

@@ -125,6 +125,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DSV4TUI_DATA_DIR"] = tmp
         os.environ["DSV4TUI_CONFIG"] = str(Path(tmp) / "none.toml")
+        Path(os.environ["DSV4TUI_CONFIG"]).touch()  # named: it must exist
         os.environ["PYTHONPATH"] = str(REPO)
         result = asyncio.run(run(args.hosts, args.gpus, args.seconds, args.warmup))
     if args.json:

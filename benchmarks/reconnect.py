@@ -47,6 +47,7 @@ def _setup(code: str | None) -> Path:
     (tmp / "home" / ".ssh").mkdir(parents=True)
     os.environ["HOME"] = str(tmp / "home")
     os.environ["DSV4TUI_CONFIG"] = str(tmp / "config.toml")
+    Path(os.environ["DSV4TUI_CONFIG"]).touch()  # named: it must exist
     os.environ["DSV4TUI_DATA_DIR"] = str(tmp / "data")
     os.environ.pop("SSH_AUTH_SOCK", None)
     sys.path.insert(0, str(REPO / "tests"))

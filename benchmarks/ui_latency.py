@@ -281,6 +281,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DSV4TUI_DATA_DIR"] = tmp
         os.environ["DSV4TUI_CONFIG"] = str(Path(tmp) / "config.toml")
+        Path(os.environ["DSV4TUI_CONFIG"]).touch()  # named: it must exist
         try:
             load = asyncio.run(load_phase(args))
             idle = asyncio.run(idle_phase(args)) if args.idle_s > 0 else None

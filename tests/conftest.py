@@ -7,4 +7,6 @@ pytest_plugins = [
     "plugins.bench_server",
     "plugins.relay",
     "plugins.campaigns",
+    "plugins.tiers",
+    "pytester",
 ]

@@ -262,6 +262,7 @@ def test_adopt_then_restart_with_one_backend_changed(by_hand: SimProcess,
     assert code == 0 and "by SIGTERM" in out
 
 
+@pytest.mark.e2e
 def test_a_stop_ends_only_the_adopted_server_not_its_scripts_group(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Started from a script (no job control): the server shares the script's process group
@@ -363,3 +364,32 @@ def test_secrets_never_leave_the_process(tmp_path: Path, sims: list[SimProcess],
     prof = config.load(paths.config_file())[0].hosts["local"].profiles["adopted"]
     assert prof.api_key_env == "SIM_KEY" and "--api-key" not in prof.extra_args
     reap_server(paths.local_agent_state_dir())
+
+
+def test_adopting_a_server_dsv4tui_once_started_keeps_its_launch_id(
+        tmp_path: Path, sims: list[SimProcess], capsys: pytest.CaptureFixture[str]) -> None:
+    """A server dsv4tui started whose record was lost (a wiped cache dir) still carries its
+    launch's id, and so does a daemon it left outside its tree: adopted, a stop ends both."""
+    from dsv4tui.agent.procs import LAUNCH_ID_VAR
+
+    port = free_port()
+    env = subprocess_env(**{LAUNCH_ID_VAR: "0123456789abcdef0123456789abcdef"})
+    sim = start_sim(tmp_path / "lost-record", port=port, env=env)
+    sims.append(sim)
+    daemon = subprocess.Popen(["sleep", "600"], env=env, start_new_session=True,
+                              stdin=subprocess.DEVNULL)
+    try:
+        sim.wait_ready()
+        paths.config_file().write_text(CONFIG.format(python=sys.executable, port=port))
+        code, _out, err = run_cli(capsys, "server", "adopt", "local", "--yes")
+        assert code == 0, err
+        record = json.loads((paths.local_agent_state_dir() / "server.json").read_text())
+        assert record["launch_id"] == "0123456789abcdef0123456789abcdef"
+        code, out, err = run_cli(capsys, "server", "stop", "local", "--grace", "10")
+        assert code == 0, out + err
+        assert daemon.wait(10) is not None  # the daemon carried the launch's id: ended too
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(5)
+        reap_server(paths.local_agent_state_dir())

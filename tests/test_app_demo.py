@@ -164,6 +164,19 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         await pilot.press("escape")
         assert isinstance(app.screen, RunsScreen)
 
+        # a plan no one means (1:999999) asks first (issue 23 point 10); n starts nothing
+        before = m.sweep
+        await pilot.press("w")
+        await until(pilot, lambda: isinstance(app.screen, SweepPlanScreen), 5, "plan dialog")
+        app.screen.query_one("#plan-levels", Input).value = "1:999999"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "size confirm")
+        shown = str(app.screen.message)
+        assert "longer than 1 h" in shown and "999,999 requests" in shown  # warmup 0
+        await pilot.press("n")
+        await pilot.pause()
+        assert m.sweep is before and not m.sweep.running
+
         # q asks while a sweep runs; n keeps it; x cancels it and keeps what finished
         await pilot.press("w")
         await until(pilot, lambda: isinstance(app.screen, SweepPlanScreen), 5, "plan dialog")

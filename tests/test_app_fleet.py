@@ -149,6 +149,7 @@ async def test_enter_opens_the_dashboard_and_back_keeps_the_connections(
     # browse closes the fleet at the end; before that the link was never re-made
 
 
+@pytest.mark.e2e
 async def test_back_gives_the_connection_back_with_its_streams_removed(
         sim_gpus: None) -> None:
     """A dashboard on the fleet's supervisor: ``0`` ends it with BACK; the supervisor is the

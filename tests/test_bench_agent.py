@@ -79,7 +79,7 @@ def test_sweep_events_and_numbers(known_server: Callable[..., KnownServer]) -> N
     assert (second["concurrency"], second["completed"], second["errors"]) == (3, 6, 0)
     assert second["output_tokens"] == 48 and second["token_count_source"] == "usage"
     assert 25 < second["ttft_ms"]["mean"] < 200
-    assert 2.0 < second["itl_ms"]["mean"] < 10.0
+    assert 2.0 < second["itl_ms"]["mean"] < 30.0  # the server's 3 ms, in ms (not s)
     assert second["client_cpu_us_per_token"] > 0 and second["partial"] is False
     assert second["started_at"] <= second["finished_at"]
     assert of_type(events, "sweep")[0]["status"] == "done"

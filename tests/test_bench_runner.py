@@ -119,10 +119,14 @@ def test_bench_target_aims_at_our_server_then_the_default_port() -> None:
                                "b": ServerProfile(model_path="/m/b", port=8002,
                                                   served_model_name="bee", api_key_env="KEY")},
                      default_profile="b")
-    assert bench_target(cfg) == {"mode": "ours", "fallback": {
-        "host": "127.0.0.1", "port": 8002, "model": "bee", "api_key_env": "KEY"}}
-    assert bench_target(cfg, "a") == {"mode": "url", "url": "http://127.0.0.1:8001",
-                                      "model": "/m/a", "api_key_env": None}
+    # what the server answering must be (agent.target.identity_problem): the profile's model
+    expect_b = {"host": "127.0.0.1", "port": 8002, "model": "bee", "model_path": "/m/b",
+                "api_key_env": "KEY", "ours_only": False}
+    assert bench_target(cfg) == {"mode": "ours", "fallback": expect_b}
+    assert bench_target(cfg, "a") == {
+        "mode": "url", "url": "http://127.0.0.1:8001", "model": "/m/a", "api_key_env": None,
+        "expect": {"host": "127.0.0.1", "port": 8001, "model": "/m/a", "model_path": "/m/a",
+                   "api_key_env": None, "ours_only": False}}
     assert bench_target(HostConfig()) == {"mode": "ours"}
     v6 = HostConfig(profiles={"p": ServerProfile(model_path="/m", host="::")})
     assert bench_target(v6, "p")["url"] == "http://[::1]:30000"

@@ -1,11 +1,15 @@
-"""DESIGN.md's boundaries, enforced by reading every module's imports."""
+"""DESIGN.md's boundaries that pyproject.toml's import-linter contracts cannot state."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import gc
+import graphlib
 import sys
 from pathlib import Path
+
+import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "dsv4tui"
 AGENT_BUNDLED = {"httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi", "pynvml",
@@ -13,6 +17,7 @@ AGENT_BUNDLED = {"httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certif
 STDLIB = set(sys.stdlib_module_names)
 
 
+@functools.cache  # three tests read every module: each is parsed once
 def parse(path: Path) -> ast.Module:
     # CPython 3.11 raised "AST constructor recursion depth mismatch" here once, in CI, when
     # a collection ran a finalizer in the middle of ast.parse: parse with the GC off
@@ -25,57 +30,24 @@ def parse(path: Path) -> ast.Module:
             gc.enable()
 
 
-def imports(path: Path) -> set[str]:
-    tree = parse(path)
-    package = ".".join(path.relative_to(PKG.parent).with_suffix("").parts[:-1])
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolved against the module's own package
-                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                module = f"{base}.{node.module}" if node.module else base
-            elif node.module:
-                module = node.module
-            else:
-                continue
-            names.add(module)
-            names |= {f"{module}.{a.name}" for a in node.names}
-    return names
-
-
-# The three parts (README "Layout"): the agent (host side, and the simulated host beside it),
-# the core (no Textual) and the two faces over it, the CLI and the Textual UI. Imports go
-# downward only: a face imports the core, the core imports the agent, and neither face
-# imports the other (only the entry point, dsv4tui/main.py, knows both).
-TOOLKIT = ("textual", "textual_plotext", "plotext", "textual_serve")
-
-
-def _own(names: set[str]) -> set[str]:
-    return {n for n in names if n.split(".")[0] == "dsv4tui"}
-
-
-def _imports_of(part: str) -> dict[str, set[str]]:
-    return {str(path.relative_to(PKG)): imports(path) for path in modules(part)}
-
-
-def modules(sub: str) -> list[Path]:
-    base = PKG / sub
-    return sorted(base.rglob("*.py")) if base.is_dir() else [base]
+def test_the_contracts_hold() -> None:
+    """pyproject.toml's import-linter contracts (the layers, the agent alone, the simulator
+    beside, no toolkit in the core, no connections from screens and widgets): also run by
+    ``lint-imports`` in .ci/run."""
+    cli = pytest.importorskip("importlinter.cli")  # the dev extra
+    assert cli.lint_imports(config_filename=str(PKG.parent / "pyproject.toml"),
+                            no_cache=True, no_logo=True) == 0
 
 
 def test_agent_imports_only_stdlib_and_bundled() -> None:
-    bad = []
-    for path in modules("agent"):
-        for name in imports(path):
-            top = name.split(".")[0]
-            if top == "dsv4tui":
-                if not (name.startswith("dsv4tui.agent") or name in ("dsv4tui", "dsv4tui.__version__")):
-                    bad.append(f"{path.name}: {name}")
-            elif top not in STDLIB and top not in AGENT_BUNDLED:
-                bad.append(f"{path.name}: {name}")
-    assert not bad, f"agent imports outside stdlib + bundle: {bad}"
+    """What import-linter cannot say (it forbids names, it does not allow a list): the agent
+    imports the standard library and the packages copied into its zipapp, nothing else."""
+    graph = pytest.importorskip("grimp").build_graph(  # import-linter's graph (the dev extra)
+        "dsv4tui", include_external_packages=True, cache_dir=None)
+    outside = {m.split(".")[0] for m in graph.find_modules_directly_imported_by(
+        "dsv4tui.agent", as_package=True)} - {"dsv4tui"}
+    assert {"json", "httpx", "pynvml"} <= outside
+    assert not outside - STDLIB - AGENT_BUNDLED, "agent imports outside stdlib + bundle"
 
 
 def test_the_tree_has_three_parts() -> None:
@@ -83,172 +55,20 @@ def test_the_tree_has_three_parts() -> None:
     assert top == ["__init__.py", "__main__.py", "agent", "cli", "core", "main.py", "sim", "tui"]
 
 
-# The simulator's argparse takes the same flag choices as the launch validator: the one module
-# of the core the simulated host reads (pure data, no imports of its own).
-SIM_READS = ("dsv4tui.core.server.sglang_choices", "dsv4tui.core.server")
-
-
-def test_sim_imports_only_itself_and_the_agent() -> None:
-    bad = [f"{where}: {name}" for where, names in _imports_of("sim").items()
-           for name in _own(names)
-           if not name.startswith(("dsv4tui.sim", "dsv4tui.agent"))
-           and name not in ("dsv4tui", "dsv4tui.__version__", *SIM_READS)]
-    assert not bad, f"the simulated host reaches above itself: {bad}"
-
-
-def test_core_imports_no_face_and_no_toolkit() -> None:
-    bad = []
-    core = _imports_of("core")
-    assert "core/telemetry.py" in core and "core/view/model.py" in core
-    for where, names in core.items():
-        for name in names:
-            if name.split(".")[0] in TOOLKIT or name.startswith(
-                    ("dsv4tui.cli", "dsv4tui.tui", "dsv4tui.main")):
-                bad.append(f"{where}: {name}")
-    assert not bad, f"core modules import a face or the UI toolkit: {bad}"
-
-
-def test_cli_never_imports_the_tui() -> None:
-    bad = [f"{where}: {name}" for where, names in _imports_of("cli").items() for name in names
-           if name.split(".")[0] in TOOLKIT or name.startswith(("dsv4tui.tui", "dsv4tui.main"))]
-    assert not bad, f"CLI commands import the Textual face: {bad}"
-
-
-def test_tui_never_imports_the_cli() -> None:
-    bad = [f"{where}: {name}" for where, names in _imports_of("tui").items() for name in names
-           if name.startswith(("dsv4tui.cli", "dsv4tui.main"))]
-    assert not bad, f"the Textual face imports CLI commands: {bad}"
-
-
-def test_ui_never_opens_connections() -> None:
-    forbidden = {"asyncssh", "socket", "sqlite3", "httpx", "subprocess"}
-    forbidden_own = ("dsv4tui.core.hosts.ssh", "dsv4tui.core.store")
-    bad = []
-    for sub in ("tui/screens", "tui/widgets", "tui/themes", "tui/responsive.py", "tui/keymap.py"):
-        for path in modules(sub):
-            for name in imports(path):
-                if name.split(".")[0] in forbidden or name.startswith(forbidden_own):
-                    bad.append(f"{path.relative_to(PKG)}: {name}")
-    assert not bad, f"UI modules reach the network/files directly: {bad}"
-
-
-# -- import loops ------------------------------------------------------------------------------
-# Every import of a dsv4tui module by another, also those inside functions (a function-level
-# import that closes a loop is still a loop: the two modules cannot be read, tested or moved
-# one without the other), except those under ``if TYPE_CHECKING:`` (they never run).
-
-def _module_names() -> dict[str, Path]:
-    """dotted name -> file, for every module of the package (a package: its __init__)."""
-    out = {}
-    for path in sorted(PKG.rglob("*.py")):
-        parts = path.relative_to(PKG.parent).with_suffix("").parts
-        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return out
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _runtime_imports(node: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """The import statements under ``node`` that can run (``if TYPE_CHECKING:`` bodies out;
-    their ``else:`` in)."""
-    found: list[ast.Import | ast.ImportFrom] = []
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.Import, ast.ImportFrom)):
-            found.append(child)
-        elif isinstance(child, ast.If) and _is_type_checking(child.test):
-            for stmt in child.orelse:
-                found += _runtime_imports(ast.Module(body=[stmt], type_ignores=[]))
-        else:
-            found += _runtime_imports(child)
-    return found
-
-
-def import_graph() -> dict[str, set[str]]:
-    """module -> the dsv4tui modules it imports. ``import a.b.c`` and ``from a.b.c import x``
-    are edges to a.b.c (the nearest module of the name); ``from pkg import name`` is an edge
-    to pkg.name where that is a module, else to pkg."""
-    mods = _module_names()
-
-    def nearest(name: str) -> str | None:
-        while name and name not in mods:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph: dict[str, set[str]] = {}
-    for name, path in mods.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        tree = parse(path)
-        edges: set[str | None] = set()
-        for node in _runtime_imports(tree):
-            if isinstance(node, ast.Import):
-                edges |= {nearest(a.name) for a in node.names}
-                continue
-            if node.level:
-                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                module = f"{base}.{node.module}" if node.module else base
-            else:
-                module = node.module or ""
-            for a in node.names:
-                full = f"{module}.{a.name}"
-                edges.add(full if full in mods else nearest(module))
-        graph[name] = {e for e in edges if e is not None and e != name}
-    return graph
-
-
-def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                found.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return sorted(found)
-
-
 def test_no_import_loops() -> None:
-    graph = import_graph()
-    assert "dsv4tui.agent.server" in graph and "dsv4tui.core.store" in graph
-    cycles = import_cycles(graph)
-    assert not cycles, "import loops (each a set of modules that import each other):\n" + \
-        "\n".join(" <-> ".join(c) for c in cycles)
-
-
-def test_the_loop_finder_sees_loops_through_functions_and_not_type_checking() -> None:
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
-    assert import_cycles(graph) == [["a", "b", "c"]]
-    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\n"
-                     "else:\n    import y\ndef f():\n    import z\n")
-    names = [a.name for n in _runtime_imports(tree) if isinstance(n, ast.Import)
-             for a in n.names]
-    assert names == ["y", "z"]
+    """No module imports itself through others, also through an import inside a function (two
+    such modules cannot be read, tested or moved one without the other); imports under
+    ``if TYPE_CHECKING:`` never run and do not count. (import-linter's acyclic_siblings
+    contract is about packages, stricter than this.)"""
+    graph = pytest.importorskip("grimp").build_graph(
+        "dsv4tui", exclude_type_checking_imports=True, cache_dir=None)
+    assert "dsv4tui.agent.server" in graph.modules and "dsv4tui.core.store" in graph.modules
+    imported = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    try:
+        graphlib.TopologicalSorter(imported).prepare()
+    except graphlib.CycleError as loop:
+        # graphlib lists the loop as "is imported by": say it as "imports"
+        raise AssertionError("import loop: " + " -> ".join(reversed(loop.args[1]))) from None
 
 
 # The run store's modules use one another's public names only, and nothing outside
@@ -360,13 +180,14 @@ def test_one_reading_of_a_process_start_time() -> None:
                         *(root / "benchmarks").rglob("*.py")]):
         if path == own:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path)
         bad += [f"{path.relative_to(root)}:{n.lineno}: def {n.name}" for n in ast.walk(tree)
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                 and n.name.lstrip("_") == "proc_start"]
     assert not bad, f"a second reader of a process's start time: {bad}"
 
 
+@pytest.mark.e2e
 def test_agent_bundle_runs_hello(tmp_path: Path) -> None:
     """The zipapp built from the installed package runs on a bare python with -I (no site)."""
     import json

@@ -262,6 +262,18 @@ def test_campaign_config_errors_are_one_line_with_the_key_path(
     assert "no campaign 'nothere'" in capsys.readouterr().err
 
 
+def test_a_campaign_that_is_not_there_is_exit_2_as_a_run_that_is_not(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, needle in ((["campaign", "status", "local"], "local: no campaigns on this host"),
+                         (["campaign", "status", "local", "20260101-000000-abcd"],
+                          "no campaign 20260101-000000-abcd on this host"),
+                         (["campaign", "report", "local", "nosuch"], "not a campaign id"),
+                         (["runs", "show", "9999"], "no run with id 9999")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, err
+
+
 def test_a_campaign_file_runs_like_a_config_campaign(capsys: pytest.CaptureFixture[str],
                                                      tmp_path: Path) -> None:
     port = free_port()

@@ -223,7 +223,7 @@ def test_no_control_character_reaches_the_terminal(evil_run: int,
     assert json.loads(out)["run"]["label"] == EVIL
     # an error message from the store (holding a label) is one line, once
     code, _, err = run(capsys, "runs", "show", "no\x1b[2Jsuch")
-    assert code == 1 and "\x1b" not in err and err.count("dsv4tui: error:") == 1
+    assert code == 2 and "\x1b" not in err and err.count("dsv4tui: error:") == 1  # not there: 2
 
 
 # --- exit codes say what happened (README "Exit codes") --------------------------------------
@@ -240,6 +240,7 @@ def agent_importable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("sanity", [[], ["--no-sanity"]])
+@pytest.mark.e2e
 def test_a_url_sweep_nothing_answers_at_stores_nothing_and_exits_4(
         agent_importable: None, capsys: pytest.CaptureFixture[str], sanity: list[str]) -> None:
     """A refused --url measured nothing: no failed run in the store, exit 4 (a connection
@@ -269,6 +270,7 @@ def silent_port() -> Iterator[int]:
     sock.close()
 
 
+@pytest.mark.e2e
 def test_a_url_that_accepts_but_never_answers_http_stores_nothing_and_exits_4(
         agent_importable: None, capsys: pytest.CaptureFixture[str], silent_port: int) -> None:
     """Connected is not answering: a sweep there would only time out (it stored a failed run,
@@ -286,6 +288,7 @@ def test_a_url_that_accepts_but_never_answers_http_stores_nothing_and_exits_4(
         assert store.runs() == []
 
 
+@pytest.mark.e2e
 def test_a_server_that_answers_500_to_everything_is_a_server(
         agent_importable: None, capsys: pytest.CaptureFixture[str]) -> None:
     """Any HTTP answer is an answer: the reach check lets a 500 server through, and its sweep
@@ -337,6 +340,7 @@ def test_adopt_a_port_that_is_no_tcp_port_is_a_usage_error(
     assert f"--port must be a TCP port, 1 to 65535, not {port}" in line
 
 
+@pytest.mark.e2e
 def test_adopt_with_an_api_key_variable_the_host_lacks_is_a_usage_error(
         agent_importable: None, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     return code, out.out + out.err
 
 
+@pytest.mark.e2e
 def test_demo_pair_starts_both_nodes_and_stops_them(demo_pair: None,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run(capsys, "server", "start", "demo-pair", "--json")
@@ -82,6 +83,7 @@ def test_campaigns_on_a_host_made_of_nodes_are_refused(capsys: pytest.CaptureFix
     assert len(out.strip().splitlines()) == 1
 
 
+@pytest.mark.e2e
 def test_a_node_that_cannot_be_reached_is_its_state(capsys: pytest.CaptureFixture[str]) -> None:
     paths.config_file().write_text(
         '[hosts.b]\nssh = "127.0.0.1:1"\nconnect_timeout_s = 3\n'
@@ -100,6 +102,7 @@ def test_a_node_that_cannot_be_reached_is_its_state(capsys: pytest.CaptureFixtur
     assert rows["pair"]["nodes"] == ["local", "b"] and rows["demo-pair"]["nodes"]
 
 
+@pytest.mark.e2e
 def test_logs_of_a_host_made_of_nodes_show_every_node(demo_pair: None,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run(capsys, "server", "start", "demo-pair", "--json")

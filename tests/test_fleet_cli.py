@@ -89,6 +89,7 @@ async def test_fleet_all_reachable_exit_0_and_table(sim_gpus: None, ssh_server: 
     assert not any(line.startswith("✗") for line in lines)
 
 
+@pytest.mark.e2e
 async def test_unknown_host_one_line_reason(sim_gpus: None) -> None:
     code, out, err = await fleet_cli("local", "no-such-host.invalid")
     assert code == 4 and err == ""
@@ -138,6 +139,7 @@ async def fleet_of(sim_gpus: None) -> AsyncIterator[list[Fleet]]:
         await fleet.stop()
 
 
+@pytest.mark.e2e
 async def test_a_hanging_host_never_delays_the_others(fleet_of: list[Fleet],
                                                       silent_port: int) -> None:
     settings = Settings()
@@ -189,6 +191,7 @@ def test_fleet_usage_errors_name_the_option(capsys: pytest.CaptureFixture[str]) 
     assert "--demo takes no HOST" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 async def test_demo_fleet_json() -> None:
     """``fleet --demo``: the demo fleet's simulated hosts (each its own GPUs) and the one
     that cannot be reached, on purpose: what the user asked for answered, so exit 0 (it was

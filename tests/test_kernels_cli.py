@@ -67,8 +67,11 @@ def test_trace_text(capsys: pytest.CaptureFixture[str]) -> None:
     (["kernels", "--url", "http://x", "--profile", "p"], 2, "--profile goes with a HOST"),
     (["kernels", "demo", "--steps", "0"], 2, "must be >= 1"),
     (["kernels", "demo", "--tensor-active", "3"], 2, "--tensor-active goes with --trace"),
-    (["kernels", "--show", "nope"], 1, "is not a capture id"),
-    (["kernels", "--show", "7"], 1, "no kernel capture with id 7"),
+    (["kernels", "--show", "nope"], 2, "is not a capture id"),
+    (["kernels", "--show", "7"], 2, "no kernel capture with id 7"),
+    (["kernels", "--show", "latest"], 2, "no kernel captures yet"),
+    (["kernels", "--show", "run:3"], 2, "run 3 has no kernel capture"),
+    (["kernels", "--url", "http://127.0.0.1:1", "--run", "9"], 2, "no run with id 9"),
 ])
 def test_errors_are_one_line(argv: list[str], code: int, msg: str,
                              capsys: pytest.CaptureFixture[str]) -> None:
@@ -145,6 +148,7 @@ def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimProcess]
         proc.stop()
 
 
+@pytest.mark.e2e
 def test_kernels_url_end_to_end_and_attach(sim: SimProcess,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     with RunStore() as store:
@@ -158,3 +162,6 @@ def test_kernels_url_end_to_end_and_attach(sim: SimProcess,
     with RunStore() as store:
         stored = kernel_store.find_capture(store, f"run:{run_id}")
     assert stored.id == out["capture_id"] and stored.backend == "triton"
+    # the launch fields went through the agent, the console and the store
+    found = {f["short_name"]: f for f in stored.summary["launch"]["findings"]}
+    assert found["_tiled_sparse_decode_kernel"]["blocks"] == 64

@@ -60,12 +60,23 @@ async def test_kernels_screen_shows_and_compares(tmp_path: Path) -> None:
         head = str(screen.query_one("#kern-head", Static).render())
         assert "#2 marlin/NVFP4" in head and "SIMULATED" in head
         kernels = screen.query_one("#kern-kernels", KernelTable)
-        assert kernels.row_count > 5 and len(kernels.columns) == 7
+        assert kernels.row_count > 5 and len(kernels.columns) == 8  # + blocks, SMs, occ
+        cells = [str(c) for c in kernels.get_row_at(0)]
+        assert cells[-1] == "_tiled_sparse_decode_kernel" and cells[-2].split() == \
+            ["64", "34%", "3%"]
+        found = str(screen.query_one("#kern-findings", Static).render())
+        assert "188 SMs from the trace" in found
+        assert ("`_tiled_sparse_decode_kernel`: 64 blocks on 188 SMs (34 % of the GPU) for 43 % "
+                "of each decode step") in found
         # mark the MXFP4 capture first (the base), then the NVFP4 one: side by side
         await pilot.press("down", "space", "up", "space")
         assert screen.marked == [1, 2]
         assert [i.id for i in screen.shown()] == [1, 2]
-        assert len(kernels.columns) == 8  # the second capture's share beside
+        assert len(kernels.columns) == 9  # the second capture's share beside
+        found = str(screen.query_one("#kern-findings", Static).render())
+        assert "#1 triton/MXFP4 (run 4)" in found and "#2 marlin/NVFP4" in found
+        assert "`_mxfp4_slot_gemv_kernel`: 48 blocks on 188 SMs (26 % of the GPU), on CUDA cores" \
+            in found
         text = screen.query_one("#kern-families", FamilyBars).render_text(120).plain
         assert "#1 triton/MXFP4 (run 4)" in text and "#2 marlin/NVFP4" in text
         moe = next(line for line in text.splitlines() if line.startswith("MoE GEMM"))

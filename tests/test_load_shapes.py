@@ -256,6 +256,7 @@ def test_goodput_against_known_timings(known_server: Callable[..., KnownServer])
         assert level["completed"] == 6 and len(of_type(events, "request")) == 6
 
 
+@pytest.mark.e2e
 def test_plan_inputs_say_what_is_wrong() -> None:
     assert parse_rates("2:100, 4.5:200") == [(2.0, 100), (4.5, 200)]
     assert parse_goodput("ttft:500,e2el:9000") == {"ttft_ms": 500.0, "e2el_ms": 9000.0}
@@ -416,6 +417,7 @@ async def test_plan_dialog_sets_rates_goodput_lengths_and_seed() -> None:
     assert plan.random_range_ratio == 0.5 and plan.seed == 7
 
 
+@pytest.mark.e2e
 def test_the_queue_sampler_ends_when_its_agent_dies(tmp_path: Path) -> None:
     """A sweep's /metrics sampler (a forked child) must not outlive its agent: with the server
     gone too it never writes a sample, so only the parent's death can tell it (one was found

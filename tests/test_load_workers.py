@@ -151,3 +151,8 @@ def test_cancel_ends_the_workers_and_keeps_what_finished(
     reqs = [e for e in events if e["type"] == "request"]
     assert len({r["index"] for r in reqs}) == len(reqs) == level["completed"] + level["errors"]
     assert all(not Path(f"/proc/{k}").exists() for k in kids)
+    # the sweep says what it measured (it said "cancelled after 0 of 1 levels")
+    [sweep] = [e for e in events if e["type"] == "sweep"]
+    assert sweep["status"] == "cancelled" and len(reqs) >= 8
+    assert sweep["reason"] == (f"cancelled during level C=4: {len(reqs):,} requests measured, "
+                               "0 of 1 levels complete")

@@ -203,7 +203,7 @@ def test_parse_log_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["phases"][0] == {"name": "load_weights", "duration_s": 51.37}
     assert set(data["decode"][0]) >= {"time", "running_req", "queue_req", "gen_throughput"}
     code, out, _ = run_cli(capsys, "parse-log", str(DATA / "no_kernel_image.log"))
-    assert code == 0 and "no_kernel_image" in out and "not ready" in out
+    assert code == 1 and "no_kernel_image" in out and "FAILED before ready" in out
 
 
 @pytest.mark.parametrize("bad", ["missing", "dir", "binary"])

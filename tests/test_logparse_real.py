@@ -140,12 +140,13 @@ def test_decode_lines_of_other_formats() -> None:
 
 def test_parse_log_cli_reports_a_bare_exception(capsys: pytest.CaptureFixture[str]) -> None:
     path = REAL / "issue5441_bare_value_error.log"
-    assert cli.main(["parse-log", str(path)]) == 0
+    assert cli.main(["parse-log", str(path)]) == 1  # the log says the server failed
     out = capsys.readouterr().out
-    assert "not ready (last phase: failed)" in out and "errors: 1" in out
+    assert "FAILED before ready (last phase: failed)" in out and "errors: 1" in out
     assert "line 2: exception: ValueError: Model architectures" in out
 
 
+@pytest.mark.e2e
 def test_the_log_stream_and_a_crash_report_see_a_bare_exception(tmp_path: Path) -> None:
     """What the dashboard gets: the agent's ``logs`` stream (a real agent process) emits it as
     an error event, a startup step says it; a crashed server's status names it as the cause."""
@@ -168,3 +169,66 @@ def test_the_log_stream_and_a_crash_report_see_a_bare_exception(tmp_path: Path) 
     info = server._parse_log(str(log), [])
     assert logparse.root_cause(info["events"]) == step.text
     assert info["parser"].current_phase == "failed"
+
+
+def crashed_after_ready(tmp_path: Path) -> Path:
+    """A real start that became ready (tests/data: DeepSeek-V4 TP8, its SIGTERM cut off), then
+    a real scheduler crash while serving (LMCache PR 869), its clock moved after the start's."""
+    start = (REAL.parent / "dsv4_nvfp4_marlin_tp8.log").read_text().split("\n")
+    start = [line for line in start if line and "SIGTERM" not in line
+             and "Gracefully exiting" not in line]
+    crash = (REAL / "lmcache_pr869_scheduler_crash_in_decode.log").read_text().split("\n")[1:]
+    path = tmp_path / "made-up.log"
+    path.write_text("\n".join(start + [c.replace("2025-06-26 02:16:20", "2026-03-02 09:19:29")
+                                        for c in crash]))
+    return path
+
+
+def test_a_crash_after_ready_is_the_headline_and_exit_1(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``made-up.log: ready, startup 98.00 s``, exit 0, the crash only as
+    "errors: 1". A scheduler that hit an exception while serving ended the server."""
+    path = crashed_after_ready(tmp_path)
+    line = next(i for i, text in enumerate(path.read_text().split("\n"), 1)
+                if "Scheduler hit an exception" in text)
+    assert cli.main(["parse-log", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"{path}: CRASHED after ready (line {line}, 230.00 s after ready): "
+                      "traceback: ValueError: Failed to allocate token prealloc indices")
+    assert out[1] == ("  it had become ready: startup 98.00 s (log timestamps: first line -> "
+                      "ready)")
+    assert cli.main(["parse-log", str(path), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["state"] == "crashed" and data["ready"] is True
+    assert data["crash"] == {"kind": "traceback", "line": line, "exception": "ValueError",
+                             "text": "ValueError: Failed to allocate token prealloc indices",
+                             "prefix": "TP0", "after_ready_s": 230.0}
+    # the excerpt alone (no ready in it): a failure, not a crash after ready
+    alone = logparse.summarize_text(
+        (REAL / "lmcache_pr869_scheduler_crash_in_decode.log").read_text())
+    assert alone["state"] == "failed" and alone["crash"] is None
+
+
+@pytest.mark.parametrize("tail,state", [
+    ("[2026-03-02 09:19:29 TP3] Scheduler hit an exception: RuntimeError: CUDA error", "crashed"),
+    ("[2026-03-02 09:19:29] Received sigquit from a child process. It usually means the child "
+     "failed.", "crashed"),
+    # a request's traceback (the server keeps serving) is an error, not a crash
+    ("[2026-03-02 09:19:29] Exception in ASGI application\nTraceback (most recent call last):\n"
+     '  File "/x.py", line 1, in f\nKeyError: \'messages\'', "ready"),
+    # a crash while draining after a SIGTERM is the stop, not a crash
+    ("[2026-03-02 09:19:29] SIGTERM received. signum=15 frame=None. Draining requests and "
+     "shutting down...\n[2026-03-02 09:19:30] Received sigquit from a child process.", "stopped"),
+])
+def test_which_errors_after_ready_are_a_crash(tmp_path: Path, tail: str, state: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    start = [line for line in (REAL.parent / "dsv4_nvfp4_marlin_tp8.log").read_text()
+             .split("\n") if line and "SIGTERM" not in line and "Gracefully" not in line]
+    s = logparse.summarize_text("\n".join(start) + "\n" + tail + "\n")
+    assert s["state"] == state and s["ready"] is True
+    assert (s["crash"] is not None) == (state == "crashed")
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(start) + "\n" + tail + "\n")
+    assert cli.main(["parse-log", str(path)]) == (1 if state == "crashed" else 0)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"{path}: CRASHED after ready") == (state == "crashed"), first

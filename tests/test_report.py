@@ -205,6 +205,36 @@ def test_markdown_writes_its_charts_beside_it(two_runs: list[int], tmp_path: Pat
     assert "| C | run | tok/s |" in md and "--moe-runner-backend" in md
 
 
+def test_the_out_suffix_says_the_format_or_is_refused(
+        two_runs: list[int], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out r.pdf`` wrote HTML into r.pdf: a suffix that is not the report's format is one
+    line and exit 2, nothing written; .html/.md pick the format; a suffix and --format that
+    disagree are refused."""
+    ids = list(map(str, two_runs))
+    for name, fmt in (("r.pdf", None), ("r.docx", "html"), ("r.html", "md"), ("r.md", "html")):
+        out = tmp_path / name
+        argv = ["runs", "report", *ids, "--out", str(out)] + (["--format", fmt] if fmt else [])
+        assert main(argv) == 2, name
+        captured = capsys.readouterr()
+        assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
+        assert str(out) in captured.err and captured.out == ""
+        assert not out.exists()
+    assert "a report is HTML (.html) or Markdown (.md), not .pdf" in main_err(
+        capsys, ["runs", "report", *ids, "--out", str(tmp_path / "r.pdf")])
+    for name, head in (("r.htm", "<!doctype html>"), ("R.MD", "# ")):
+        assert main(["runs", "report", *ids, "--out", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).read_text().lower().startswith(head.lower()), name
+    capsys.readouterr()
+    plain = tmp_path / "plain"  # no suffix: --format, else html
+    assert main(["runs", "report", *ids, "--out", str(plain), "--format", "md"]) == 0
+    assert plain.read_text().startswith("# ")
+
+
+def main_err(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert main(argv) == 2
+    return capsys.readouterr().err
+
+
 def test_a_run_without_a_finished_level_is_left_out_and_said(
         two_runs: list[int], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with RunStore() as store:

@@ -227,6 +227,7 @@ def test_custom_bandwidth_without_a_known_gpu() -> None:
     assert math.isclose(res["levels"][0]["ceiling_tok_s"], 0.32e12 / 14e9, rel_tol=1e-3)
 
 
+@pytest.mark.e2e
 def test_roofline_on_the_demo_host(capsys: pytest.CaptureFixture[str]) -> None:
     """GPU from the host's (simulated) telemetry, GPUs from the profile's tp_size; no
     config.json for the demo's model path: the flags give the parameters, a note says so."""

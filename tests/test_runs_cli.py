@@ -93,7 +93,7 @@ def test_compare_names_the_baseline_it_was_given(seeded: list[int],
     assert data["baseline"] == second
     row = next(r for r in data["rows"] if r["run_id"] == second)
     assert row["output_tok_s_change_pct"] == 0.0
-    assert main(["runs", "compare", str(first), str(second), "--baseline", "999"]) == 1
+    assert main(["runs", "compare", str(first), str(second), "--baseline", "999"]) == 2  # no such run
 
 
 def test_compare_csv_holds_numbers(seeded: list[int], capsys: pytest.CaptureFixture[str]
@@ -159,8 +159,9 @@ def test_delete_and_bad_ids(seeded: list[int], capsys: pytest.CaptureFixture[str
         "deleted": seeded[0], "label": "triton", "levels": 2, "requests": 6,
         "sanity_results": 1, "kernel_captures_unlinked": 0}
     for argv in (["runs", "show", str(seeded[0])], ["runs", "delete", "nope"],
-                 ["runs", "compare", str(seeded[1]), "999"], ["runs", "export", "42"]):
-        assert main(argv) == 1
+                 ["runs", "compare", str(seeded[1]), "999"], ["runs", "export", "42"],
+                 ["runs", "report", str(seeded[1]), "999"]):
+        assert main(argv) == 2  # what was named is not there: bad usage (README)
         err = capsys.readouterr().err.strip()
         assert err.startswith("dsv4tui: error: no run with") and len(err.splitlines()) == 1
     with RunStore() as store:

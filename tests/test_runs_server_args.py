@@ -60,6 +60,7 @@ def local_sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     reap_server(paths.local_agent_state_dir())
 
 
+@pytest.mark.e2e
 def test_two_runs_say_how_their_servers_differ(local_sim: int,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     ids = []

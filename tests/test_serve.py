@@ -4,12 +4,14 @@ A real ``dsv4tui serve demo`` (textual-serve on 127.0.0.1, a subprocess), real H
 websocket requests, Debian's chromium over the DevTools protocol (tests/plugins/cdp.py):
 the page loads, the demo dashboard draws with its SIMULATED badge, ``?`` reaches the app
 (Help opens), a request without the token is refused (403, page and websocket), closing the
-tab ends that tab's dashboard process, and Ctrl-C on serve leaves no process behind.
+tab ends that tab's dashboard process, Ctrl-C on serve leaves no process behind, and a
+SIGKILLed serve's tabs end by themselves, their agents with them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -140,6 +142,28 @@ def test_the_url_carries_a_token_and_nothing_answers_without_it(served: Served) 
     assert served.tabs() == []  # nothing refused ever started a dashboard
 
 
+def test_the_page_asks_nothing_of_another_host_and_names_its_host(served: Served) -> None:
+    """An air-gapped GPU box has no fonts.googleapis.com: every URL on the page is ours
+    (and answers), and the tab's title names the host, not the token-bearing URL."""
+
+    async def go() -> None:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(served.url) as r:
+                assert r.status == 200
+                page = await r.text()
+            assert re.search(r"<title>dsv4tui demo</title>", page)
+            urls = re.findall(r"""(?:https?|wss?)://[^\s"'<>)]+""", page)
+            assert urls and all(u.split("/")[2] == f"127.0.0.1:{served.port}" for u in urls), urls
+            assert not re.search(r"(?<![\w.])//[a-z]", page.replace("://", ""))  # no //host/...
+            fonts = [u for u in urls if u.endswith(".ttf")]
+            assert fonts
+            for url in (u for u in urls if "/static/" in u):
+                async with http.get(url) as r:
+                    assert r.status == 200, url
+
+    asyncio.run(go())
+
+
 async def test_the_dashboard_in_chromium(served: Served, tmp_path: Path) -> None:
     browser = await Browser.start(tmp_path)
     try:
@@ -191,6 +215,56 @@ async def test_the_dashboard_in_chromium(served: Served, tmp_path: Path) -> None
         assert serve.children(served.proc.pid) == []
     finally:
         await browser.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for child in serve.children(pid):
+        found += [child, *_descendants(child)]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_killed_serve_takes_its_tabs_and_their_agents_along(served: Served) -> None:
+    """SIGKILL gives serve no time to end anything: each tab notices its parent is gone and
+    ends, and its agents with it."""
+
+    async def go() -> list[int]:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(served.url) as r:
+                assert r.status == 200
+            ws = await http.ws_connect(f"{served.base}/ws?width=120&height=40&token="
+                                       f"{served.token}")
+            deadline = time.monotonic() + 60
+            # the tab's dashboard and the agents it started (telemetry, metrics, ...)
+            while not (len(served.tabs()) == 1 and any(
+                    b"dsv4tui.agent" in Path(f"/proc/{p}/cmdline").read_bytes()
+                    for p in _descendants(served.tabs()[0]) if _alive(p))):
+                assert time.monotonic() < deadline, "the tab started no agent"
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await ws.receive(timeout=0.2)
+            procs = _descendants(served.proc.pid)
+            served.proc.kill()
+            served.proc.wait(10)
+            return procs
+
+    procs = asyncio.run(go())
+    try:
+        assert len(procs) >= 2
+        _wait(f"left running after serve was killed: {[p for p in procs if _alive(p)]}",
+              lambda: not any(_alive(p) for p in procs), 30)
+    finally:  # whatever failed, nothing of this test stays behind
+        for pid in procs:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def test_bind_addresses_and_bad_ports(capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,13 +43,35 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     return code, out.out, out.err
 
 
+def test_startup_is_one_figure_in_start_status_and_the_phases(
+        local_sim: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """Startup = launch to ready, wall clock on the host. Before: ``server start`` said the
+    agent's wall clock (5.055 s), ``server status`` the log's timestamps (4.0 s), and the
+    phases did not add up to it."""
+    code, out, err = run_cli(capsys, "server", "start", "local", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    code, out, _ = run_cli(capsys, "server", "status", "local", "--json")
+    st = json.loads(out)
+    assert code == 0 and st["state"] == "ready"
+    assert st["startup_s"] == res["startup_s"] > 0
+    spent = sum(p["duration_s"] for p in res["phases"])
+    assert res["other_s"] >= 0 and spent + res["other_s"] == pytest.approx(res["startup_s"],
+                                                                         abs=0.01)
+    code, out, _ = run_cli(capsys, "server", "status", "local")
+    assert f"startup {res['startup_s']:.1f} s" in out
+    with RunStore() as store:
+        assert store.launches("local")[0].startup_s == res["startup_s"]
+
+
 def test_restart_switch_backend_logs_stop(local_sim: int, capsys: pytest.CaptureFixture[str]
                                           ) -> None:
     code, out, err = run_cli(capsys, "server", "restart", "local")
     assert code == 0, out + err
     for name in ("load_weights", "kv_cache", "cuda_graph", "http_up", "ready"):
         assert f"  {name}" in out
-    assert "ready: startup " in out and "(launch -> ready)" in out
+    assert "ready: startup " in out and "(launch -> ready, wall clock on the host)" in out
+    assert "  other " in out  # the phases add up to the startup with it
 
     code, out, _ = run_cli(capsys, "server", "status", "local", "--json")
     st = json.loads(out)

@@ -90,9 +90,13 @@ def test_no_metrics_and_no_server_are_one_line(tmp_path: Path,
         assert "--enable-metrics" in err and len(err.splitlines()) == 1
     finally:
         sim.stop()
-    assert main(["server", "metrics", "--url", f"http://127.0.0.1:{free_port()}"]) == 1
+    # connection refused: exit 4, a connection problem (README's exit codes); an HTTP answer
+    # that is not metrics (above) is 1, a --url that is no URL 2
+    assert main(["server", "metrics", "--url", f"http://127.0.0.1:{free_port()}"]) == 4
     err = capsys.readouterr().err.strip()
     assert "cannot reach" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert main(["server", "metrics", "--url", "127.0.0.1:30000"]) == 2
+    assert "give http://HOST:PORT" in capsys.readouterr().err
     assert main(["server", "metrics"]) == 2
     assert "give a HOST or --url" in capsys.readouterr().err
     assert main(["server", "metrics", "--url", "http://x", "--interval", "0"]) == 2

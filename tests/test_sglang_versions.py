@@ -136,6 +136,7 @@ def agent(*args: str, env: dict[str, str] | None = None) -> list[dict[str, objec
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
+@pytest.mark.e2e
 def test_agent_reads_the_version_with_the_profiles_environment(tmp_path: Path) -> None:
     site = fake_sglang(tmp_path / "site", "0.5.20")
     ev = agent("sglang-version", "--python", sys.executable, "--env-json",
@@ -168,6 +169,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     return code, out, err
 
 
+@pytest.mark.e2e
 def test_start_refuses_a_backend_the_hosts_sglang_lacks(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,6 +194,7 @@ def test_start_refuses_a_backend_the_hosts_sglang_lacks(
     assert report["sglang"][0]["profiles"] == ["old"]
 
 
+@pytest.mark.e2e
 def test_check_names_the_simulators_sglang(capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Path) -> None:

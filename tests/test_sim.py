@@ -480,6 +480,8 @@ def test_a_reused_keep_alive_connection_gets_its_first_token_as_soon_as_a_fresh_
         return fresh[1:], reused[1:]
 
     fresh, reused = oss.run(measure())
-    extra_ms = 1000 * (statistics.median(reused) - statistics.median(fresh))
+    # Nagle made every reused request >= 30 ms late; a busy machine delays some requests
+    # of either kind, not all seven reused ones: the fastest reused one is compared
+    extra_ms = 1000 * (min(reused) - statistics.median(fresh))
     assert extra_ms < 20, (f"reused TTFT {[round(1000 * t, 1) for t in reused]} ms against "
                            f"fresh {[round(1000 * t, 1) for t in fresh]} ms")

@@ -111,6 +111,7 @@ def test_newer_or_corrupt_file_is_one_clear_error_and_untouched(tmp_path: Path) 
     assert junk.read_bytes() == b"this is not sqlite" * 100
 
 
+@pytest.mark.e2e
 def test_orphaned_running_runs_become_interrupted(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -140,7 +141,6 @@ def test_launches_sanity_find_delete(tmp_path: Path) -> None:
         store.record_launch("other", None, None, None, None, {}, 1.0, True, None)
         assert [x.id for x in store.launches("h")] == [b, a]
         assert store.launches("h")[0].error == "OOM" and store.launches("h")[0].changes
-        assert store.latest_launch("h", "p").id == a  # type: ignore[union-attr]  # b failed
         run_id = store.start_run(label="lbl", host="h", launch_id=a)
         store.add_sanity([{"name": "c", "prompt": "p", "expect": "e", "answer": "391",
                            "passed": True, "latency_s": 0.1}], host="h", run_id=run_id)
@@ -171,6 +171,7 @@ def test_compare_runs_changes_against_the_first(tmp_path: Path) -> None:
         assert new["ttft_ms_pct"] == -25.0 and new["tok_s_per_kw"] is None
 
 
+@pytest.mark.e2e
 def test_a_killed_writer_loses_no_committed_request(tmp_path: Path) -> None:
     """Commit per request: a process SIGKILLed right after add_request returns keeps it."""
     path = tmp_path / "s.db"

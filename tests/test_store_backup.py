@@ -33,6 +33,7 @@ def _runs_in(path: Path) -> int:
         db.close()
 
 
+@pytest.mark.e2e
 def test_a_backup_holds_what_the_wal_holds(tmp_path: Path) -> None:
     src = paths.store_file()
     store = RunStore(src)

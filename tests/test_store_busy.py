@@ -48,6 +48,7 @@ class Holder:
         assert self.proc.wait(timeout=30) == 0
 
 
+@pytest.mark.e2e
 def test_writes_wait_out_a_lock_longer_than_the_busy_timeout(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     heard: list[StoreWait | None] = []
@@ -73,6 +74,7 @@ def test_writes_wait_out_a_lock_longer_than_the_busy_timeout(tmp_path: Path) -> 
     db.close()
 
 
+@pytest.mark.e2e
 def test_other_threads_read_while_a_write_waits(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     store = RunStore(path, busy_timeout_s=0.2)
@@ -84,15 +86,16 @@ def test_other_threads_read_while_a_write_waits(tmp_path: Path) -> None:
     while store.waiting is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert store.waiting is not None and store.waiting.waited_s > 0
-    t0 = time.monotonic()
-    assert [r.id for r in store.runs()] == [run]  # not stuck behind the waiting write
-    assert time.monotonic() - t0 < 0.6
+    assert [r.id for r in store.runs()] == [run]
+    # not stuck behind the waiting write: read while the write still waits for the lock
+    assert writer.is_alive() and store.waiting is not None
     writer.join(10)
     holder.wait()
     assert not writer.is_alive() and len(store.requests(run)) == 1
     store.close()
 
 
+@pytest.mark.e2e
 def test_patience_bounds_the_wait_and_says_so_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     store = RunStore(path, busy_timeout_s=0.1, patience_s=0.5)
@@ -102,7 +105,8 @@ def test_patience_bounds_the_wait_and_says_so_in_one_line(tmp_path: Path) -> Non
     t0 = time.monotonic()
     with pytest.raises(StoreBusy) as err:
         store.add_request(run, _req(1))
-    assert 0.4 <= time.monotonic() - t0 < 1.5
+    assert time.monotonic() - t0 >= 0.4
+    assert holder.proc.poll() is None  # gave up while the lock was still held (2.5 s)
     assert isinstance(err.value, StoreError) and err.value.exit_code == EXIT_BUSY
     assert "stayed locked by another process" in str(err.value) and "\n" not in str(err.value)
     assert store.waiting is None
@@ -113,6 +117,7 @@ def test_patience_bounds_the_wait_and_says_so_in_one_line(tmp_path: Path) -> Non
     store.close()
 
 
+@pytest.mark.e2e
 def test_a_store_opens_and_reads_while_another_process_holds_the_lock(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with RunStore(path) as store:
@@ -125,11 +130,10 @@ def test_a_store_opens_and_reads_while_another_process_holds_the_lock(tmp_path: 
     db.commit()
     db.close()
     holder = Holder(path, 1.5)
-    t0 = time.monotonic()
     with RunStore(path, busy_timeout_s=0.2) as store:  # orphan marking waits for nobody
         [found] = store.runs()
         assert found.status == "running" and found.status_text.startswith("interrupted (console")
-    assert time.monotonic() - t0 < 1.0
+    assert holder.proc.poll() is None  # opened and read while the lock was held (1.5 s)
     holder.wait()
     with RunStore(path) as store:  # marked at the next open
         assert store.run(run).status == "interrupted"  # type: ignore[union-attr]

@@ -52,6 +52,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.e2e
 def test_an_explicit_read_only_open_reads_and_refuses_writes(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     lost = _seed(path)
@@ -110,6 +111,7 @@ def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
+@pytest.mark.e2e
 def test_the_cli_reads_a_read_only_store(tmp_path: Path) -> None:
     lost = _seed(paths.store_file())
     before = _digest(paths.store_file())

@@ -47,6 +47,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.e2e
 def test_a_killed_consoles_unfinished_level_is_rebuilt_from_its_requests(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from dsv4tui.core import paths
@@ -107,6 +108,7 @@ def _set_owner(path: Path, run_id: int, owner: str, campaign: str | None = None)
     db.close()
 
 
+@pytest.mark.e2e
 def test_runs_owned_elsewhere_say_whose_they_are(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -97,6 +97,7 @@ def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
                           text=True, env=env, timeout=60)
 
 
+@pytest.mark.e2e
 def test_every_runs_command_reads_a_hand_made_store(tmp_path: Path) -> None:
     odd, plain = _hand_made(paths.store_file())
     for argv in (["runs", "list"], ["runs", "list", "--json"], ["runs", "show", str(odd)],

@@ -89,9 +89,13 @@ def test_sanity_cli(known_server: Callable[..., KnownServer],
         assert len(store.sanity_results()) == 2
 
 
+@pytest.mark.e2e
 def test_sanity_cli_server_down(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sanity", "--url", f"http://127.0.0.1:{free_port()}"]) == 1
+    # connection refused: exit 4, a connection problem (README's exit codes), not a failed
+    # sanity (1)
+    assert main(["sanity", "--url", f"http://127.0.0.1:{free_port()}"]) == 4
     assert "cannot connect" in capsys.readouterr().out
+    assert main(["sanity", "--url", f"http://127.0.0.1:{free_port()}", "--json"]) == 4
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
@@ -137,6 +141,7 @@ def test_sweep_on_a_host_records_what_runs_not_the_config(
         assert run.url == srv.url
 
 
+@pytest.mark.e2e
 def test_sweep_without_a_server_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     Path(os.environ["DSV4TUI_CONFIG"]).write_text(
         f'[hosts.local.profiles.p]\nmodel_path = "/m"\nport = {free_port()}\n'

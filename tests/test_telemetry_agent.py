@@ -397,6 +397,7 @@ def _has_nvidia_driver() -> bool:
 
 
 @pytest.mark.skipif(_has_nvidia_driver(), reason="this machine has an NVIDIA driver")
+@pytest.mark.e2e
 def test_no_driver_error_event_and_exit_3(tmp_path: Path) -> None:
     """The real path on this driver-less machine: NVML absent, no nvidia-smi on PATH."""
     env = {"PATH": str(tmp_path), "DSV4TUI_SIM_STATE": ""}
@@ -409,6 +410,7 @@ def test_no_driver_error_event_and_exit_3(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.e2e
 def test_interval_below_minimum_is_a_usage_error() -> None:
     out = agent("telemetry", "--interval", "0.1")
     assert out.returncode == 2
@@ -416,6 +418,7 @@ def test_interval_below_minimum_is_a_usage_error() -> None:
     assert ev["type"] == "error" and "0.2" in ev["message"]
 
 
+@pytest.mark.e2e
 def test_simulated_frames_from_the_real_command() -> None:
     out = agent("telemetry", "--interval", "0.2", "--count", "2", "--source", "simulated",
                 env={"DSV4TUI_SIM_GPUS": "8"})

@@ -110,6 +110,7 @@ def test_evaluation_fails_when_the_pipe_is_wrong_or_unknown() -> None:
     assert md.startswith("| workload | util.gpu | any-tensor | HMMA |")
 
 
+@pytest.mark.e2e
 def test_record_mode_end_to_end_with_the_simulated_source(tmp_path: Path) -> None:
     env = dict(os.environ, DSV4TUI_SIM_GPUS="2")
     env.pop("PYTHONPATH", None)  # the script finds the repository by itself

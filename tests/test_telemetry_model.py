@@ -190,7 +190,7 @@ def test_host_telemetry_events_processes_and_errors() -> None:
     t.set_error("no NVIDIA driver on h")
     f = t.add_event(frame_event(1.0, processes=[{"gpu": 1, "pid": 9, "name": "sglang", "mem_mib": 3}]))
     assert f is not None and t.error is None and t.frames == 1
-    assert [p.pid for p in t.processes_on(1)] == [9] and t.processes_on(0) == []
+    assert [(p.gpu, p.pid) for p in t.processes or ()] == [(1, 9)]
     t.add_event(frame_event(2.0))  # no processes this time: the last sample is kept
     assert t.processes is not None and len(t.processes) == 1
     assert t.summary() == "2× NVIDIA H200"  # noqa: RUF001

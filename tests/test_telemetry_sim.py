@@ -56,6 +56,7 @@ def test_no_state_file_idle_gpus(tmp_path: Path) -> None:
     assert src.driver == "simulated" and src.processes() == []
 
 
+@pytest.mark.e2e
 def test_dead_pid_is_idle(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -147,6 +148,7 @@ def test_reads_the_simulators_own_state_file(tmp_path: Path) -> None:
     assert [g["util_gpu"] > 90 for g in gpus] == [True, True, False, False]
 
 
+@pytest.mark.e2e
 def test_agent_picks_the_simulator_from_the_environment(tmp_path: Path) -> None:
     path = tmp_path / "sim-state.json"
     path.write_text(json.dumps(state()))

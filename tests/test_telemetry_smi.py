@@ -163,6 +163,7 @@ def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.mark.e2e
 def test_source_probes_streams_and_groups_ticks(fake_smi: Path, tmp_path: Path) -> None:
     source = SmiSource(str(fake_smi))
     source.open(0.2)
@@ -185,6 +186,7 @@ def test_source_probes_streams_and_groups_ticks(fake_smi: Path, tmp_path: Path) 
     assert source._proc is None  # closed
 
 
+@pytest.mark.e2e
 def test_source_reports_when_nvidia_smi_dies(fake_smi: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SMI_MODE", "die")
@@ -199,6 +201,7 @@ def test_source_reports_when_nvidia_smi_dies(fake_smi: Path,
     assert err.value.kind == "nvidia_smi_exited" and "GPU is lost" in err.value.message
 
 
+@pytest.mark.e2e
 def test_source_no_driver(fake_smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SMI_MODE", "nodriver")
     with pytest.raises(SourceUnavailable) as err:
@@ -215,6 +218,7 @@ def _agent(args: list[str], path: Path, **env: str) -> subprocess.CompletedProce
 
 @pytest.mark.skipif(bool(ctypes.util.find_library("nvidia-ml")),
                     reason="NVML loads here, so the agent would not fall back")
+@pytest.mark.e2e
 def test_agent_falls_back_to_nvidia_smi(fake_smi: Path) -> None:
     out = _agent(["telemetry", "--interval", "0.2", "--count", "2"], fake_smi.parent)
     assert out.returncode == 0, out.stderr
@@ -227,6 +231,7 @@ def test_agent_falls_back_to_nvidia_smi(fake_smi: Path) -> None:
 
 @pytest.mark.skipif(bool(ctypes.util.find_library("nvidia-ml")),
                     reason="NVML loads here")
+@pytest.mark.e2e
 def test_agent_nvidia_smi_without_driver_is_exit_3(fake_smi: Path) -> None:
     out = _agent(["telemetry", "--count", "1"], fake_smi.parent, FAKE_SMI_MODE="nodriver")
     assert out.returncode == 3, out.stderr

@@ -55,7 +55,9 @@ def test_ring_is_bounded_under_a_flood() -> None:
     assert len(ring) == 5_000
     assert ring.first == ring.next - 5_000
     assert grown < 2_000_000, grown  # replaced lines, not accumulated ones
-    assert elapsed < 2.0, elapsed  # well under 1 s per 20,000 lines even traced
+    # ~0.5 s traced on a quiet machine, 1.2 s on a busy one: the bound catches a ring whose
+    # appends grow with its size, not a slow runner
+    assert elapsed < 10.0, elapsed
 
 
 async def test_follow_pause_new_lines_and_resume() -> None:
@@ -148,8 +150,9 @@ async def test_flood_does_not_block_input() -> None:
         assert view.row_count == 6_000
         t0 = time.perf_counter()
         await pilot.press("f")  # nothing bound here: a plain round trip through the queue
-        assert time.perf_counter() - t0 < 0.5
-        assert worst < 0.5, worst
+        # ~0.05 s each on a quiet machine, 0.15 s worst on a busy one
+        assert time.perf_counter() - t0 < 1.0
+        assert worst < 1.0, worst
 
 
 async def test_a_long_line_says_it_goes_on_and_right_scrolls_to_the_rest() -> None:

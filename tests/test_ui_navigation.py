@@ -44,6 +44,7 @@ def autostart_spec(isolated_env: Path) -> Iterator[HostSpec]:
                    env=env, capture_output=True, timeout=60)
 
 
+@pytest.mark.e2e
 async def test_a_key_pressed_before_the_first_look_keeps_its_screen(
         autostart_spec: HostSpec) -> None:
     app = Dsv4App(autostart_spec, settings=Settings(), autostart=True)
@@ -56,6 +57,7 @@ async def test_a_key_pressed_before_the_first_look_keeps_its_screen(
         assert "the server is starting: 3 shows it on Launch" in toasts(app)
 
 
+@pytest.mark.e2e
 async def test_the_first_look_happens_when_no_key_was_pressed(autostart_spec: HostSpec) -> None:
     app = Dsv4App(autostart_spec, settings=Settings(), autostart=True)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:

@@ -87,7 +87,7 @@ async def test_a_failed_restart_stops_every_clock() -> None:
         view.refresh_model()
         title = str(view.query_one(".su-title", Static).render())
         phases = str(view.query_one(".su-phases", Static).render())
-        assert "failed" in title and "total 8.6s" in title
+        assert "failed" in title and "after 8.6s" in title
         assert "8.0s" in phases and "25" not in phases and "33" not in phases
         assert "✖" in phases and "✓" not in phases  # the phase it failed in is not done
 
@@ -288,3 +288,37 @@ def test_server_log_lines_cannot_drive_the_terminal() -> None:
     assert texts[0] == "INFO ready"
     assert "\x1b" not in texts[1] and "\x07" not in texts[1] and texts[1].endswith("done")
     assert texts[2] == "plain line [red]not markup[/]"  # drawn as text, never parsed
+
+
+async def test_sweep_table_keeps_the_status_column_at_80_columns() -> None:
+    """At 80x24 the server's TTFT (then TTFT p99) gives way, never the level's status."""
+    app = frozen_app("bench")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#bench-table", DataTable)
+        cols = headers(table)
+        assert cols[-1] == "status" and "tok/s" in cols and "TTFT p50" in cols
+        assert sum(c.get_render_width(table) for c in table.ordered_columns) <= table.size.width
+        assert [str(c) for c in table.get_row_at(0)][-1] == "done"
+    async with frozen_app("bench").run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        cols = headers(pilot.app.screen.query_one("#bench-table", DataTable))
+        assert [c.title for c in LEVEL_COLUMNS] == cols[2:2 + len(LEVEL_COLUMNS)]  # all there
+
+
+async def test_campaign_matrix_at_80_columns_says_what_it_has_no_room_for() -> None:
+    app = frozen_app("campaign")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#camp-matrix", DataTable)
+        cols = headers(table)
+        assert cols[:2] == ["variant", "state"] and "best Δ" in cols
+        assert sum(c.get_render_width(table) for c in table.ordered_columns) <= table.size.width
+        box = app.screen.query_one("#camp-matrix-box")
+        first = app.model.campaign.variants[0]
+        assert f"{first.name}: " in str(box.border_subtitle)
+        assert "startup" in str(box.border_subtitle) or "startup" in cols
+    async with frozen_app("campaign").run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        cols = headers(pilot.app.screen.query_one("#camp-matrix", DataTable))
+        assert {"startup", "sanity", "runs", "note"} <= set(cols)

@@ -229,6 +229,9 @@ def adopt(port: int, host: Optional[str], pid: int, proc_start: Optional[int],
             "workdir": facts["cwd"], "started_at": facts["started_at"] or time.time(),
             "profile": profile, "api_key_env": api_key_env, "env": facts["env"],
             "stopped_at": None,
+            # a server dsv4tui once started (its record lost) still carries its launch's id:
+            # kept, a stop finds the daemons it left outside its tree too
+            "launch_id": procs.launch_id(pid),
             "adopted": {"at": time.time(), "group_leader": leader, "pgid": facts["pgid"],
                         "sid": facts["sid"], "user": facts["user"]},
         }

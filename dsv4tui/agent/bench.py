@@ -23,9 +23,9 @@ import re
 import signal
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from dsv4tui.agent import arrivals, datasets, idle, protocol, saturation, stats, workers
+from dsv4tui.agent import arrivals, datasets, idle, plan_size, protocol, saturation, stats, workers
 from dsv4tui.agent import levels as level_text
 from dsv4tui.agent.loadgen import HALT_STALLED, HALT_STOP, Flow, LevelLoad, request_event
 from dsv4tui.agent.openai_stream import (
@@ -56,6 +56,8 @@ DEFAULT_PLAN: Dict[str, Any] = {
     "stop_when_saturated": False, "workers": None}
 GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
 OPEN_LOOP_EST_S = 10.0  # in flight at a rate r without a cap: about r x this (workers, pool)
+PREP_SLICE = 2000  # requests built between two looks at the clock and the cancel
+PREP_ANNOUNCE = 10000  # a level this big says that it is preparing (a smaller one is quick)
 
 _WORDS = ["the", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "as", "with", "his", "they", "at", "be", "this", "from", "have", "or", "by", "one", "had", "not", "but", "what", "all", "were", "when", "we", "there", "can", "an", "your", "which", "their", "said", "if", "do", "will", "each", "about", "how", "up", "out", "them", "then", "she", "many", "some", "so", "these", "would", "other", "into", "has", "more", "her", "two", "like", "him", "see", "time", "could", "no", "make", "than", "first", "been", "its", "who", "now", "people", "my", "made", "over", "did", "down", "only", "way", "find", "use", "may", "water", "long", "little", "very", "after", "words", "called", "just", "where", "most", "know", "get", "through", "back", "much", "before", "go", "good", "new", "write", "our", "used", "me", "man", "day", "too", "any", "same", "right", "look", "think", "also", "around", "another", "came", "come", "work", "three", "must", "because", "does", "part", "even", "place", "well", "such", "here", "take", "why", "help", "put", "different", "away", "again", "off", "went", "old", "number", "great", "tell", "men", "say", "small", "every", "found", "still", "between", "name", "should", "home", "big", "give", "air", "line", "set", "own", "under", "read", "last", "never", "us", "left", "end", "along", "while", "might", "next", "sound", "below", "saw", "something", "thought", "both", "few", "those", "always", "show", "large", "often", "together", "asked", "house", "world", "going", "want", "school", "important", "until", "form", "food", "keep", "children", "feet", "land", "side", "without", "boy", "once", "animal", "life", "enough", "took", "four", "head", "above", "kind", "began", "almost", "live", "page", "got", "earth", "need", "far", "hand", "high", "year", "mother", "light", "country", "father", "let", "night", "picture", "being", "study", "second", "soon", "story", "since", "white", "ever", "paper", "hard", "near", "sentence", "better", "best", "across", "during", "today", "however", "sure", "knew", "try", "told", "young", "sun", "thing", "whole", "hear", "example", "heard", "several", "change", "answer", "room", "sea", "against", "top", "turned", "learn", "point", "city", "play", "toward", "five", "himself", "usually", "money", "seen", "car", "morning", "river"]
 
@@ -324,23 +326,28 @@ def level_requests(plan: Dict[str, Any], seed: int, li: int, count: int
     """(prompt, max_tokens) of ``count`` requests of level ``li`` (the level's n, then its
     warm-ups): random words of ``input_len`` (or a length in [L*r, L]), or the dataset's
     prompts in a seeded order (cycled when the level needs more)."""
+    return list(iter_level_requests(plan, seed, li, count))
+
+
+def iter_level_requests(plan: Dict[str, Any], seed: int, li: int, count: int
+                        ) -> Iterator[Tuple[str, int]]:
+    """:func:`level_requests` one at a time (the same sequence): a big level is prepared in
+    slices, with progress and a cancel between them."""
     rng = random.Random(seed * 1000 + li)
     ratio = float(plan["random_range_ratio"])
     out_len = int(plan["output_len"])
     prompts = plan.get("dataset_prompts")
-    out: List[Tuple[str, int]] = []
     if prompts:
         order = list(range(len(prompts)))
         rng.shuffle(order)
         for j in range(count):
             prompt, given = prompts[order[j % len(order)]]
-            out.append((prompt, int(given) if given else _length(rng, out_len, ratio)))
-        return out
+            yield (prompt, int(given) if given else _length(rng, out_len, ratio))
+        return
     for _ in range(count):
         words = _length(rng, int(plan["input_len"]), ratio)
         tokens = _length(rng, out_len, ratio)
-        out.append((make_prompt(rng, words), tokens))
-    return out
+        yield (make_prompt(rng, words), tokens)
 
 
 def shapes(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -432,6 +439,34 @@ def _model_from_info(obj: Any) -> Optional[str]:
     return None
 
 
+async def context_length(endpoint: Endpoint, api_key: Optional[str]
+                         ) -> Tuple[Optional[int], Optional[str]]:
+    """The server's context in tokens and where it was read: ``/v1/models``'
+    ``max_model_len`` (SGLang, vLLM: the resolved one), else ``/server_info``'s
+    ``context_length``; (None, None) when neither says."""
+    def count(v: Any) -> Optional[int]:
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+    try:
+        models = await get_json(endpoint, "/v1/models", api_key, 5.0)
+        data = models.get("data") if isinstance(models, dict) else None
+        if isinstance(data, list) and data and isinstance(data[0], dict):
+            got = count(data[0].get("max_model_len"))
+            if got is not None:
+                return got, "/v1/models max_model_len"
+    except Exception:
+        pass
+    for api in ("/server_info", "/get_server_info"):
+        try:
+            info = await get_json(endpoint, api, api_key, 5.0)
+        except Exception:
+            continue
+        got = count(info.get("context_length")) if isinstance(info, dict) else None
+        if got is not None:
+            return got, api + " context_length"
+    return None, None
+
+
 async def _server_version(endpoint: Endpoint, api_key: Optional[str]) -> Optional[str]:
     for api in ("/server_info", "/get_server_info"):
         try:
@@ -476,7 +511,7 @@ async def sanity_cases(args: Any, cases: List[Dict[str, Any]]) -> int:
                               case["temperature"])
             raw = await client.request(target.endpoint.path(chat_path(endpoint)), body,
                                        args.timeout, min(args.timeout, 60.0))
-            res = parse_stream(raw)
+            res = parse_stream(raw, case["max_tokens"])
             passed = res.ok and re.search(case["expect"], res.answer) is not None
             failed += not passed
             protocol.emit("sanity_case", index=i, name=case["name"], prompt=case["prompt"],
@@ -569,6 +604,11 @@ class Sweep:
         self.sink.emit("bench_target", url=target.endpoint.base, model=target.model,
                        model_source=target.model_source, server_version=target.server_version,
                        transport=self.args.transport, plan=self._plan_event(), seed=self.seed)
+        ctx, where = await context_length(target.endpoint, target.api_key)
+        problem = plan_size.context_problem(plan, ctx, where)
+        if problem is not None:  # every request would decode until its timeout: none is sent
+            raise protocol.AgentError("too_long", problem + "; lower --output-len/--input-len "
+                                      "(nothing was sent)", protocol.EXIT_USAGE)
         gc.collect()
         gc.freeze()  # what exists now (imports, client) is never scanned again
         biggest = max(_streams(s) for s in self.shapes)
@@ -671,12 +711,12 @@ class Sweep:
                            "allow_busy is set" % (name, idle.describe(check)))
         endpoint = plan["endpoint"]
         path = target.endpoint.path(chat_path(endpoint))
-        specs = level_requests(plan, self.seed, li, n + plan["warmup"])
-        bodies = [build_body(endpoint, target.model, prompt, tokens, plan["temperature"],
-                             plan["ignore_eos"]) for prompt, tokens in specs]
-        datas = [client.request_bytes(path, b) if hasattr(client, "request_bytes") else None
-                 for b in bodies]
+        prepared = await self._prepare(client, target, li, name, n, path)
+        if prepared is None:
+            return  # cancelled while preparing
+        specs, bodies, datas = prepared
         planned = [tokens if plan["ignore_eos"] else None for _, tokens in specs]
+        asked = [tokens for _, tokens in specs]
         timeout, stall = plan["request_timeout_s"], plan["stall_timeout_s"]
         w = self._workers_for(shape)
         streams = _streams(shape)
@@ -689,10 +729,26 @@ class Sweep:
         warm = asyncio.ensure_future(asyncio.gather(*(
             client.request(path, bodies[n + i], timeout, stall, datas[n + i])
             for i in range(plan["warmup"]))))
-        if not await self._unless_cancelled(warm):
-            return
+        if plan["warmup"]:
+            self._prep(li, name, "warmup", "level %s: warm-up, %d request%s of %s tokens"
+                       % (name, plan["warmup"], "" if plan["warmup"] == 1 else "s",
+                          "{:,}".format(specs[n][1])))
+        slow = asyncio.ensure_future(self._say_slow_warmup(li, name, warm))
+        try:
+            if not await self._unless_cancelled(warm):
+                return
+        finally:
+            slow.cancel()
         warm_raws: List[RawResponse] = warm.result()
-        warmups = [_warmup_record(i, parse_stream(r)) for i, r in enumerate(warm_raws)]
+        warmups = [_warmup_record(i, parse_stream(r, specs[n + i][1]))
+                   for i, r in enumerate(warm_raws)]
+        bad = [w for w in warmups if not w["ok"]]
+        if bad:
+            self.sink.emit("notice", kind="warmup_failed", level=li, failed=len(bad),
+                           warmup=len(warmups),
+                           message="level %s: %d of %d warm-up requests failed (%s: %s)"
+                           % (name, len(bad), len(warmups), bad[0]["error_kind"],
+                              bad[0]["error"]))
         problem = await self._warmup_problem(client, target, warm_raws, name, stall)
         if problem is not None:
             self._open(li, shape, check, busy, warmups)
@@ -742,7 +798,8 @@ class Sweep:
                 flow = Flow(n, active=min(c, n) if schedule is None else 0)
                 load = LevelLoad(client, path, bodies, datas, timeout, stall, flow, deliver,
                                  level=li, c=c, planned=planned, senders=min(c, n),
-                                 schedule=schedule, indices=range(n), cap=shape["cap"])
+                                 schedule=schedule, indices=range(n), cap=shape["cap"],
+                                 asked=asked)
                 await load.run(stop)
                 halt = flow.halt_code
                 self.current["perf0"] = load.t0  # type: ignore[index]
@@ -752,7 +809,7 @@ class Sweep:
                     api_key=target.api_key, connect_timeout=self.args.connect_timeout,
                     path=path, bodies=bodies, datas=datas, timeout=timeout, stall=stall,
                     level=li, c=c, planned=planned, n=n, streams=streams, schedule=schedule,
-                    cap=shape["cap"])
+                    cap=shape["cap"], asked=asked)
                 try:
                     out = await workers.run_spread(work, w, deliver, stop)
                 except OSError as exc:  # no fork, no shared memory: say so, run in-process
@@ -763,7 +820,7 @@ class Sweep:
                     load = LevelLoad(client, path, bodies, datas, timeout, stall, flow,
                                      deliver, level=li, c=c, planned=planned,
                                      senders=min(c, n), schedule=schedule, indices=range(n),
-                                     cap=shape["cap"])
+                                     cap=shape["cap"], asked=asked)
                     await load.run(stop)
                     halt = flow.halt_code
                     self.current["workers"] = 1  # type: ignore[index]
@@ -812,6 +869,57 @@ class Sweep:
         else:
             self.finish_level(interrupted=self.cancel.is_set() and len(results) < n)
         gc.collect()
+
+    def _prep(self, li: int, name: str, phase: str, message: str, announce: bool = True,
+              **extra: Any) -> None:
+        """A ``level_prep`` event: what a level does before its first request (preparing
+        its prompts, the warm-up), so a big one is never minutes of silence."""
+        self.sink.emit("level_prep", level=li, name=name, phase=phase, message=message,
+                       announce=announce, time=time.time(), **extra)
+
+    async def _say_slow_warmup(self, li: int, name: str, warm: "asyncio.Future[Any]") -> None:
+        """A warm-up still running after 2 s, 30 s, 60 s ... says so."""
+        t0 = time.monotonic()
+        for after in [2.0] + [30.0 * k for k in range(1, 1000)]:
+            await asyncio.sleep(max(0.0, t0 + after - time.monotonic()))
+            if warm.done():
+                return
+            self._prep(li, name, "warmup", "level %s: the warm-up is still running after %s"
+                       % (name, plan_size.duration_text(after)))
+
+    async def _prepare(self, client: Any, target: Target, li: int, name: str, n: int,
+                       path: str) -> Optional[Tuple[List[Tuple[str, int]], List[bytes],
+                                                    List[Optional[bytes]]]]:
+        """The level's requests (n, then its warm-ups), their bodies and request bytes, built
+        in slices: progress every 2 s, and a cancel honoured between slices. None:
+        cancelled."""
+        plan = self.plan
+        count = n + plan["warmup"]
+        big = count >= PREP_ANNOUNCE
+        self._prep(li, name, "preparing", "level %s: preparing %s prompts" % (
+            name, "{:,}".format(count)), announce=big, requests=count)
+        endpoint = plan["endpoint"]
+        raw_bytes = hasattr(client, "request_bytes")
+        specs: List[Tuple[str, int]] = []
+        bodies: List[bytes] = []
+        datas: List[Optional[bytes]] = []
+        said = time.monotonic()
+        for k, (prompt, tokens) in enumerate(iter_level_requests(plan, self.seed, li, count)):
+            body = build_body(endpoint, target.model, prompt, tokens, plan["temperature"],
+                              plan["ignore_eos"])
+            specs.append((prompt, tokens))
+            bodies.append(body)
+            datas.append(client.request_bytes(path, body) if raw_bytes else None)
+            if k % PREP_SLICE == PREP_SLICE - 1:
+                await asyncio.sleep(0)
+                if self.cancel is not None and self.cancel.is_set():
+                    return None
+                if time.monotonic() - said >= 2.0:
+                    said = time.monotonic()
+                    self._prep(li, name, "preparing", "level %s: %s of %s prompts ready" % (
+                        name, "{:,}".format(k + 1), "{:,}".format(count)), requests=count,
+                        ready=k + 1)
+        return specs, bodies, datas
 
     async def _warmup_problem(self, client: Any, target: Target, raws: List[RawResponse],
                               name: str, stall: float) -> Optional[Tuple[str, str]]:
@@ -966,9 +1074,7 @@ class Sweep:
         failed = [lv for lv in self.levels if lv["status"] == "failed"]
         partial = [lv for lv in self.levels if lv["status"] == "partial"]
         if self.cancelled:
-            self.status = "cancelled"
-            self.reason = "cancelled after %d of %d levels" % (
-                sum(1 for lv in self.levels if lv["status"] == "done"), planned)
+            self.status, self.reason = "cancelled", self._cancel_reason(planned)
         elif failed:
             self.status, self.reason = "failed", failed[0]["reason"]
         elif partial:
@@ -982,6 +1088,19 @@ class Sweep:
             self.reason = "only %d of %d levels ran" % (self.levels_done, planned)
         else:
             self.status, self.reason = "done", None
+
+    def _cancel_reason(self, planned: int) -> str:
+        """What a cancelled sweep measured: the level it stopped in (or after), every request
+        that finished, the levels complete."""
+        measured = sum(int(lv.get("completed") or 0) + int(lv.get("errors") or 0)
+                       for lv in self.levels)
+        done = sum(1 for lv in self.levels if lv["status"] == "done")
+        last = self.levels[-1] if self.levels else None
+        where = ("during level %s" % last.get("name") if last is not None and last.get("partial")
+                 else "after level %s" % last.get("name") if last is not None
+                 else "before the first level")
+        return "cancelled %s: %s request%s measured, %d of %d levels complete" % (
+            where, "{:,}".format(measured), "" if measured == 1 else "s", done, planned)
 
     def summary(self) -> Dict[str, Any]:
         """The ``sweep`` event's fields."""

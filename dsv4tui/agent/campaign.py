@@ -51,7 +51,7 @@ def _dir(cid: str) -> str:
     path = os.path.join(campaigns_dir(), cid)
     if not os.path.isdir(path):
         raise protocol.AgentError("not_found", "no campaign %s on this host (dsv4tui campaign "
-                                  "list HOST)" % cid)
+                                  "list HOST)" % cid, protocol.EXIT_USAGE)
     return path
 
 

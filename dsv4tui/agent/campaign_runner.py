@@ -435,8 +435,9 @@ class Campaign:
         self.started_server = st.get("pid")
         protocol.emit("launch_end", launch=key, ok=True, pid=st.get("pid"),
                       started_at=st.get("started_at"),
-                      argv=st.get("argv"), startup_s=round(time.time() - float(
-                          st.get("started_at") or t0), 3), elapsed_s=round(time.time() - t0, 3))
+                      argv=st.get("argv"), startup_s=server_state.startup_s(st) or round(
+                          time.time() - float(st.get("started_at") or t0), 3),
+                      elapsed_s=round(time.time() - t0, 3))
         return None, [], key
 
     def _variant(self, vi: int, variant: Dict[str, Any]

@@ -179,7 +179,7 @@ def describe_pid(pid: int) -> Dict[str, Any]:
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as fh:
             parts = [p.decode("utf-8", "replace") for p in fh.read().split(b"\0") if p]
-        cmd = redact_command(" ".join(parts))
+        cmd = redact_command(" ".join(" ".join(p.split()) for p in parts))  # one line
         info["command"] = cmd if len(cmd) <= 300 else cmd[:297] + "..."
     except OSError:
         pass

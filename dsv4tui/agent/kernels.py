@@ -21,8 +21,10 @@ Python >= 3.9, stdlib + httpx only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import glob
 import json
+import math
 import os
 import random
 import threading
@@ -37,6 +39,10 @@ DEFAULT_CONCURRENCY = 16
 TRACE_GLOBS = ("*.trace.json.gz", "*.trace.json")
 LEAD_S = 3.0  # seconds of steady load before /start_profile whose telemetry counts
 MIN_BUSY_PCT = 20.0  # ... when the GPUs were busy then; else the whole run's telemetry counts
+RAMP_SHARE = 0.9  # the load has ramped up when this share of its streams run on the server
+RAMP_TIMEOUT_S = 60.0  # waiting that long for the ramp, the capture is taken anyway (flagged)
+RAMP_POLL_S = 0.25
+BATCH_FAR = 0.5  # a measured batch under this share of the load's C is far from it: flagged
 
 
 def _usage(message: str) -> protocol.AgentError:
@@ -59,7 +65,11 @@ def add_parser(sub: Any) -> None:
                      "directory under the agent cache)")
     run.add_argument("--trace-dir", help="where this agent looks for them (default: output-dir)")
     run.add_argument("--warmup", type=float, default=3.0,
-                     help="seconds of load before profiling starts (default 3)")
+                     help="at least this many seconds of load before profiling starts, and "
+                     "then until the server runs the load's batch (default 3)")
+    run.add_argument("--ramp-timeout", type=float, default=RAMP_TIMEOUT_S,
+                     help="wait at most this long for the server's batch to reach the load's "
+                     "concurrency; then capture anyway, flagged (default %g)" % RAMP_TIMEOUT_S)
     run.add_argument("--input-len", type=int, default=128)
     run.add_argument("--output-len", type=int, default=1024,
                      help="tokens per load request (long, so the batch stays in decode)")
@@ -274,6 +284,16 @@ class SteadyLoad:
         self.started = 0.0
         self._client: Any = None
         self._tasks: List["asyncio.Task[None]"] = []
+        self._live: Dict[int, Any] = {}  # id -> RawResponse of the requests in flight
+
+    def _sent(self, box: List[Any], raw: Any) -> None:
+        box.append(raw)
+        self._live[id(raw)] = raw
+
+    def streaming(self) -> int:
+        """Requests in flight whose answer has begun (their prefill is done: the server
+        runs them in its batch), as the load generator sees them."""
+        return sum(1 for raw in list(self._live.values()) if raw.pieces)
 
     async def start(self) -> None:
         self._client = make_client(self.transport, self.target.endpoint, self.target.api_key,
@@ -288,8 +308,14 @@ class SteadyLoad:
         while True:
             body = build_body("chat", self.target.model, make_prompt(self.rng, self.input_len),
                               self.output_len, 0.0, True)
-            raw = await self._client.request(path, body, 3600.0, 120.0)
-            res = parse_stream(raw)
+            box: List[Any] = []
+            try:
+                raw = await self._client.request(path, body, 3600.0, 120.0,
+                                                 on_send=functools.partial(self._sent, box))
+            finally:
+                for r in box:
+                    self._live.pop(id(r), None)
+            res = parse_stream(raw, self.output_len)
             if res.ok:
                 self.done += 1
                 self.tokens += res.output_tokens
@@ -312,6 +338,37 @@ class SteadyLoad:
                 "output_len": self.output_len, "requests_done": self.done,
                 "errors": self.errors, "first_error": self.first_error,
                 "seconds": round(time.monotonic() - self.started, 2)}
+
+
+def _source_words(source: str) -> str:
+    return "from /metrics" if source == "metrics" else "streams answering, as the load sees them"
+
+
+def measured_batch(summary: Dict[str, Any], concurrency: int,
+                   ramp: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The batch a capture measured, beside the load's C: the trace's mean decode batch
+    size, else the server's running requests when profiling started (``ramp``). A batch
+    under ``BATCH_FAR`` x C is far from the load it names: ``batch_far`` and
+    ``batch_note`` say so (the console shows it wherever the load is shown)."""
+    dec = (summary.get("steps") or {}).get("decode") or {}
+    bs: Any = dec.get("mean_bs")
+    source: Any = "trace"
+    if not isinstance(bs, (int, float)) and ramp is not None:
+        bs, source = ramp.get("running"), ramp.get("source")
+    out: Dict[str, Any] = {"measured_bs": bs, "measured_bs_source": source if bs is not None
+                           else None, "ramp": ramp, "batch_far": False, "batch_note": None}
+    if not isinstance(bs, (int, float)):
+        return out
+    if bs < BATCH_FAR * concurrency:
+        why = "the load had not ramped up"
+        if ramp is not None and ramp.get("max_running_requests"):
+            why = "the server runs at most %d requests" % ramp["max_running_requests"]
+        elif ramp is not None and not ramp.get("reached"):
+            why = "the server's batch did not reach it within %.0f s" % ramp["waited_s"]
+        out["batch_far"] = True
+        out["batch_note"] = ("measured batch %g is far from the load's C=%d (%s): this "
+                             "capture is not one of C=%d" % (bs, concurrency, why, concurrency))
+    return out
 
 
 # --- HTTP ------------------------------------------------------------------------------------
@@ -387,7 +444,7 @@ def _check_run_args(args: Any) -> None:
         raise _usage("--concurrency must be >= 1")
     if args.input_len < 1 or args.output_len < 1:
         raise _usage("--input-len and --output-len must be >= 1")
-    for name in ("warmup", "stop_after", "timeout"):
+    for name in ("warmup", "stop_after", "timeout", "ramp_timeout"):
         value = getattr(args, name)
         if not value >= 0:  # also NaN
             raise _usage("--%s must be >= 0" % name.replace("_", "-"))
@@ -455,6 +512,7 @@ class ProfileRun:
         found: Dict[str, int] = {}
         stopped_by = None
         load_info: Dict[str, Any] = {}
+        ramp: Optional[Dict[str, Any]] = None
         try:
             self.phase("load", "steady load: %d concurrent streams of %d tokens"
                        % (args.concurrency, args.output_len))
@@ -463,6 +521,12 @@ class ProfileRun:
             if await self._sleep(args.warmup):
                 return
             if load.errors and not load.done:
+                raise protocol.AgentError("load_failed", "the steady load fails: %s"
+                                          % load.first_error)
+            ramp = await self._ramp(target, load, info)
+            if ramp is None:
+                return
+            if load.errors and not load.done and not load.streaming():
                 raise protocol.AgentError("load_failed", "the steady load fails: %s"
                                           % load.first_error)
             before = _trace_files(watch)
@@ -496,10 +560,59 @@ class ProfileRun:
         tele_info = tele.summary(summary.get("window_unix"))
         trace_parse.attribute_tensor_cores(summary, tele_info.get("tensor_active_pct"),
                                            tele_info.get("source"), tele_info.get("util_gpu_pct"))
+        load_info.update(measured_batch(summary, args.concurrency, ramp))
+        if load_info.get("batch_far"):
+            self.phase("flagged", load_info["batch_note"])
         summary.update(url=target.endpoint.base, model=target.model, profiled_steps=args.steps,
                        output_dir=out_dir, stopped_by=stopped_by, load=load_info,
                        telemetry=tele_info, server=labels, time=round(time.time(), 3))
         protocol.emit("kernels", **summary)
+
+    async def _ramp(self, target: Any, load: SteadyLoad, info: Dict[str, Any]
+                    ) -> Optional[Dict[str, Any]]:
+        """Wait until the server runs the load's batch: ``RAMP_SHARE`` of its C streams (at
+        most the server's ``max_running_requests``) running, from ``/metrics``
+        (``num_running_reqs``), else from the load's own streams whose answer has begun.
+        After ``--ramp-timeout`` the capture goes on (its batch is then flagged). Returns
+        what was seen when profiling starts, or None when cancelled."""
+        from dsv4tui.agent import server_metrics
+
+        c = self.args.concurrency
+        cap = info.get("max_running_requests")
+        want = min(c, cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 \
+            else c
+        need = max(1, math.ceil(RAMP_SHARE * want))
+        t0 = time.monotonic()
+        use_metrics = True
+        announced = False
+        while True:
+            running: Optional[float] = None
+            source = "streams"
+            if use_metrics:
+                got = await asyncio.to_thread(server_metrics.scrape, target.endpoint.base,
+                                              target.api_key, 2.0)
+                if got.get("ok") and got.get("running") is not None:
+                    running, source = float(got["running"]), "metrics"
+                else:
+                    use_metrics = False  # no /metrics: the load's own view from now on
+            if running is None:
+                running = float(load.streaming())
+            waited = time.monotonic() - t0
+            reached = running >= need
+            if reached or waited >= self.args.ramp_timeout:
+                if not reached:
+                    self.phase("ramp", "the server's batch reached %g of C=%d in %.0f s "
+                               "(%s); capturing anyway" % (running, c, waited,
+                                                           _source_words(source)))
+                return {"running": running, "source": source, "target": want, "need": need,
+                        "waited_s": round(waited, 2), "reached": reached,
+                        "max_running_requests": cap if want < c else None}
+            if not announced:
+                announced = True
+                self.phase("ramp", "waiting for the server's batch to reach C=%d (%g running "
+                           "now, %s)" % (want, running, _source_words(source)))
+            if await self._sleep(RAMP_POLL_S):
+                return None
 
     async def _parse(self, files: List[str]) -> Dict[str, Any]:
         """Parse the traces; a file still being written (truncated) gets two more tries."""

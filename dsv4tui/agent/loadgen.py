@@ -30,7 +30,7 @@ from dsv4tui.agent.openai_stream import RawResponse, StreamResult, parse_stream_
 
 # Flow slots
 _NEXT, _ACTIVE, _PAUSED, _ANSWERED, _HALT = range(5)
-HALT_NONE, HALT_STALLED, HALT_CONNECT, HALT_STOP = 0, 1, 2, 3
+HALT_STALLED, HALT_CONNECT, HALT_STOP = 1, 2, 3  # 0: not halted
 _POLL_S = 0.02  # a sender paused on a stall looks again this often
 
 
@@ -153,7 +153,8 @@ class LevelLoad:
     """One level's measured requests (or this process's share of them) on the running loop.
 
     ``bodies``/``datas``: request bodies and prebuilt request bytes by index; ``planned``:
-    the output length each request must reach (ignore_eos) or None. Closed loop: ``senders``
+    the output length each request must reach (ignore_eos) or None; ``asked``: each
+    request's max_tokens (a usage far above it is a ``bad_usage`` error). Closed loop: ``senders``
     coroutines claim indices from ``flow``. Open loop: ``schedule`` (offsets from ``t0``) and
     ``indices`` (this process's requests, in time order), at most ``cap`` in flight.
     """
@@ -164,7 +165,7 @@ class LevelLoad:
                  planned: Sequence[Optional[int]], senders: int = 0,
                  schedule: Optional[Sequence[float]] = None,
                  indices: Optional[Sequence[int]] = None, cap: Optional[int] = None,
-                 t0: Optional[float] = None) -> None:
+                 t0: Optional[float] = None, asked: Optional[Sequence[int]] = None) -> None:
         self.client = client
         self.path = path
         self.bodies = bodies
@@ -176,6 +177,7 @@ class LevelLoad:
         self.level = level
         self.c = c
         self.planned = planned
+        self.asked = asked
         self.senders = senders
         self.schedule = schedule
         self.indices = list(indices) if indices is not None else None
@@ -290,7 +292,8 @@ class LevelLoad:
             if item is None:
                 return
             i, raw, extra = item
-            res = await parse_stream_async(raw)
+            res = await parse_stream_async(
+                raw, max_tokens=self.asked[i] if self.asked is not None else None)
             event = request_event(res, self.level, self.c, i, self.t0, self.planned[i])
             if extra:
                 event.update(extra)

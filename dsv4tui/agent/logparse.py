@@ -25,6 +25,10 @@ Event = Dict[str, Any]
 PHASES = ("load_weights", "kv_cache", "cuda_graph", "http_up", "ready")
 ERROR_KINDS = ("traceback", "oom", "nccl_error", "no_kernel_image", "warmup_failed",
                "child_failed", "fatal", "exception")
+# An error after ready that ends the server: a process of it "hit an exception" (the
+# scheduler, the tokenizer manager: their traceback), a child died, or a named failure (OOM,
+# NCCL, no kernel image). Other errors after ready (a request's traceback) leave it serving.
+CRASH_KINDS = ("fatal", "child_failed", "oom", "nccl_error", "no_kernel_image")
 PHASE_LABELS = {
     "init": "initialising", "load_weights": "loading weights", "kv_cache": "allocating KV cache",
     "cuda_graph": "capturing CUDA graphs", "http_up": "starting the HTTP server",
@@ -262,7 +266,8 @@ class LogParser:
     uses the ``elapsed=`` SGLang reports, cuda_graph the capture's elapsed time (one event per
     captured stage), the others the timestamp difference to the previous milestone.
     ``current_phase`` is what the server is doing now (init, load_weights, kv_cache,
-    cuda_graph, http_up, warmup, ready, draining, failed).
+    cuda_graph, http_up, warmup, ready, draining, failed). ``crash`` is the first error after
+    ready that ends the server (:func:`is_crash`), with ``crash_after_ready_s``.
     """
 
     def __init__(self) -> None:
@@ -282,6 +287,8 @@ class LogParser:
         self._tb_context: Optional[str] = None
         self._tb_headerless = False
         self._tb_after_frame = False
+        self.crash: Optional[Event] = None
+        self.crash_after_ready_s: Optional[float] = None
 
     @property
     def startup_s(self) -> Optional[float]:
@@ -293,10 +300,11 @@ class LogParser:
         """Parse one line (tqdm carriage returns split it); return its events."""
         events: List[Event] = []
         self.line_no += 1
+        serving = self._serving()  # before this line: a SIGTERM on it does not hide a crash
         for part in line.rstrip("\n").split("\r"):
             if part.strip() or not events:
                 events.extend(self._feed_one(part))
-        return events
+        return self._note_crash(events, serving)
 
     def feed_all(self, lines: Iterable[str]) -> List[Event]:
         out: List[Event] = []
@@ -306,7 +314,22 @@ class LogParser:
 
     def close(self) -> List[Event]:
         """End of input: flush an unfinished traceback."""
-        return self._end_traceback(None) if self._tb is not None else []
+        if self._tb is None:
+            return []
+        return self._note_crash(self._end_traceback(None), self._serving())
+
+    def _serving(self) -> bool:
+        return self.ready and self.current_phase == "ready"
+
+    def _note_crash(self, events: List[Event], serving: bool) -> List[Event]:
+        if self.crash is None and serving:
+            crash = next((e for e in events if is_crash(e)), None)
+            if crash is not None:
+                self.crash = crash
+                if self.last_ts is not None and self.ready_ts is not None \
+                        and self.last_ts >= self.ready_ts:  # (not a log of clocks out of order)
+                    self.crash_after_ready_s = round(self.last_ts - self.ready_ts, 3)
+        return events
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -472,6 +495,15 @@ class LogParser:
         return out
 
 
+def is_crash(ev: Event) -> bool:
+    """An error that ends the server: a :data:`CRASH_KINDS` event, or a traceback that a
+    server process reported as its end (``Scheduler hit an exception: Traceback ...``)."""
+    kind = ev.get("kind")
+    if kind in CRASH_KINDS:
+        return True
+    return kind == "traceback" and bool(_HIT_EXCEPTION_RE.search(ev.get("context") or ""))
+
+
 def _phase_list(events: List[Event]) -> List[Event]:
     """Merge per-stage cuda_graph phases into one entry (with ``stages``), keep order."""
     out: List[Event] = []
@@ -493,7 +525,9 @@ def _phase_list(events: List[Event]) -> List[Event]:
 
 
 def summarize(lines: Iterable[str]) -> Dict[str, Any]:
-    """A whole log -> the ``parse-log`` JSON (ready, startup_s, phases, errors, decode, ...)."""
+    """A whole log -> the ``parse-log`` JSON (state, ready, startup_s, crash, phases, errors,
+    decode, ...). ``state``: crashed (an error after ready ended the server), failed (before
+    ready), stopped (drained after a SIGTERM), ready, or starting (no end yet)."""
     parser = LogParser()
     events = parser.feed_all(lines)
     events.extend(parser.close())
@@ -509,10 +543,24 @@ def summarize(lines: Iterable[str]) -> Dict[str, Any]:
     limits = next((e for e in events if e["kind"] == "server_limits"), None)
     http = next((e for e in events if e["kind"] == "http_up"), None)
     stop = [e for e in events if e["kind"] in ("sigterm", "graceful_exit")]
+    crash = parser.crash
+    if crash is not None:
+        state = "crashed"
+    elif parser.current_phase == "failed":
+        state = "failed"
+    elif parser.current_phase == "draining":
+        state = "stopped"
+    else:
+        state = "ready" if parser.ready else "starting"
     return {
+        "state": state,
         "ready": parser.ready,
         "startup_s": parser.startup_s,
         "phase": parser.current_phase,
+        "crash": None if crash is None else {
+            "kind": crash["kind"], "line": crash["line"], "text": crash.get("text", ""),
+            "exception": crash.get("exception"), "prefix": crash.get("prefix", ""),
+            "after_ready_s": parser.crash_after_ready_s},
         "phases": _phase_list([e for e in events if e["kind"] == "phase"]),
         "errors": errors,
         "decode": decode,

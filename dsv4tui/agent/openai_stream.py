@@ -26,7 +26,7 @@ import json
 import selectors
 import ssl
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 perf = time.perf_counter
@@ -34,6 +34,10 @@ perf = time.perf_counter
 TRANSPORTS = ("raw", "httpx")
 _MAX_HEAD = 64 * 1024
 _ERROR_BODY = 2000
+# Usage counts a server can mean: an int 0..MAX_USAGE_TOKENS, and completion_tokens at most
+# USAGE_SLACK x max_tokens (+16) of what was asked. Anything else is a ``bad_usage`` error.
+MAX_USAGE_TOKENS = 10_000_000
+USAGE_SLACK = 2
 
 
 class Endpoint:
@@ -84,6 +88,9 @@ class RawResponse:
         self.complete = False  # the HTTP body ended as framed (not cut off)
 
 
+OnSend = Callable[[RawResponse], None]
+
+
 class StreamResult:
     """One parsed streaming response (times are perf_counter seconds)."""
 
@@ -103,6 +110,7 @@ class StreamResult:
         self.done_marker = False
         self.usage_chunk = False  # the usage-only chunk (``choices: []``) that ends a stream
         self.bad_lines = 0
+        self.bad_usage: Optional[str] = None  # a usage count out of range, in words
 
     @property
     def ok(self) -> bool:
@@ -160,24 +168,59 @@ def _body(raw: RawResponse) -> bytes:
     return b"".join(p for _, p in raw.pieces)
 
 
-def parse_stream(raw: RawResponse) -> StreamResult:
-    """Turn a finished response into a StreamResult; never raises on bad input."""
+def parse_stream(raw: RawResponse, max_tokens: Optional[int] = None) -> StreamResult:
+    """Turn a finished response into a StreamResult; never raises on bad input.
+    ``max_tokens``: what the request asked for (a usage far above it is ``bad_usage``)."""
     res = StreamResult(raw)
-    for _ in _parse_steps(res, raw, 1 << 30):
+    for _ in _parse_steps(res, raw, 1 << 30, max_tokens):
         pass
     return res
 
 
-async def parse_stream_async(raw: RawResponse, every: int = 16) -> StreamResult:
+async def parse_stream_async(raw: RawResponse, every: int = 16,
+                             max_tokens: Optional[int] = None) -> StreamResult:
     """:func:`parse_stream` that yields to the event loop every ``every`` body pieces, so
     parsing a finished response never holds up the reads of the streams still running."""
     res = StreamResult(raw)
-    for _ in _parse_steps(res, raw, every):
+    for _ in _parse_steps(res, raw, every, max_tokens):
         await asyncio.sleep(0)
     return res
 
 
-def _parse_steps(res: StreamResult, raw: RawResponse, every: int) -> Iterator[None]:
+def usage_count(value: Any) -> Tuple[Optional[int], Optional[str]]:
+    """A usage token count as a server sent it -> (count, None), or (None, why it cannot be
+    meant): negative, NaN/Inf, fractional, not a number, over MAX_USAGE_TOKENS."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None, "%r is not a number" % (value,)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None, "%r is not a finite number" % value
+        if value != int(value):
+            return None, "%r is not a whole number" % value
+        value = int(value)
+    if value < 0:
+        return None, "%d is negative" % value
+    if value > MAX_USAGE_TOKENS:
+        return None, "%d is over %d" % (value, MAX_USAGE_TOKENS)
+    return value, None
+
+
+def _check_usage(res: StreamResult, max_tokens: Optional[int]) -> None:
+    """A usage the server cannot mean fails the request (``bad_usage``): its number is never
+    kept (the request's output_tokens fall back to the chunks counted)."""
+    ct = res.completion_tokens
+    if res.bad_usage is None and ct is not None and max_tokens is not None \
+            and ct > USAGE_SLACK * max_tokens + 16:
+        res.bad_usage = ("completion_tokens %d for a request of max_tokens %d"
+                         % (ct, max_tokens))
+    if res.bad_usage is not None:
+        res.completion_tokens = None
+        res.prompt_tokens = None
+        res.fail("bad_usage", "the server reported an impossible usage: " + res.bad_usage)
+
+
+def _parse_steps(res: StreamResult, raw: RawResponse, every: int,
+                 max_tokens: Optional[int] = None) -> Iterator[None]:
     if raw.status >= 400:
         text = _body(raw)[:_ERROR_BODY].decode("utf-8", "replace")
         try:
@@ -191,6 +234,7 @@ def _parse_steps(res: StreamResult, raw: RawResponse, every: int) -> Iterator[No
         _parse_json_reply(res, _body(raw))
         return
     yield from _parse_sse(res, raw.pieces, every)
+    _check_usage(res, max_tokens)
     if res.ok and raw.status:
         if not res.token_times and res.completion_tokens is None:
             res.fail("empty", "the stream ended without any token")
@@ -268,11 +312,16 @@ def _on_event(res: StreamResult, payload: bytes, t: float) -> None:
     usage = obj.get("usage")
     choices = obj.get("choices")
     if isinstance(usage, dict):
-        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        if isinstance(ct, int):
-            res.completion_tokens = ct
-        if isinstance(pt, int):
-            res.prompt_tokens = pt
+        for key in ("completion_tokens", "prompt_tokens"):
+            value = usage.get(key)
+            if value is None:
+                continue
+            count, why = usage_count(value)
+            if why is not None:
+                if res.bad_usage is None:
+                    res.bad_usage = "%s %s" % (key, why)
+                continue
+            setattr(res, key, count)
         if not choices:  # include_usage's last chunk (continuous usage rides on choices)
             res.usage_chunk = True
     if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
@@ -596,8 +645,11 @@ class RawClient:
         return await self._connect()
 
     async def request(self, path: str, body: bytes, timeout: float, stall: float,
-                      data: Optional[bytes] = None) -> RawResponse:
-        """POST and receive one response. ``data``: prebuilt request bytes (hot path)."""
+                      data: Optional[bytes] = None, on_send: Optional[OnSend] = None
+                      ) -> RawResponse:
+        """POST and receive one response. ``data``: prebuilt request bytes (hot path);
+        ``on_send``: called with the response being received, as it is sent (a caller that
+        watches the streams in flight, e.g. how many have their first bytes)."""
         data = data or self.request_bytes(path, body)
         for attempt in (0, 1):
             try:
@@ -607,18 +659,20 @@ class RawClient:
                 raw.error_kind = "connect"
                 raw.error = "cannot connect to %s: %s" % (self.endpoint.base, _why(exc))
                 return raw
-            raw, pending = await self._exchange(conn, data, timeout, stall)
+            raw, pending = await self._exchange(conn, data, timeout, stall, on_send)
             # A kept-alive connection the server closed just now: retry once on a new one.
             if attempt == 0 and raw.error_kind == "disconnected" and not pending.got_bytes:
                 continue
             return raw
         return raw
 
-    async def _exchange(self, conn: _Conn, data: bytes, timeout: float, stall: float
-                        ) -> Tuple[RawResponse, _Pending]:
+    async def _exchange(self, conn: _Conn, data: bytes, timeout: float, stall: float,
+                        on_send: Optional[OnSend] = None) -> Tuple[RawResponse, _Pending]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         raw = RawResponse(perf())
+        if on_send is not None:
+            on_send(raw)
         pending = _Pending(raw, fut)
         conn.pending = pending
 
@@ -702,8 +756,11 @@ class HttpxClient:
                                self.connect_timeout + 30)
 
     async def request(self, path: str, body: bytes, timeout: float, stall: float,
-                      data: Optional[bytes] = None) -> RawResponse:
+                      data: Optional[bytes] = None, on_send: Optional[OnSend] = None
+                      ) -> RawResponse:
         raw = RawResponse(perf())
+        if on_send is not None:
+            on_send(raw)
         try:
             await asyncio.wait_for(self._stream(raw, path, body, stall), timeout)
         except asyncio.TimeoutError:

@@ -679,7 +679,9 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
                         phase=phase, phase_label=logparse.PHASE_LABELS.get(phase, phase),
                         load_percent=parser.load_percent, health=hl["status"],
                         uptime_s=round(time.time() - float(state["started_at"]), 1),
-                        startup_s=parser.startup_s)
+                        startup_s=server_state.startup_s(state) or (
+                            server_state.startup_s(state, parser.ready_ts)
+                            if parser.ready_ts is not None else None))
             if phase == "draining":
                 base["state"] = "stopping"
             elif base["state"] == "ready" and http:
@@ -787,7 +789,8 @@ def wait_ready(state: Dict[str, Any], timeout: float, live: bool = False) -> int
             fields = status_fields(state)
             if fields.get("state") == "starting":  # the log said ready; /health may lag a beat
                 fields.update(state="ready", phase="ready")
-            fields["startup_s"] = round(time.time() - started, 3)
+            server_state.mark_ready(state)
+            fields["startup_s"] = server_state.startup_s(state)
             protocol.emit("status", **fields)
             return 0
         if not alive(pid, start):

@@ -61,6 +61,15 @@ HISTOGRAMS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 EXTRA_GAUGES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("spec_accept_length", ("sglang:spec_accept_length",)),
 )
+# The values each number can take: (low, high) inclusive, None for no bound. A value outside
+# (or NaN, +-Inf) is no measurement: it becomes None, and ``invalid`` says why.
+BOUNDS: Dict[str, Tuple[Optional[float], Optional[float]]] = {
+    "running": (0.0, None), "queued": (0.0, None), "gen_throughput": (0.0, None),
+    "token_usage": (0.0, 1.0), "cache_hit_rate": (0.0, 1.0),
+    "generation_tokens_total": (0.0, None), "prompt_tokens_total": (0.0, None),
+    "requests_total": (0.0, None), "aborted_total": (0.0, None),
+    "spec_accept_length": (0.0, None),
+}
 _MAX_BODY = 8 * 1024 * 1024
 
 
@@ -102,21 +111,56 @@ def reduce_series(series: Iterable[Tuple[Dict[str, str], float]], how: str = "su
     return sum(groups.values()) if how == "sum" else max(groups.values())
 
 
+def invalid_reason(key: str, value: float) -> Optional[str]:
+    """Why ``value`` cannot be what metric ``key`` says (None: it can): NaN, +-Inf, or
+    outside :data:`BOUNDS` (a negative count, a usage ratio over 1)."""
+    if value != value or value in (math.inf, -math.inf):
+        return "%s is not a finite number" % value
+    low, high = BOUNDS.get(key, (None, None))
+    if low is not None and value < low:
+        return "%g is below %g" % (value, low)
+    if high is not None and value > high:
+        return "%g is above %g" % (value, high)
+    return None
+
+
+def _checked(key: str, series: List[Tuple[Dict[str, str], float]], how: str,
+             invalid: Dict[str, str]) -> Optional[float]:
+    """:func:`reduce_series` of a metric whose every series must be a possible value:
+    one impossible series makes the number None and its reason lands in ``invalid``."""
+    for _, value in series:
+        why = invalid_reason(key, value)
+        if why is not None:
+            invalid[key] = why
+            return None
+    got = reduce_series(series, how)
+    if got is not None:
+        why = invalid_reason(key, got)  # a sum can overflow
+        if why is not None:
+            invalid[key] = why
+            return None
+    return got
+
+
 def summarize(samples: Samples) -> Dict[str, Any]:
-    """``engine`` (sglang / vllm / None) and each of :data:`METRICS` (None when absent),
-    plus ``series``: how many series each number was reduced from."""
+    """``engine`` (sglang / vllm / None) and each of :data:`METRICS` (None when absent or
+    impossible), ``series``: how many series each number was reduced from, and ``invalid``:
+    {metric: why} for each number the server sent that cannot be (NaN, Inf, a negative
+    count, a ratio over 1): those are None, never a number."""
     out: Dict[str, Any] = {"engine": None}
     counts: Dict[str, int] = {}
+    invalid: Dict[str, str] = {}
     for key, names, how in METRICS:
         out[key] = None
         for name in names:
             if name in samples:
-                out[key] = reduce_series(samples[name], how)
+                out[key] = _checked(key, samples[name], how, invalid)
                 counts[key] = len(samples[name])
                 if out["engine"] is None:
                     out["engine"] = name.split(":", 1)[0]
                 break
     out["series"] = counts
+    out["invalid"] = invalid
     return out
 
 
@@ -143,19 +187,25 @@ def reduce_histogram(samples: Samples, base: str) -> Optional[Dict[str, Any]]:
         group = _group_key(labels, (*REPLICA_LABELS, "le"))
         replica = _group_key(labels, tuple(k for k in labels if k not in REPLICA_LABELS))
         per_le.setdefault(le, {}).setdefault(group, {})[replica] = value
-    buckets = []
+    buckets: List[List[Any]] = []
     for le in sorted(per_le):
-        total = sum(max(replicas.values()) for replicas in per_le[le].values())
+        total = float(sum(max(replicas.values()) for replicas in per_le[le].values()))
+        if not math.isfinite(total) or total < 0:
+            return None  # a count that cannot be: no histogram rather than a wrong one
         buckets.append([None if le == float("inf") else le, total])
     s_ = reduce_series(samples.get(base + "_sum") or [], "sum")
     c_ = reduce_series(samples.get(base + "_count") or [], "sum")
+    s_ = s_ if s_ is not None and math.isfinite(s_) and s_ >= 0 else None
+    c_ = c_ if c_ is not None and math.isfinite(c_) and c_ >= 0 else None
     return {"buckets": buckets, "sum": s_, "count": c_}
 
 
-def details(samples: Samples) -> Dict[str, Any]:
+def details(samples: Samples, invalid: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """What a server panel and a level's server-side view need beyond :func:`summarize`:
     ``histograms`` (TTFT, ITL, E2E, queue time), extra gauges, and ``startup`` (seconds per
-    phase from ``sglang:startup_time_seconds{phase=...}``)."""
+    phase from ``sglang:startup_time_seconds{phase=...}``). An impossible extra gauge is
+    None, its reason added to ``invalid``."""
+    invalid = {} if invalid is None else invalid
     hists: Dict[str, Any] = {}
     for key, names in HISTOGRAMS:
         for name in names:
@@ -168,11 +218,11 @@ def details(samples: Samples) -> Dict[str, Any]:
         out[key] = None
         for name in names:
             if name in samples:
-                out[key] = reduce_series(samples[name], "max")
+                out[key] = _checked(key, samples[name], "max", invalid)
                 break
     startup: Dict[str, float] = {}
     for labels, value in samples.get("sglang:startup_time_seconds") or []:
-        if labels.get("phase"):
+        if labels.get("phase") and math.isfinite(value) and value >= 0:
             startup[labels["phase"]] = max(value, startup.get(labels["phase"], 0.0))
     out["startup"] = startup
     return out
@@ -200,7 +250,7 @@ def scrape(base_url: str, api_key: Optional[str] = None, timeout: float = 5.0,
     (HTTP, 0 when unreachable), ``error`` (why not ok), ``time`` (host wall clock), and
     :func:`summarize`'s keys (all None when not ok); with ``full``, :func:`details`' too."""
     out: Dict[str, Any] = {"ok": False, "status": 0, "error": None, "time": time.time()}
-    out.update({key: None for key, _, _ in METRICS}, engine=None, series={})
+    out.update({key: None for key, _, _ in METRICS}, engine=None, series={}, invalid={})
     try:
         status, body = fetch(base_url, api_key, timeout)
     except (OSError, ValueError) as exc:
@@ -221,7 +271,7 @@ def scrape(base_url: str, api_key: Optional[str] = None, timeout: float = 5.0,
         return out
     out.update(summary)
     if full:
-        out.update(details(samples))
+        out.update(details(samples, summary["invalid"]))
     if summary["engine"] is None:
         out["error"] = "/metrics has none of the serving metrics we read"
         return out

@@ -50,6 +50,33 @@ def write_state(state: Dict[str, Any]) -> None:
     write_json(STATE_FILE, state)
 
 
+def startup_s(state: Dict[str, Any], ready_at: Optional[float] = None) -> Optional[float]:
+    """THE startup time of a server, wherever it is shown (server start and status, the
+    campaign runner, the dashboard): launch to ready, on the host's wall clock -- from the
+    agent spawning the server (``started_at``) to the agent seeing it ready (``ready_at``:
+    its log's ready line or /health 200, recorded by :func:`mark_ready`). ``ready_at``
+    given: that moment instead (the log's ready line for a server no start waited for)."""
+    start = state.get("started_at")
+    end = ready_at if ready_at is not None else state.get("ready_at")
+    if not isinstance(start, (int, float)) or not isinstance(end, (int, float)):
+        return None
+    return round(max(0.0, float(end) - float(start)), 3)
+
+
+def mark_ready(state: Dict[str, Any]) -> None:
+    """The server of ``state`` is ready now: record it once (``ready_at``) in ``state`` and in
+    the state file (when the file still records that launch), so status says the same
+    startup as the start that saw it."""
+    if state.get("ready_at") is not None:
+        return
+    state["ready_at"] = time.time()
+    fresh = read_state()
+    if fresh and fresh.get("pid") == state.get("pid") and \
+            fresh.get("started_at") == state.get("started_at") and fresh.get("ready_at") is None:
+        fresh["ready_at"] = state["ready_at"]
+        write_state(fresh)
+
+
 def ours_alive(state: Optional[Dict[str, Any]]) -> bool:
     """Is the server the state file records running (not stopped, the same process)?"""
     if not state or state.get("stopped_at"):

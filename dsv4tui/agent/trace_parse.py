@@ -14,6 +14,11 @@ What counts (docs/kernels.md):
 * Shares are of the summed kernel durations (kernels on concurrent streams each count), over
   the decode steps when the trace marks any, else over all GPU time. Times are summed over
   every rank (file) parsed.
+* Launches: each kernel's ``grid``, ``block``, registers, shared memory and the profiler's
+  est. achieved occupancy, time-weighted over the same launches as its share; the share of
+  the GPU's SMs a launch covers (SMs from ``deviceProperties``, else implied by ``blocks per
+  SM``, else ``SM_COUNTS``); the findings (kernels that leave the GPU idle) ranked by the
+  time they cost. A trace without these fields says "not in this trace".
 
 Python >= 3.9, stdlib only. Traces are read as a stream (one event at a time), so a trace of
 hundreds of MB never sits in memory as one JSON document.
@@ -48,7 +53,6 @@ FAMILY_LABELS = (
     ("memory", "memcpy / memset"),
     ("other", "other"),
 )
-FAMILY_KEYS = tuple(k for k, _ in FAMILY_LABELS)
 
 # Ordered (family, name fragments): the first family with a fragment in the lower-cased kernel
 # name wins. Order matters: flashinfer's norm and sampling kernels before "flash" attention,
@@ -100,6 +104,12 @@ _TENSOR_RULES: Tuple[Tuple[Optional[bool], Tuple[str, ...]], ...] = (
              "sampling", "embedding", "argmax", "memcpy", "memset", "_gate", "routing",
              "align_block")),
 )
+
+
+# A kernel launch's shape as the profiler records it (args of a ``kernel`` event): (blocks
+# launched, grid, block, registers per thread, shared memory bytes, est. achieved occupancy %).
+Shape = Tuple[int, Tuple[int, int, int], Tuple[int, int, int], Optional[int], Optional[int],
+              Optional[float]]
 
 
 class TraceError(Exception):
@@ -384,17 +394,25 @@ class FileResult:
         self.end_unix: Optional[float] = None  # trace has baseTimeNanoseconds        # stage -> [(start_us, duration_us, batch size or None)] of the target model's steps
         self.step_spans: Dict[str, List[Tuple[float, float, Optional[int]]]] = {}
         self.step_source = "none"
+        # (name, kind, stage) -> {launch shape: [calls, total_us]} (kernels with launch fields)
+        self.shapes: Dict[Tuple[str, str, str], Dict[Shape, List[float]]] = {}
+        self.num_sms: Optional[int] = None  # deviceProperties numSms (the CUDA runtime's)
+        self.sms_by_bps: Dict[int, int] = {}  # SM count implied by "blocks per SM" -> launches
+        self.smem_default: Optional[int] = None  # sharedMemPerBlock (no opt-in)
+        self.max_threads_per_sm: Optional[int] = None  # maxThreadsPerMultiprocessor
 
 
 def parse_file(path: str) -> FileResult:
     """Read one trace and sort its GPU activity by kernel name and stage."""
     res = FileResult(path)
     meta: Dict[str, Any] = {}
-    raw: List[Tuple[str, str, float, float, Any, Any]] = []  # name, kind, ts, dur, pid, corr
+    # name, kind, ts, dur, pid, corr, launch shape
+    raw: List[Tuple[str, str, float, float, Any, Any, Optional[Shape]]] = []
     gpu_steps: Dict[Any, _Spans] = {}
     cpu_steps: Dict[Any, _Spans] = {}
     launches: Dict[Any, Tuple[float, Any]] = {}  # correlation -> (ts, pid)
     gpu_marks: List[Tuple[str, float, float, Optional[int]]] = []
+    interned: Dict[Shape, Shape] = {}  # one tuple per distinct launch shape, not per event
     cpu_marks: List[Tuple[str, float, float, Optional[int]]] = []
     for ev in iter_events(path, meta):
         res.events += 1
@@ -411,7 +429,14 @@ def parse_file(path: str) -> FileResult:
             continue
         kind = GPU_CATS.get(cat) if isinstance(cat, str) else None
         if kind is not None:
-            raw.append((name, kind, ts, dur, ev.get("pid"), args.get("correlation")))
+            shape = launch_shape(args) if kind == "kernel" else None
+            if shape is not None:
+                shape = interned.setdefault(shape, shape)
+                bps = _num(args.get("blocks per SM"))
+                if bps is not None and bps > 0:
+                    implied = round(shape[0] / bps)
+                    res.sms_by_bps[implied] = res.sms_by_bps.get(implied, 0) + 1
+            raw.append((name, kind, ts, dur, ev.get("pid"), args.get("correlation"), shape))
             continue
         if cat in ("gpu_user_annotation", "user_annotation"):
             m = STEP_RE.match(name)
@@ -431,6 +456,11 @@ def parse_file(path: str) -> FileResult:
     props = meta.get("deviceProperties")
     if isinstance(props, list) and props and isinstance(props[0], dict):
         res.device_name = props[0].get("name")
+        sms, smem = _num(props[0].get("numSms")), _num(props[0].get("sharedMemPerBlock"))
+        res.num_sms = int(sms) if sms is not None and sms > 0 else None
+        res.smem_default = int(smem) if smem is not None and smem > 0 else None
+        mt = _num(props[0].get("maxThreadsPerMultiprocessor"))
+        res.max_threads_per_sm = int(mt) if mt is not None and mt > 0 else None
     res.gpu_events = len(raw)
     if gpu_steps:
         res.step_source = "gpu_annotation"
@@ -444,7 +474,7 @@ def parse_file(path: str) -> FileResult:
             all_cpu.add(*item)
     starts: List[float] = []
     ends: List[float] = []
-    for name, kind, ts, dur, pid, corr in raw:
+    for name, kind, ts, dur, pid, corr, shape in raw:
         mode: Optional[str] = None
         if gpu_steps:
             gspans = gpu_steps.get(pid)
@@ -460,6 +490,14 @@ def parse_file(path: str) -> FileResult:
         else:
             stage = "unknown"
         key = (name, kind, stage)
+        if shape is not None:
+            per = res.shapes.setdefault(key, {})
+            acc = per.get(shape)
+            if acc is None:
+                per[shape] = [1, dur]
+            else:
+                acc[0] += 1
+                acc[1] += dur
         st = res.kernels.get(key)
         if st is None:
             res.kernels[key] = [1, dur, dur, dur]
@@ -564,6 +602,13 @@ def summarize(files: Sequence[FileResult], top: int = 25) -> Dict[str, Any]:
             "all_stages_us": _round(all_t),
         })
     kernels.sort(key=lambda r: (-r["total_us"], r["name"]))
+    sms, sms_source = gpu_sm_count(files)
+    smem_default = next((fr.smem_default for fr in files if fr.smem_default), None)
+    max_threads = next((fr.max_threads_per_sm for fr in files if fr.max_threads_per_sm), None)
+    shapes = _merge_shapes(files, "decode" if has_decode else None)
+    for k in kernels:
+        k["launch"] = launch_record(shapes.get((k["name"], k["kind"])), k["total_us"], sms,
+                                    smem_default, max_threads)
     families = _families(kernels, basis_total)
     steps = {stage: _step_stats(files, stage) for stage in ("decode", "prefill")}
     dec = steps["decode"]
@@ -602,6 +647,7 @@ def summarize(files: Sequence[FileResult], top: int = 25) -> Dict[str, Any]:
                          "share": (round(sum(k["total_us"] for k in rest) / basis_total, 6)
                                    if basis_total > 0 else None)},
         "families": families,
+        "launch": launch_summary(kernels, families, sms, sms_source, basis),
     }
 
 
@@ -619,6 +665,7 @@ def _families(kernels: List[Dict[str, Any]], basis_total: float) -> List[Dict[st
         f = acc.setdefault(k["family"], {"total_us": 0.0, "all_stages_us": 0.0, "calls": 0,
                                          "kernels": 0, "tc_yes": 0.0, "tc_no": 0.0,
                                          "tc_unknown": 0.0, "top": []})
+        _add_family_launch(f, k)
         f["total_us"] += k["total_us"]
         f["all_stages_us"] += k["all_stages_us"]
         f["calls"] += k["calls"]
@@ -645,9 +692,350 @@ def _families(kernels: List[Dict[str, Any]], basis_total: float) -> List[Dict[st
                     "calls": f["calls"], "kernels": f["kernels"], "top_kernels": f["top"],
                     "tensor_core_by_name": by_name,
                     "tensor_cores": by_name, "tensor_basis": "name" if by_name is not None
-                    else "unknown", "tensor_note": None})
+                    else "unknown", "tensor_note": None, "launch": _family_launch(f)})
     out.sort(key=lambda r: -r["total_us"])
     return out
+
+
+# --- launches: grid, SM coverage, occupancy ----------------------------------------------
+
+# SM counts by GPU model, for a trace whose deviceProperties lack numSms and whose kernels
+# lack "blocks per SM" (the profiler's grid / numSms). Ordered (name fragment, SMs, source):
+# the first fragment in the lower-cased device name wins. SMs = CUDA cores / 128 where the
+# datasheet prints cores (128 FP32 cores per SM on Ampere GA100 aside, Ada, Hopper, Blackwell).
+SM_COUNTS: Tuple[Tuple[str, int, str], ...] = (
+    # RTX PRO 6000 Blackwell (Server, Workstation, Max-Q): 24,064 CUDA cores (NVIDIA
+    # datasheets) = 188 SMs x 128
+    ("rtx pro 6000", 188, "NVIDIA RTX PRO 6000 Blackwell datasheet: 24,064 CUDA cores = 188 SMs"),
+    # B200: 148 SMs per GPU (NVIDIA Blackwell architecture technical brief; what the CUDA
+    # runtime reports as multiProcessorCount on a B200)
+    ("b200", 148, "NVIDIA Blackwell (B200) technical brief: 148 SMs"),
+    # H200 SXM: the GH100 of the H100 SXM5, 132 SMs (the H200 trace in tests/data says
+    # numSms 132); H100 SXM5 132, H100 PCIe 114 (NVIDIA H100 Tensor Core GPU Architecture
+    # whitepaper, table 3)
+    ("h200", 132, "NVIDIA H100 architecture whitepaper (GH100, SXM5 config): 132 SMs"),
+    ("h100 pcie", 114, "NVIDIA H100 architecture whitepaper: H100 PCIe 114 SMs"),
+    ("h100", 132, "NVIDIA H100 architecture whitepaper: H100 SXM5 132 SMs"),
+    # A100: 108 SMs (NVIDIA A100 Tensor Core GPU Architecture whitepaper)
+    ("a100", 108, "NVIDIA A100 architecture whitepaper: 108 SMs"),
+    # L40S: 18,176 CUDA cores (NVIDIA L40S datasheet) = 142 SMs x 128
+    ("l40s", 142, "NVIDIA L40S datasheet: 18,176 CUDA cores = 142 SMs"),
+)
+
+FINDING_MIN_SHARE = 0.05  # a kernel costing less of the step than this is not a finding
+LOW_COVERAGE = 0.5  # a launch that can occupy under half the SMs leaves the GPU idle
+LOW_OCCUPANCY_PCT = 25.0  # est. achieved occupancy under this: too few warps to hide latency
+NO_GRID_FINDINGS = ("communication", "memory")  # few SMs by design: the link is the cost
+# Families with tensor-core kernels for the same work: a CUDA-core kernel there is a finding.
+TENSOR_PATHS = {
+    "moe_gemm": "the MoE GEMM has tensor-core kernels (a grouped GEMM: cutlass, Marlin, "
+                "DeepGEMM, FlashInfer's MXFP4/NVFP4 MoE)",
+    "dense_gemm": "a dense GEMM has tensor-core kernels (cuBLAS, cutlass)",
+}
+DEFAULT_SMEM_PER_BLOCK = 48 * 1024  # without opt-in, on every GPU since Volta
+NOT_IN_TRACE = "not in this trace"
+_MAX_SHAPES = 4  # launch shapes listed per kernel (the time of the rest still counts)
+
+
+def _dims(value: Any) -> Optional[Tuple[int, int, int]]:
+    if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= 3:
+        return None
+    out = []
+    for v in value:
+        n = _num(v)
+        if n is None or n < 1 or n != int(n):
+            return None
+        out.append(int(n))
+    while len(out) < 3:
+        out.append(1)
+    return (out[0], out[1], out[2])
+
+
+def _count(value: Any) -> Optional[int]:
+    n = _num(value)
+    return int(n) if n is not None and n >= 0 else None
+
+
+def launch_shape(args: Dict[str, Any]) -> Optional[Shape]:
+    """The launch shape of a kernel event's args; None when the trace has no grid/block."""
+    grid, block = _dims(args.get("grid")), _dims(args.get("block"))
+    if grid is None or block is None:
+        return None
+    occ = _num(args.get("est. achieved occupancy %"))
+    if occ is None:  # older torch: a fraction
+        frac = _num(args.get("est. achieved occupancy"))
+        occ = frac * 100.0 if frac is not None else None
+    return (grid[0] * grid[1] * grid[2], grid, block, _count(args.get("registers per thread")),
+            _count(args.get("shared memory")), occ)
+
+
+def gpu_sm_count(files: Sequence[FileResult]) -> Tuple[Optional[int], Optional[str]]:
+    """(SMs, where that came from): the trace's deviceProperties, else the SM count its
+    "blocks per SM" imply (the profiler divides the grid by it), else ``SM_COUNTS`` by the
+    device name; (None, None) when none of them knows."""
+    for fr in files:
+        if fr.num_sms:
+            return fr.num_sms, "the trace (deviceProperties numSms)"
+    implied: Dict[int, int] = {}
+    for fr in files:
+        for n, c in fr.sms_by_bps.items():
+            implied[n] = implied.get(n, 0) + c
+    if implied:
+        n = max(implied.items(), key=lambda kv: kv[1])[0]
+        if n > 0:
+            return n, "the trace (grid / blocks per SM)"
+    name = next((fr.device_name for fr in files if fr.device_name), None)
+    return sm_count_by_name(name)
+
+
+def sm_count_by_name(name: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
+    low = " ".join(str(name or "").lower().replace("_", " ").split())
+    if not low:
+        return None, None
+    for frag, sms, source in SM_COUNTS:
+        if frag in low:
+            return sms, "table: " + source
+    return None, None
+
+
+def _merge_shapes(files: Sequence[FileResult], stage: Optional[str]
+                  ) -> Dict[Tuple[str, str], Dict[Shape, List[float]]]:
+    out: Dict[Tuple[str, str], Dict[Shape, List[float]]] = {}
+    for fr in files:
+        for (name, kind, st), per in fr.shapes.items():
+            if stage is not None and st != stage:
+                continue
+            tgt = out.setdefault((name, kind), {})
+            for shape, (calls, us) in per.items():
+                acc = tgt.setdefault(shape, [0, 0.0])
+                acc[0] += calls
+                acc[1] += us
+    return out
+
+
+def _occupancy(shape: Shape, smem_default: Optional[int]) -> Optional[float]:
+    """The profiler's estimate, or None where it could not make one: it runs CUDA's occupancy
+    calculator without the kernel's opt-in shared-memory limit, so a kernel with more than the
+    default 48 KiB per block gets 0 (or a negative number), not its occupancy."""
+    occ, smem = shape[5], shape[4]
+    if occ is None or occ < 0:
+        return None
+    if occ == 0 and smem is not None and smem > (smem_default or DEFAULT_SMEM_PER_BLOCK):
+        return None
+    return min(occ, 100.0)
+
+
+def launch_record(shapes: Optional[Dict[Shape, List[float]]], total_us: float,
+                  sms: Optional[int], smem_default: Optional[int] = None,
+                  max_threads_per_sm: Optional[int] = None) -> Optional[Dict[str, Any]]:
+    """What a kernel's launches were, time-weighted over its launches (None without fields).
+
+    ``sm_coverage``: min(1, blocks / SMs) -- the share of the SMs one launch can keep busy;
+    ``waves``: blocks / SMs; ``occupancy_pct``: the profiler's est. achieved occupancy over
+    the launches it could estimate. The grid, block, registers and shared memory are those of
+    the launch shape that took the most time (``shapes`` says how many there were).
+    ``occupancy_limit``: "grid" when the whole grid is resident at once and still fills few
+    thread slots (the profiler caps blocks per SM at grid / SMs), "resources" when registers,
+    shared memory or the block size cap the resident blocks; None when it cannot tell."""
+    if not shapes:
+        return None
+    items = sorted(shapes.items(), key=lambda kv: (-kv[1][1], kv[0][0]))
+    measured = sum(us for _, (_, us) in items)
+    top_shape = items[0][0]
+    blocks_mean = (sum(sh[0] * us for sh, (_, us) in items) / measured) if measured > 0 else \
+        float(top_shape[0])
+    cov = waves = None
+    if sms:
+        if measured > 0:
+            cov = sum(min(1.0, sh[0] / sms) * us for sh, (_, us) in items) / measured
+        else:
+            cov = min(1.0, top_shape[0] / sms)
+        waves = blocks_mean / sms
+    occ_us = 0.0
+    occ_sum = 0.0
+    for sh, (_, us) in items:
+        occ = _occupancy(sh, smem_default)
+        if occ is not None:
+            occ_us += us
+            occ_sum += occ * us
+    occupancy = occ_sum / occ_us if occ_us > 0 else None
+    limit = None
+    top_occ = _occupancy(top_shape, smem_default)
+    if top_occ is not None and sms and max_threads_per_sm:
+        threads = top_shape[2][0] * top_shape[2][1] * top_shape[2][2]
+        by_grid = 100.0 * (top_shape[0] / sms) * threads / max_threads_per_sm
+        limit = "grid" if top_occ >= by_grid - 1.0 else "resources"
+    note = None
+    if occupancy is None:
+        if all(sh[5] is None for sh, _ in items):
+            note = NOT_IN_TRACE
+        else:
+            note = ("not estimated: the profiler's calculator leaves out opt-in shared memory "
+                    "(%s per block)" % _bytes(top_shape[4]))
+    return {
+        "grid": list(top_shape[1]), "block": list(top_shape[2]), "blocks": top_shape[0],
+        "threads": top_shape[2][0] * top_shape[2][1] * top_shape[2][2],
+        "registers": top_shape[3], "shared_memory": top_shape[4],
+        "shapes": len(items), "blocks_mean": round(blocks_mean, 2),
+        "sm_coverage": round(cov, 4) if cov is not None else None,
+        "waves": round(waves, 3) if waves is not None else None,
+        "occupancy_pct": round(occupancy, 2) if occupancy is not None else None,
+        "occupancy_note": note, "occupancy_limit": limit,
+        "measured_share": round(measured / total_us, 4) if total_us > 0 else None,
+        "by_shape": [{"grid": list(sh[1]), "block": list(sh[2]), "registers": sh[3],
+                      "shared_memory": sh[4], "occupancy_pct": _occupancy(sh, smem_default),
+                      "calls": int(c),
+                      "total_us": _round(us)} for sh, (c, us) in items[:_MAX_SHAPES]],
+    }
+
+
+def _bytes(n: Optional[int]) -> str:
+    if n is None:
+        return "? B"
+    if n >= 1024:
+        return "%.0f KiB" % (n / 1024.0) if n % 1024 == 0 or n >= 10240 else \
+            "%.1f KiB" % (n / 1024.0)
+    return "%d B" % n
+
+
+def _add_family_launch(f: Dict[str, Any], k: Dict[str, Any]) -> None:
+    launch = k.get("launch")
+    acc = f.setdefault("_launch", [0.0, 0.0, 0.0, 0.0, 0.0])  # us, cov*us, cov us, occ*us, occ us
+    if not launch:
+        return
+    us = float(k["total_us"]) * float(launch.get("measured_share") or 0.0)
+    acc[0] += us
+    if launch.get("sm_coverage") is not None:
+        acc[1] += launch["sm_coverage"] * us
+        acc[2] += us
+    if launch.get("occupancy_pct") is not None:
+        acc[3] += launch["occupancy_pct"] * us
+        acc[4] += us
+
+
+def _family_launch(f: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    us, cov, cov_us, occ, occ_us = f.pop("_launch", [0.0] * 5)
+    if us <= 0:
+        return None
+    # an occupancy the profiler estimated for under half the family's time stands for no one
+    return {"sm_coverage": round(cov / cov_us, 4) if cov_us > 0 else None,
+            "occupancy_pct": round(occ / occ_us, 2) if occ_us >= 0.5 * us else None,
+            "measured_share": round(us / f["total_us"], 4) if f["total_us"] > 0 else None}
+
+
+def _pct_text(x: float) -> str:
+    return "%.0f %%" % (100 * x) if x >= 0.095 else "%.1f %%" % (100 * x)
+
+
+def launch_findings(kernels: Sequence[Dict[str, Any]], families: Sequence[Dict[str, Any]],
+                    sms: Optional[int], basis: str) -> List[Dict[str, Any]]:
+    """Kernels that leave the GPU idle, ranked by the time they cost (their share of the
+    step): a grid under half the SMs, a low estimated occupancy, CUDA cores where the family
+    has a tensor-core path. Only kernels worth ``FINDING_MIN_SHARE`` of the step or more."""
+    fam = {f["family"]: f for f in families}
+    where = "of each decode step" if basis == "decode" else "of the GPU time in the capture"
+    out = []
+    for k in kernels:
+        share = k.get("share")
+        if share is None or share < FINDING_MIN_SHARE:
+            continue
+        launch = k.get("launch") or {}
+        family = k.get("family", "other")
+        issues: List[str] = []
+        facts: List[str] = []
+        remedies: List[str] = []
+        cov = launch.get("sm_coverage")
+        occ = launch.get("occupancy_pct")
+        if family not in NO_GRID_FINDINGS and launch:
+            if cov is not None and cov < LOW_COVERAGE:
+                issues.append("grid")
+                shapes = " (its most-used grid of %d)" % launch["shapes"] \
+                    if launch.get("shapes", 1) > 1 else ""
+                facts.append("%d block%s on %d SMs (%s of the GPU)%s"
+                             % (launch["blocks"], "" if launch["blocks"] == 1 else "s",
+                                sms or 0, _pct_text(cov), shapes))
+                remedies.append("a split-K or a larger grid would use the idle SMs")
+            elif occ is not None and occ < LOW_OCCUPANCY_PCT:
+                issues.append("occupancy")
+                detail = ["%d threads per block" % launch["threads"]]
+                if launch.get("registers") is not None:
+                    detail.append("%d registers per thread" % launch["registers"])
+                if launch.get("shared_memory"):
+                    detail.append("%s shared memory" % _bytes(launch["shared_memory"]))
+                facts.append("est. achieved occupancy %.0f %% (%s)" % (occ, ", ".join(detail)))
+                if launch.get("occupancy_limit") == "grid":
+                    remedies.append("the whole grid (%d blocks, %.1f per SM) is resident at "
+                                    "once and still leaves most warp slots empty: a larger "
+                                    "grid (split the work finer) would hide memory latency"
+                                    % (launch["blocks"], launch.get("waves") or 0.0))
+                else:
+                    remedies.append("too few warps per SM to hide memory latency: fewer "
+                                    "registers or less shared memory per block would let more "
+                                    "blocks share an SM")
+        path = TENSOR_PATHS.get(family)
+        if path is not None:
+            by_name = k.get("tensor_core_by_name")
+            f = fam.get(family) or {}
+            if by_name is False:
+                why = "a GEMV" if "gemv" in str(k.get("name", "")).lower() else "by its name"
+            elif by_name is None and f.get("tensor_cores") is False:
+                why = "by the tensor-pipe counters"
+            else:
+                why = None
+            if why is not None:
+                issues.append("cuda_cores")
+                facts.append("on CUDA cores (%s)" % why)
+                remedies.append(path)
+        if not issues:
+            continue
+        name = k.get("short_name") or k.get("name")
+        text = "`%s`: %s for %s %s — %s" % (name, ", ".join(facts), _pct_text(share), where,
+                                            "; ".join(remedies))
+        out.append({"kernel": k.get("name"), "short_name": name, "family": family,
+                    "share": share, "issues": issues, "blocks": launch.get("blocks"),
+                    "sms": sms, "sm_coverage": cov, "occupancy_pct": occ, "text": text})
+    out.sort(key=lambda r: -r["share"])
+    return out
+
+
+def launch_summary(kernels: Sequence[Dict[str, Any]], families: Sequence[Dict[str, Any]],
+                   sms: Optional[int], sms_source: Optional[str], basis: str
+                   ) -> Dict[str, Any]:
+    """The capture's launch facts: the SM count and its source, how much of the kernel time
+    carries launch fields, the findings."""
+    timed = [k for k in kernels if k.get("kind") == "kernel"]
+    total = sum(float(k["total_us"]) for k in timed)
+    with_fields = sum(float(k["total_us"]) * float((k.get("launch") or {}).get(
+        "measured_share") or 0.0) for k in timed)
+    share = with_fields / total if total > 0 else 0.0
+    if not timed or with_fields <= 0:
+        note = ("grid, block and occupancy are %s (the profiler recorded no launch fields)"
+                % NOT_IN_TRACE)
+    elif sms is None:
+        note = ("the trace has grids but not the GPU's SM count (no deviceProperties, no "
+                "blocks per SM, a GPU the table does not know): SM coverage is %s"
+                % NOT_IN_TRACE)
+    else:
+        note = ("%d SMs from %s; launch fields on %s of the kernel time"
+                % (sms, sms_source, _pct_text(share)))
+    return {"sms": sms, "sms_source": sms_source, "fields_share": round(share, 4),
+            "note": note, "min_share": FINDING_MIN_SHARE, "low_coverage": LOW_COVERAGE,
+            "low_occupancy_pct": LOW_OCCUPANCY_PCT,
+            "findings": launch_findings(kernels, families, sms, basis)}
+
+
+def refresh_launch_findings(summary: Dict[str, Any]) -> None:
+    """Findings again after the tensor-core decision changed the families' flags (for the
+    kernels listed; the others keep theirs)."""
+    launch = summary.get("launch")
+    if not isinstance(launch, dict):
+        return
+    listed = summary.get("kernels") or []
+    names = {k.get("name") for k in listed}
+    kept = [f for f in launch.get("findings") or [] if f.get("kernel") not in names]
+    fresh = launch_findings(listed, summary.get("families") or [], launch.get("sms"),
+                            str(summary.get("basis") or "all"))
+    launch["findings"] = sorted(kept + fresh, key=lambda r: -r["share"])
 
 
 def find_traces(paths: Sequence[str]) -> List[str]:
@@ -708,6 +1096,7 @@ def attribute_tensor_cores(summary: Dict[str, Any], tensor_active_pct: Optional[
                     "source": source, "low_pct": TENSOR_LOW_PCT,
                     "note": "kernel names only (no tensor-pipe telemetry for the window)"}
         summary["tensor_decision"] = decision
+        refresh_launch_findings(summary)
         return decision
     t = max(0.0, float(tensor_active_pct))
     all_time = sum(float(f.get("all_stages_us") or 0.0) for f in families)
@@ -757,6 +1146,7 @@ def attribute_tensor_cores(summary: Dict[str, Any], tensor_active_pct: Optional[
     if busy < 0.2:
         note += ("; the GPUs were busy only %.0f %% of the window, so the counters say little"
                  % (100 * busy))
+    refresh_launch_findings(summary)
     decision = {"method": "name+telemetry", "tensor_active_pct": round(t, 3),
                 "busy_pct": round(100 * busy, 2), "busy_from": busy_from, "source": source,
                 "low_pct": TENSOR_LOW_PCT, "note": note}

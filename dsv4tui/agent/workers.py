@@ -128,8 +128,8 @@ class Work:
                  connect_timeout: float, path: str, bodies: Sequence[bytes],
                  datas: Sequence[Optional[bytes]], timeout: float, stall: float, level: int,
                  c: int, planned: Sequence[Optional[int]], n: int, streams: int,
-                 schedule: Optional[Sequence[float]] = None, cap: Optional[int] = None
-                 ) -> None:
+                 schedule: Optional[Sequence[float]] = None, cap: Optional[int] = None,
+                 asked: Optional[Sequence[int]] = None) -> None:
         self.transport = transport
         self.endpoint = endpoint
         self.api_key = api_key
@@ -146,6 +146,7 @@ class Work:
         self.streams = streams  # requests in flight at once (C, the cap, or an estimate)
         self.schedule = schedule
         self.cap = cap
+        self.asked = asked  # each request's max_tokens
 
 
 class Outcome:
@@ -450,7 +451,7 @@ async def _work(work: Work, flow: Flow, k: int, share: int, indices: Optional[Li
         load = LevelLoad(client, work.path, work.bodies, work.datas, work.timeout, work.stall,
                          flow, lambda ev: outq.put(("req", ev)), level=work.level, c=work.c,
                          planned=work.planned, senders=share, schedule=work.schedule,
-                         indices=indices, cap=cap, t0=t0)
+                         indices=indices, cap=cap, t0=t0, asked=work.asked)
         delay = t0 - perf()
         if delay > 0:
             await asyncio.sleep(delay)

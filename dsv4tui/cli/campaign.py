@@ -21,7 +21,14 @@ from dsv4tui.core.campaign import session
 from dsv4tui.core.campaign.ingest import Collected
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
+from dsv4tui.core.errors import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    NotFoundError,
+    UserError,
+)
+from dsv4tui.core.server.startup import startup_text
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.store import campaigns as cstore
 from dsv4tui.core.text_table import table
@@ -30,8 +37,7 @@ ENDED_OK = ("done",)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("campaign", help="run a campaign of launch variants on a host, "
-                       "unattended, and collect it")
+    p = sub.add_parser("campaign")
     cmds = p.add_subparsers(dest="campaign_command", metavar="ACTION", required=True)
     s = cmds.add_parser("start", help="start a campaign on its host (then attach)")
     s.add_argument("name", nargs="?", help="[campaigns.NAME] in the config (or with --file)")
@@ -112,7 +118,7 @@ class Printer:
                  else f"    {inner.get('name')}")
         elif kind == "launch_end":
             if ev.get("ok"):
-                _say(f"    ready: startup {ev.get('startup_s') or 0:.1f} s, pid {ev.get('pid')}")
+                _say(f"    ready: {startup_text(ev.get('startup_s'))}, pid {ev.get('pid')}")
             else:
                 _say(f"    FAILED to start: {ev.get('error')}")
                 self.shown = (ev.get("last_errors") or [])[-5:]
@@ -369,7 +375,7 @@ async def _pick(host: Any, cid: str | None) -> dict[str, Any]:
         return session.event_of(await host.agent.call("campaign", "status", cid), "campaign")
     found = await session.listing(host)
     if not found:
-        raise UserError(f"{host.name}: no campaigns on this host", EXIT_FAILED)
+        raise NotFoundError(f"{host.name}: no campaigns on this host")
     running = [c for c in found if c.get("state") == "running"]
     return (running or found)[-1]
 

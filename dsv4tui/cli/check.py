@@ -47,7 +47,7 @@ class Report:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("check", help="connect to HOST, deploy the agent and report what it has")
+    p = sub.add_parser("check")
     p.add_argument("host", metavar="HOST")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--accept-new", action="store_true",

@@ -12,7 +12,7 @@ from dsv4tui.core.entry import load_settings
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("config", help="check the config file or print its path")
+    p = sub.add_parser("config")
     csub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
     check = csub.add_parser("check", help="validate the config file")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -38,14 +38,7 @@ def check_config(args: argparse.Namespace) -> int:
 
 
 def print_path(args: argparse.Namespace) -> int:
-    import os
-    from pathlib import Path
-
-    if args.config:
-        path, source = Path(args.config).expanduser(), "--config"
-    else:
-        path = paths.config_file()
-        source = "DSV4TUI_CONFIG" if os.environ.get("DSV4TUI_CONFIG") else "default"
+    path, source = paths.config_choice(args.config)
     if getattr(args, "json", False):
         print_json({"path": str(path), "exists": path.exists(), "source": source})
     else:

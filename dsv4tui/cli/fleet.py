@@ -30,9 +30,7 @@ CLEAR, HOME, CLEAR_BELOW = "\x1b[2J", "\x1b[H", "\x1b[J"
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("fleet", help="every host at a glance: GPUs, server, last run "
-                       "(connected in parallel)",
-                       description=__doc__.splitlines()[0] if __doc__ else None)
+    p = sub.add_parser("fleet", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("hosts", metavar="HOST", nargs="*",
                    help="hosts as for connect (default: every [hosts] entry of the config)")
     p.add_argument("--json", action="store_true", help="JSON: {\"hosts\": [...]}")

@@ -43,8 +43,7 @@ HEADERS = ["GPU", "UTIL", "TENSOR", "SM", "DRAM", "MEM GiB", "POWER W", "TEMP", 
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("gpus", help="live GPU telemetry of a host, tensor-pipe activity included",
-                       description=__doc__.splitlines()[0] if __doc__ else None)
+    p = sub.add_parser("gpus", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("host", metavar="HOST",
                    help="local, demo, a [hosts] name, an ~/.ssh/config alias or user@host[:port]")
     p.add_argument("--once", action="store_true", help="print one frame and exit")

@@ -13,7 +13,7 @@ from dsv4tui.core.text_table import table
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("hosts", help="list the hosts you can connect to")
+    p = sub.add_parser("hosts")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(func=run)
 

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dsv4tui.cli.output import print_json
+from dsv4tui.core.campaign.kernel_launch import family_cell, launch_cells, launch_lines
+from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.campaign.kernels import (
     ServerContext,
     agent_args,
@@ -28,13 +30,12 @@ from dsv4tui.core.campaign.kernels import (
 )
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, UserError
+from dsv4tui.core.errors import EXIT_CONFIG, NotFoundError, UserError
 from dsv4tui.core.text_table import table
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("kernels", help="kernel capture of the server under a steady load: top "
-                       "kernels, families, tensor cores; stored with a run")
+    p = sub.add_parser("kernels")
     p.add_argument("host", nargs="?", help="host name (its launch profile's server); or --url")
     p.add_argument("--url", help="any SGLang server; the agent runs on this machine (and must "
                    "see the server's trace directory)")
@@ -75,7 +76,7 @@ def resolve_run(store: Any, run_ref: str | None, host: str | None) -> int | None
     if run_ref.strip().lower() == "latest":
         runs = (store.runs(host=host, limit=1) if host else []) or store.runs(limit=1)
         if not runs:
-            raise UserError("--run latest: there are no runs yet", EXIT_CONFIG)
+            raise NotFoundError("--run latest: there are no runs yet")
         return int(runs[0].id)
     return int(store.find_run(run_ref).id)
 
@@ -129,7 +130,9 @@ def header_lines(summary: Mapping[str, Any], title: str | None = None) -> list[s
     files = summary.get("files") or []
     lines.append(f"  {len(files)} trace file(s), {summary.get('ranks')} rank(s), device "
                  f"{summary.get('device') or '-'}"
-                 + (f", load C={load.get('concurrency')}" if load.get("concurrency") else ""))
+                 + (f", load {load_text(None, load)}" if load.get("concurrency") else ""))
+    if load.get("batch_far"):
+        lines.append(f"  WARNING: {load.get('batch_note')}")
     if dec.get("count"):
         text = f"  decode steps: {dec['count']} x {dec.get('mean_ms') or 0:.2f} ms on the GPU"
         if dec.get("interval_ms"):
@@ -157,10 +160,10 @@ def family_table(summary: Mapping[str, Any]) -> str:
     rows = []
     for f in summary.get("families") or []:
         rows.append([f["label"], _pct(f.get("share")), _ms(f.get("total_us")), str(f["calls"]),
-                     _tc(f.get("tensor_cores")), f.get("tensor_basis") or "-",
+                     _tc(f.get("tensor_cores")), f.get("tensor_basis") or "-", family_cell(f),
                      (f.get("top_kernels") or ["-"])[0][:40]])
     return table(rows, ["family", "share", "GPU ms", "calls", "tensor cores", "decided by",
-                        "top kernel"])
+                        "launches", "top kernel"])
 
 
 def kernel_table(summary: Mapping[str, Any], top: int = 15) -> str:
@@ -168,8 +171,9 @@ def kernel_table(summary: Mapping[str, Any], top: int = 15) -> str:
     for k in (summary.get("kernels") or [])[:top]:
         rows.append([_pct(k.get("share")), k["family"], str(k["calls"]),
                      f"{k['mean_us']:.1f}", _ms(k.get("total_us")),
-                     _tc(k.get("tensor_core_by_name")), k["short_name"][:60]])
-    return table(rows, ["share", "family", "calls", "mean us", "GPU ms", "TC name", "kernel"])
+                     _tc(k.get("tensor_core_by_name")), *launch_cells(k), k["short_name"][:60]])
+    return table(rows, ["share", "family", "calls", "mean us", "GPU ms", "TC name", "blocks",
+                        "SMs", "occ", "kernel"])
 
 
 def print_summary(summary: Mapping[str, Any], title: str | None = None, top: int = 15) -> None:
@@ -181,6 +185,8 @@ def print_summary(summary: Mapping[str, Any], title: str | None = None, top: int
     rest = summary.get("kernels_rest") or {}
     if rest.get("count"):
         print(f"  ... {rest['count']} more kernels, {_pct(rest.get('share'))} together")
+    print()
+    print("\n".join(safe_text(line) for line in launch_lines(summary)))
 
 
 def compare_table(items: Sequence[Any]) -> str:
@@ -310,6 +316,9 @@ def _show(args: Any) -> int:
         print(f"  measured: {item.launch_text}")
     print()
     print(compare_table(items))
+    for item in items:
+        print()
+        print(f"#{item.id}: " + "\n  ".join(safe_text(x) for x in launch_lines(item.summary)))
     return 0
 
 

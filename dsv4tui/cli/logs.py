@@ -16,7 +16,7 @@ from dsv4tui.core.nodes.streams import node_column
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("logs", help="print or follow the server log of a host")
+    p = sub.add_parser("logs")
     p.add_argument("host", metavar="HOST")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
     where = p.add_mutually_exclusive_group()

@@ -1,7 +1,9 @@
 """CLI: ``dsv4tui parse-log FILE [--json]``: offline parse of an SGLang server log.
 
-JSON: ready, startup_s, phases [{name, duration_s}], errors [{kind, line, text}], decode
-[{time, running_req, queue_req, gen_throughput, ...}], prefill [...], plus http, limits, stop.
+JSON: state (crashed | failed | stopped | ready | starting), ready, startup_s, crash ({kind,
+line, text, after_ready_s} or null), phases [{name, duration_s}], errors [{kind, line, text}],
+decode [{time, running_req, queue_req, gen_throughput, ...}], prefill [...], plus http, limits,
+stop. Exit 1 when the log shows the server crashed (after ready) or failed (before), else 0.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from typing import Any
 from dsv4tui.agent.logparse import summarize_text
 from dsv4tui.cli.output import print_json
 from dsv4tui.core.campaign.labels import safe_text
-from dsv4tui.core.errors import EXIT_CONFIG, UserError
+from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("parse-log", help="parse an SGLang server log offline")
+    p = sub.add_parser("parse-log")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_run)
@@ -40,9 +42,30 @@ def _fmt(x: float | None, unit: str = " s") -> str:
     return "?" if x is None else f"{x:.2f}{unit}"
 
 
+# A log alone does not say when its server was launched: its startup is the log's own span
+# (a launch's startup, launch -> ready on the host's clock, is longer by python's start).
+LOG_STARTUP = "(log timestamps: first line -> ready)"
+
+
+def headline(path: Path, s: dict[str, Any]) -> list[str]:
+    """What the log says happened, first: a crash after ready is the news, not "ready"."""
+    crash = s.get("crash")
+    if crash is not None:
+        when = (f", {_fmt(crash['after_ready_s'])} after ready"
+                if crash.get("after_ready_s") is not None else "")
+        return [f"{path}: CRASHED after ready (line {crash['line']}{when}): "
+                f"{crash['kind']}: {crash['text'][:200]}",
+                f"  it had become ready: startup {_fmt(s['startup_s'])} {LOG_STARTUP}"]
+    if s["state"] == "failed":
+        return [f"{path}: FAILED before ready (last phase: {s['phase']})"]
+    if s["ready"]:
+        stopped = ", then stopped (SIGTERM)" if s["state"] == "stopped" else ""
+        return [f"{path}: ready, startup {_fmt(s['startup_s'])} {LOG_STARTUP}{stopped}"]
+    return [f"{path}: not ready (last phase: {s['phase']})"]
+
+
 def report(path: Path, s: dict[str, Any]) -> str:
-    out = [f"{path}: " + (f"ready, startup {_fmt(s['startup_s'])}" if s["ready"] else
-                          f"not ready (last phase: {s['phase']})")]
+    out = headline(path, s)
     if s["phases"]:
         out.append("phases:")
         for ph in s["phases"]:
@@ -76,4 +99,4 @@ def _run(args: Any) -> int:
     else:
         # one report line per line: a log's text cannot add lines or drive the terminal
         print("\n".join(safe_text(line) for line in report(path, summary).split("\n")))
-    return 0
+    return EXIT_FAILED if summary["state"] in ("crashed", "failed") else 0

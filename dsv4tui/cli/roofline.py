@@ -21,8 +21,7 @@ from dsv4tui.core.errors import EXIT_CONFIG, AgentFailed, ConfigError, ConnectEr
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("roofline", help="memory-bound decode ceiling per concurrency, and how "
-                       "far a run is from it")
+    p = sub.add_parser("roofline")
     p.add_argument("host", nargs="?", help="read the GPU and the model facts on this host")
     p.add_argument("--profile", help="launch profile on HOST (default: the host's default)")
     p.add_argument("--run", metavar="ID", help="a stored run: its levels are the measured "

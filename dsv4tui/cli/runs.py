@@ -11,7 +11,7 @@ from dsv4tui.cli.output import ask, print_json
 from dsv4tui.cli.sweep import level_table
 from dsv4tui.core.campaign import export
 from dsv4tui.core.campaign.columns import change_title, fmt_change
-from dsv4tui.core.campaign.compare import compare_runs
+from dsv4tui.core.campaign.compare import compare_runs, sim_name
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
 from dsv4tui.core.store import Level, Run, RunStore
@@ -22,7 +22,7 @@ run_detail = export.run_detail
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("runs", help="list, show, compare, export and delete saved runs")
+    p = sub.add_parser("runs")
     rsub = p.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     q = rsub.add_parser("list", help="saved runs, newest first")
     q.add_argument("--host", help="only runs on this host")
@@ -54,7 +54,8 @@ def register(sub: Any) -> None:
     q.add_argument("--out", "-o", metavar="FILE", help="where to write it (default: the data "
                    "dir's reports folder)")
     q.add_argument("--format", choices=("html", "md"), default=None,
-                   help="html (default; .md in --out means md) or md")
+                   help="html or md (default: --out's suffix, .html or .md; "
+                   "else html); a suffix of another format is refused")
     q.add_argument("--theme", choices=("light", "dark"), default="light")
     q.add_argument("--json", action="store_true", help="print what was written as JSON")
     q.set_defaults(func=run_report)
@@ -237,10 +238,12 @@ def run_show(args: Any) -> int:
 def compare_text(cmp: Any) -> str:
     """The comparison as the CLI prints it: who is who, then one row per C and run."""
     base = cmp.baseline_run
-    lines = [f"#{r.id} = {safe_text(r.label)} ({safe_text(r.target)}, "
-             f"{safe_text(r.backend or '-')}/{safe_text(r.checkpoint or '-')})"
-             + ("  <- baseline" if base is not None and r.id == base.id else "")
-             for r in cmp.runs]
+    note = cmp.simulated_note()
+    lines = [note] if note else []
+    lines += [f"#{r.id} = {safe_text(sim_name(r.label, r.simulated))} ({safe_text(r.target)}, "
+              f"{safe_text(r.backend or '-')}/{safe_text(r.checkpoint or '-')})"
+              + ("  <- baseline" if base is not None and r.id == base.id else "")
+              for r in cmp.runs]
     headers = ["C", "run"]
     for col in cmp.columns():
         headers.append(col.header)
@@ -248,7 +251,8 @@ def compare_text(cmp: Any) -> str:
             headers.append(change_title(cmp.baseline_id))
     rows = []
     for row in cmp.rows():
-        cells = [row.load if row.rate is not None else str(row.concurrency), f"#{row.run.id}"]
+        cells = [row.load if row.rate is not None else str(row.concurrency),
+                 f"#{row.run.id}" + (" SIM" if row.run.simulated else "")]
         for col in cmp.columns():
             cells.append(col.text(row.values.get(col.key)))
             if col.change:
@@ -308,7 +312,8 @@ def run_compare(args: Any) -> int:
 
 
 def report_paths(out: str | None, fmt: str | None, stem: str) -> tuple[Any, str]:
-    """The report's file and format: ``--out`` (its suffix picks md) or the reports folder."""
+    """The report's file and format: ``--out`` (its suffix picks the format; another suffix is
+    refused) or the reports folder."""
     from pathlib import Path
 
     from dsv4tui.core.campaign import report

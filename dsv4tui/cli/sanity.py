@@ -8,7 +8,7 @@ from typing import Any
 from dsv4tui.cli.output import print_json
 from dsv4tui.core.bench_runner import BenchRunner, SanityOutcome, open_bench
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
+from dsv4tui.core.errors import EXIT_CONFIG, UserError
 from dsv4tui.core.store import RunStore
 
 
@@ -31,7 +31,7 @@ def check_target(args: Any) -> None:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("sanity", help="ask the sanity prompts; exit 0 when every answer matches")
+    p = sub.add_parser("sanity")
     add_target_args(p)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per case (default 120)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -83,4 +83,4 @@ def run(args: Any) -> int:
         print_json(outcome.to_json())
     else:
         print_sanity(outcome)
-    return 0 if outcome.passed else EXIT_FAILED
+    return 0 if outcome.passed else outcome.exit_code

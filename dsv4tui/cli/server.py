@@ -16,12 +16,13 @@ from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from dsv4tui.core.server import control as server_control
-from dsv4tui.core.server.backends import backend_misfit
+from dsv4tui.core.server.backends import refuse_backend
 from dsv4tui.core.server.launch import Launch
+from dsv4tui.core.server.startup import OTHER, STARTUP, startup_text
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("server", help="start, stop, restart and check the SGLang server of a host")
+    p = sub.add_parser("server")
     cmds = p.add_subparsers(dest="server_command", metavar="ACTION", required=True)
 
     def common(name: str, help_: str, *, profile: bool = True) -> argparse.ArgumentParser:
@@ -44,7 +45,8 @@ def register(sub: Any) -> None:
         c.add_argument("--dry-run", action="store_true",
                        help="validate and print the launch without connecting")
         c.add_argument("--force", action="store_true",
-                       help="launch a --backend that does not fit the profile's checkpoint")
+                       help="launch a --backend that does not fit the profile's checkpoint "
+                       "or whose kernels do not run on the host's GPUs")
         c.add_argument("--timeout", type=float, default=server_control.DEFAULT_TIMEOUT_S,
                        help="seconds to wait for ready (default 1800)")
         c.add_argument("--grace", type=float, default=server_control.DEFAULT_GRACE_S,
@@ -79,9 +81,14 @@ def register(sub: Any) -> None:
 
 # -- start / restart -------------------------------------------------------------------------
 
-def _print_plan(host: str, launch: Launch, restart: bool) -> None:
+def _print_plan(host: str, launch: Launch, restart: bool, running: str | None = None) -> None:
+    """``running``: the backend of the server this restart replaces (what runs, not what the
+    profile says), the "from" of ``backend X -> Y``."""
     change = launch.changes.get("moe_runner_backend")
-    backend = (f"{change['from']} -> {change['to']}" if change else launch.backend)
+    if running is not None:
+        backend = launch.backend if running == launch.backend else f"{running} -> {launch.backend}"
+    else:
+        backend = (f"{change['from']} -> {change['to']}" if change else launch.backend)
     print(safe_text(f"{'restart' if restart else 'start'} {host}: profile "
                     f"{launch.profile_name}, backend {backend}, checkpoint {launch.checkpoint}, "
                     f"port {launch.port}"))
@@ -91,14 +98,12 @@ def _print_plan(host: str, launch: Launch, restart: bool) -> None:
 
 def check_backend(config: Any, profile: str | None, backend: str | None, force: bool) -> str | None:
     """Refuse (exit 2) a ``--backend`` that cannot run the profile's checkpoint, before any
-    connection; with ``force`` the reason comes back as a warning instead."""
+    connection (the GPUs are checked once connected); with ``force`` the reason comes back
+    as a warning instead."""
     if not backend:
         return None
     _, prof = config.profile(profile)
-    why = backend_misfit(prof, backend)
-    if why is None or force:
-        return why
-    raise UserError(f"{why} (--force launches it anyway)", EXIT_CONFIG)
+    return refuse_backend(prof, backend, None, force=force)
 
 
 def _dry_run(args: Any) -> int:
@@ -209,15 +214,23 @@ def _start(args: Any) -> int:
         print(f"warning: {safe_text(misfit)} (--force)", file=sys.stderr)
 
     async def go(store: RunStore) -> server_control.StartResult:
-        from dsv4tui.core.server import sglang_version
+        from dsv4tui.core.server import host_facts, sglang_version
 
         async with open_host(args.host, settings) as host:
             _, prof = host.config.profile(args.profile)
+            # the GPUs: a backend whose kernels do not run there is refused before the
+            # running server is stopped (the checkpoint was checked before connecting)
+            gpu = refuse_backend(prof, args.backend, await host_facts.capability(host),
+                                 force=args.force)
+            if gpu and gpu != misfit and not args.json:
+                print(f"warning: {safe_text(gpu)} (--force)", file=sys.stderr)
             found = await sglang_version.probe(host, prof)
             _, launch = server_control.plan(host.config, args.profile, args.backend,
                                             sglang_version=found.version)
+            running = server_control.running_backend(
+                await server_control.status(host, args.profile)) if args.restart else None
             if not args.json:
-                _print_plan(args.host, launch, args.restart)
+                _print_plan(args.host, launch, args.restart, running)
                 print(safe_text(f"  {found.text()}; flags checked against SGLang "
                                 f"{launch.choices_version}'s choices"))
             return await server_control.start(
@@ -246,14 +259,16 @@ def _start(args: Any) -> int:
     if args.json:
         print_json({"ok": True, **result.to_json()})
     elif result.nodes is not None and result.ready:
-        print(f"ready: startup {result.startup_s:.1f} s (launch -> every node ready), "
+        print(f"ready: {startup_text(result.startup_s)} (launch -> every node ready), "
               f"port {result.launch.port} on node {result.nodes[0]['node']}")
         for n in result.nodes:
             print(safe_text(f"  node {n['node']} (rank {n['rank']}): pid {n.get('pid')}, ready "
                             f"after {n.get('startup_s') or 0:.1f} s"))
         print("  a watcher stops every node if one of them fails")
     elif result.ready:
-        print(f"ready: startup {result.startup_s:.1f} s (launch -> ready), pid {result.pid}, "
+        if result.other_s is not None:  # the phases add up to the startup with it
+            print(f"  {'other':<13}{result.other_s:8.2f} s   ({OTHER})")
+        print(f"ready: {startup_text(result.startup_s)} ({STARTUP}), pid {result.pid}, "
               f"port {result.launch.port}")
     else:
         print(f"launched pid {result.pid} (not waiting for ready)")
@@ -336,7 +351,7 @@ def status_text(host: str, ev: dict[str, Any]) -> str:
         what = (f", profile {profile.get('name')} ({profile.get('moe_runner_backend') or 'auto'}, "
                 f"{profile.get('checkpoint') or profile.get('quantization') or 'default'})")
     if state == "ready":
-        startup = f", startup {ev['startup_s']:.1f} s" if ev.get("startup_s") else ""
+        startup = f", {startup_text(ev['startup_s'])}" if ev.get("startup_s") else ""
         return (f"{host}: ready - pid {ev.get('pid')}, port {ev.get('port')}, up "
                 f"{_duration(ev.get('uptime_s'))}{startup}{what}")
     if state in ("starting", "stopping"):

@@ -22,10 +22,16 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, TextIO
 
-from dsv4tui.cli.output import print_json
+from dsv4tui.cli.output import finite, print_json
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, UserError
+from dsv4tui.core.errors import (
+    EXIT_CONFIG,
+    EXIT_CONNECT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    UserError,
+)
 from dsv4tui.core.server.metrics_window import MetricsWindow, mean, quantile, quantile_bucket
 
 HISTOGRAMS = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"), ("queue", "queue"))
@@ -88,6 +94,8 @@ def summary(sample: dict[str, Any], window: MetricsWindow | None, now: float
     out: dict[str, Any] = {k: sample.get(k) for k in ("url", "engine", "time")}
     out.update({k: sample.get(k) for k in keys})
     out["startup_s"] = sample.get("startup") or {}
+    # numbers the server sent that cannot be (NaN, Inf, a negative count): null above, why here
+    out["invalid"] = dict(sample.get("invalid") or {})
     hists = sample.get("histograms") or {}
     if window is None:
         out["over"] = "since_start"
@@ -118,18 +126,27 @@ def render(where: str, s: dict[str, Any], simulated: bool) -> str:
     head = f"{where} · {s.get('url') or '?'}/metrics · {s.get('engine') or '?'}"
     if simulated:
         head += " · SIMULATED"
+    bad = s.get("invalid") or {}
+
+    def g(key: str, fmt: str = "{:,.0f}", scale: float = 1.0) -> str:
+        return "invalid" if key in bad else _n(s.get(key), fmt, scale)
+
+    gen = g("gen_throughput", "{:,.1f}")
     lines = [head,
-             f"running {_n(s['running'])}  queued {_n(s['queued'])}  "
-             f"kv {_n(s['token_usage'], '{:.0f}%', 100)}  "
-             f"cache hit {_n(s['cache_hit_rate'], '{:.0f}%', 100)}  "
-             + (f"gen {_n(s['gen_throughput'], '{:,.1f}')} tok/s (gauge)" if s.get("running")
-                or s.get("queued") else f"gen idle (gauge left at "
-                f"{_n(s['gen_throughput'], '{:,.1f}')} tok/s)")
-             + (f"  spec accept {_n(s['spec_accept_length'], '{:.2f}')}"
-                if s.get("spec_accept_length") is not None else ""),
-             f"requests {_n(s['requests_total'])}  prompt tokens "
-             f"{_n(s['prompt_tokens_total'])}  generation tokens "
-             f"{_n(s['generation_tokens_total'])} (since start)"]
+             f"running {g('running')}  queued {g('queued')}  "
+             f"kv {g('token_usage', '{:.0f}%', 100)}  "
+             f"cache hit {g('cache_hit_rate', '{:.0f}%', 100)}  "
+             + (f"gen {gen} tok/s (gauge)" if s.get("running") or s.get("queued")
+                else f"gen idle (gauge left at {gen} tok/s)")
+             + (f"  spec accept {g('spec_accept_length', '{:.2f}')}"
+                if s.get("spec_accept_length") is not None or "spec_accept_length" in bad
+                else ""),
+             f"requests {g('requests_total')}  prompt tokens "
+             f"{g('prompt_tokens_total')}  generation tokens "
+             f"{g('generation_tokens_total')} (since start)"]
+    if bad:
+        lines.append("invalid (the server sent a number that cannot be): "
+                     + "; ".join(f"{k} {why}" for k, why in sorted(bad.items())))
     if "generation_tok_s" in s:
         lines.append(f"generation {_n(s['generation_tok_s'], '{:,.1f}')} tok/s, "
                      f"{_n(s['requests_per_s'], '{:.2f}')} requests/s over the window "
@@ -188,13 +205,17 @@ def _agent_args(args: Any, settings: Any, interval: float, count: int | None) ->
 
 def _check(sample: dict[str, Any], where: str) -> None:
     if not sample.get("ok"):
+        # no HTTP answer at all (status 0: refused, DNS, timeout) is a connection problem
         raise UserError(f"{where}: {safe_text(sample.get('error') or 'no /metrics')}",
-                        EXIT_FAILED)
+                        EXIT_FAILED if sample.get("status") else EXIT_CONNECT)
 
 
 def run(args: Any) -> int:
     if bool(args.host) == bool(args.url):
         raise UserError("server metrics: give a HOST or --url (one of them)", EXIT_CONFIG)
+    if args.url and not args.url.startswith(("http://", "https://")):
+        raise UserError(f"server metrics: --url {safe_text(args.url)}: give http://HOST:PORT",
+                        EXIT_CONFIG)
     settings, _ = load_settings(args)
     interval = args.interval if args.interval is not None else settings.telemetry.interval_s
     if not interval >= 0.2:
@@ -290,7 +311,8 @@ async def _watch(args: Any, settings: Any, interval: float, out: TextIO) -> int:
                 continue
             s = summary(sample, window, now)
             if args.json:
-                out.write(json.dumps({"host": args.host, "simulated": simulated, **s}) + "\n")
+                out.write(json.dumps(finite({"host": args.host, "simulated": simulated, **s}),
+                                     allow_nan=False) + "\n")
             elif redraw:
                 body = "".join(ln + CLEAR_EOL + "\n"
                                for ln in safe_text(render(where, s, simulated),

@@ -16,7 +16,7 @@ from dsv4tui.core.store import RunStore, StoreError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("store", help="the run store file: back it up, see where it is")
+    p = sub.add_parser("store")
     ssub = p.add_subparsers(dest="store_command", metavar="ACTION", required=True)
     q = ssub.add_parser("backup", help="write a consistent single-file copy of the run store "
                         "(safe while a sweep writes; a plain copy of runs.sqlite3 is not)")

@@ -28,7 +28,7 @@ from dsv4tui.core.text_table import table
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("sweep", help="sanity, then a concurrency sweep, saved as a run")
+    p = sub.add_parser("sweep")
     add_target_args(p)
     p.add_argument("--label", required=True, help="the run's name, e.g. nvfp4-marlin")
     p.add_argument("--levels", help="C:n,C:n,... closed-loop levels (default from the config: "
@@ -57,6 +57,8 @@ def register(sub: Any) -> None:
     p.add_argument("--no-ignore-eos", action="store_true",
                    help="do not send ignore_eos (servers that reject it, e.g. transformers serve)")
     p.add_argument("--no-sanity", action="store_true", help="skip the sanity gate")
+    p.add_argument("--yes", "-y", action="store_true", help="run a plan estimated to take "
+                   "over an hour or over 2 GB of load-generator memory (else refused)")
     p.add_argument("--json", action="store_true", help="print the run as JSON")
     p.set_defaults(func=run)
 
@@ -141,6 +143,12 @@ class Progress:
                       f"be stored: {ev.get('error')}")
         elif kind == "notice":
             self.note(f"note: {ev.get('message')}")
+        elif kind == "level_prep":  # before the level's first request: prompts, warm-up
+            text = str(ev.get("message") or "")
+            if self.tty:
+                print("\r" + text + "\033[K", end="", file=self.stream, flush=True)
+            elif ev.get("announce"):
+                print(text, file=self.stream, flush=True)
         elif kind == "level_start":
             self.level, self.done, self.errors = ev, 0, 0
             self._line()
@@ -310,6 +318,18 @@ async def _check_reachable(host: Any, url: str, answer_timeout_s: float) -> None
                         f"{host.name}); nothing was measured, no run stored", EXIT_CONNECT)
 
 
+def check_size(plan: SweepPlan, yes: bool) -> None:
+    """A plan estimated over an hour or over 2 GB of the host's memory (the core's
+    ``plan_estimate``, the Bench dialog's too) runs only with ``--yes``: one line, exit 2, nothing
+    started."""
+    from dsv4tui.core.campaign.sweep import plan_estimate
+
+    est = plan_estimate(plan)
+    if est["confirm"] and not yes:
+        raise UserError(f"sweep: this plan is {' and '.join(est['confirm'])}: "
+                        f"{est['text']}; pass --yes to run it", EXIT_CONFIG)
+
+
 def run(args: Any) -> int:
     from dsv4tui.core.campaign.labels import check_label
 
@@ -317,6 +337,7 @@ def run(args: Any) -> int:
     args.label = check_label(args.label)
     settings, _ = load_settings(args)
     plan = build_plan(settings.sweep, args)
+    check_size(plan, args.yes)
     cases = None if args.no_sanity else (settings.sanity.suite() or None)
     progress = Progress()
     watch = SweepWatch(args.label, sanity=cases is not None, then=progress)

@@ -16,8 +16,7 @@ from dsv4tui.core.hosts.ssh import DnsError, HopKey, learn_host_keys
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("trust", help="add the SSH host keys on the way to HOST to "
-                       "~/.ssh/known_hosts after confirming")
+    p = sub.add_parser("trust")
     p.add_argument("host", metavar="HOST")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=run)

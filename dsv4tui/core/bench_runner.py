@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dsv4tui.core.config import SanityCase, Settings
-from dsv4tui.core.errors import AgentFailed, ConnectError
+from dsv4tui.core.errors import EXIT_FAILED, AgentFailed, ConnectError
 from dsv4tui.core.store import RunStore
 
 EventCallback = Callable[[dict[str, Any]], None]
@@ -94,6 +94,7 @@ class SanityOutcome:
     cases: list[dict[str, Any]]
     error: str | None = None  # why it could not run (server down, no model ...)
     error_kind: str | None = None
+    exit_code: int = EXIT_FAILED  # when not passed: 4 when the server could not be reached
 
     def to_json(self) -> dict[str, Any]:
         keys = ("name", "prompt", "expect", "answer", "passed", "latency_s", "error_kind", "error")
@@ -143,7 +144,7 @@ class BenchRunner:
                     final = ev
         except AgentFailed as exc:
             if final is None or exc.kind != "sanity_failed":
-                outcome = SanityOutcome(False, results, exc.message, exc.kind)
+                outcome = SanityOutcome(False, results, exc.message, exc.kind, exc.exit_code)
         if outcome is None:
             if final is None:
                 outcome = SanityOutcome(False, results, "sanity was cancelled", "cancelled")

@@ -7,10 +7,13 @@ line naming the file, the key path and the problem.
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -37,6 +40,15 @@ DEMO_NODES = ("demo-node0", "demo-node1")
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def did_you_mean(key: str, keys: Sequence[str]) -> str:
+    """`` (did you mean moe_runner_backend?)`` for a near miss of ``keys``, else the valid
+    ones."""
+    near = difflib.get_close_matches(key, list(keys), n=2, cutoff=0.6)
+    if near:
+        return f" (did you mean {' or '.join(near)}?)"
+    return f" (valid: {', '.join(keys)})" if keys else ""
 
 
 def _check_choice(value: str | None, choices: tuple[str, ...], what: str) -> str | None:
@@ -358,8 +370,8 @@ class CampaignVariant(BaseModel):
         fields = ServerProfile.model_fields
         for key in self.model_extra or {}:
             if key not in fields:
-                raise ValueError(f"{key!r} is not a launch profile field (valid: name, profile, "
-                                 f"label, force, {', '.join(fields)})")
+                raise ValueError(f"{key!r} is not a launch profile field"
+                                 + did_you_mean(key, [*type(self).model_fields, *fields]))
         return self
 
     @property
@@ -419,10 +431,8 @@ class Settings(_Model):
             try:
                 camp.plan(self.sweep)
             except ValidationError as exc:
-                err = exc.errors()[0]
-                loc = ".".join(str(p) for p in err["loc"])
-                raise ValueError(f"campaigns.{name}.sweep.{loc}: "
-                                 f"{err['msg'].removeprefix('Value error, ')}") from None
+                raise ValueError("; ".join(f"campaigns.{name}.sweep.{line}"
+                                           for line in error_lines(exc, SweepPlan))) from None
         return self
 
     @field_validator("theme")
@@ -482,22 +492,75 @@ class Settings(_Model):
         return self
 
 
+def _not_none(kind: Any) -> Any:
+    """``X`` of ``X | None``."""
+    while get_origin(kind) in (Union, UnionType):
+        kind = next((a for a in get_args(kind) if a is not type(None)), None)
+    return kind
+
+
+def _table_model(loc: Sequence[int | str], root: type[BaseModel]) -> type[BaseModel] | None:
+    """The model whose table ``loc`` is in the file (``hosts.ct200.profiles.nvfp4`` ->
+    ServerProfile), or None when ``loc`` is not a table of one."""
+    kind: Any = root
+    for part in loc:
+        kind = _not_none(kind)
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            field = kind.model_fields.get(str(part))
+            if field is None:
+                return None
+            kind = field.annotation
+        elif get_origin(kind) is dict:
+            kind = get_args(kind)[1]
+        elif get_origin(kind) is list:
+            kind = get_args(kind)[0]
+        else:
+            return None
+    kind = _not_none(kind)
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+
+_OURS = ("value_error", "config_key", "assertion_error")  # our validators name the value
+
+
+def error_lines(exc: ValidationError, root: type[BaseModel] | None = None) -> list[str]:
+    """Each problem ``exc`` found (validating ``root``, default Settings), as ``key.path:
+    what is wrong`` in the file's words."""
+    out = []
+    for err in exc.errors():
+        parts = [str(p) for p in err["loc"]]
+        if err["type"] == "config_key":  # the error is about one key of a table (keymap.restart)
+            parts.append(str((err.get("ctx") or {}).get("key")))
+        if err["type"] == "extra_forbidden":
+            model = _table_model(err["loc"][:-1], root or Settings)
+            msg = "unknown key" + did_you_mean(
+                parts[-1], list(model.model_fields) if model is not None else [])
+        elif err["type"] == "missing":
+            msg = "missing (required)"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            given = err.get("input")
+            if err["type"] not in _OURS and isinstance(given, str | int | float | bool):
+                msg += f" (got {given!r})"  # pydantic's own words do not say what was there
+        loc = ".".join(parts)
+        out.append(f"{loc + ': ' if loc else ''}{msg}")
+    return out
+
+
 def format_error(path: Path, exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    parts = [str(p) for p in err["loc"]]
-    if err["type"] == "config_key":  # the error is about one key of a table (keymap.restart)
-        parts.append(str((err.get("ctx") or {}).get("key")))
-    loc = ".".join(parts)
-    msg = err["msg"].removeprefix("Value error, ")
-    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"config error in {path}: {loc + ': ' if loc else ''}{msg}{more}"
+    """One line naming the file and every problem in it."""
+    return f"config error in {path}: {'; '.join(error_lines(exc))}"
 
 
 def load(path: Path | None = None) -> tuple[Settings, Path]:
-    """Load settings; a missing file gives defaults. Raises ConfigError on any problem."""
-    path = path or paths.config_file()
+    """Load settings from ``path``, else ``DSV4TUI_CONFIG``, else the default file; only the
+    default file may be missing (defaults apply). Raises ConfigError on any problem."""
+    path, source = paths.config_choice(path)
     if not path.exists():
-        return Settings(), path
+        if source == "default":
+            return Settings(), path
+        raise ConfigError(f"config file not found: {path} (named by {source}; an empty file "
+                          "is a valid config)")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 # Exit codes of the `dsv4tui` command (README "Exit codes").
 EXIT_FAILED = 1  # the check/sanity/restart ran and failed
-EXIT_CONFIG = 2  # bad config, bad usage
+EXIT_CONFIG = 2  # bad config, bad usage, no such run/capture/campaign (NotFoundError)
 EXIT_NO_DRIVER = 3  # no NVIDIA driver on the host
 EXIT_CONNECT = 4  # unknown host, DNS, refused, timeout, link dropped
 EXIT_AUTH = 5  # authentication failed
@@ -30,6 +30,13 @@ class UserError(Exception):
 
 
 class ConfigError(UserError):
+    exit_code = EXIT_CONFIG
+
+
+class NotFoundError(UserError):
+    """What the user named is not there: a run id or label, a kernel capture, a campaign.
+    Bad usage (exit 2), as is a file that does not exist."""
+
     exit_code = EXIT_CONFIG
 
 

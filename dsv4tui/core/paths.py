@@ -11,10 +11,19 @@ APP = "dsv4tui"
 
 
 def config_file() -> Path:
+    return config_choice()[0]
+
+
+def config_choice(given: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
+    """The config file and who named it: ``--config`` (``given``), ``DSV4TUI_CONFIG``, or
+    ``default`` (platformdirs' user config dir). A file someone named must exist; only the
+    default one may be missing (defaults apply)."""
+    if given:
+        return Path(given).expanduser(), "--config"
     env = os.environ.get("DSV4TUI_CONFIG")
     if env:
-        return Path(env).expanduser()
-    return user_config_path(APP) / "config.toml"
+        return Path(env).expanduser(), "DSV4TUI_CONFIG"
+    return user_config_path(APP) / "config.toml", "default"
 
 
 def data_dir() -> Path:

@@ -482,9 +482,6 @@ class HostTelemetry:
     def summary(self) -> str:
         return model_summary(self._last_sample.values())
 
-    def processes_on(self, index: int) -> list[GpuProcess]:
-        return [p for p in self.processes or () if p.gpu == index]
-
 
 def fmt_age(seconds: float) -> str:
     """``7s``, ``3m12s``, ``2h05m``."""

@@ -69,9 +69,6 @@ MODELS: dict[tuple[str, str], BackendModel] = {
 }
 _GENERIC = BackendModel(24.0, 0.32, 0.18, 1.5, 0.0, _busy(95, 20.0, 85, 40))
 
-# Backends whose kernels exist only for some GPUs: backend -> compute capabilities it runs on.
-SM_ONLY: dict[str, tuple[int, ...]] = {"flashinfer_trtllm_routed": (100,),
-                                       "flashinfer_trtllm": (100,)}
 
 
 def checkpoint_of(quantization: str | None, explicit: str | None = None) -> str:
@@ -90,8 +87,12 @@ def resolve_backend(backend: str | None, checkpoint: str) -> str:
 
 
 def runs_on(backend: str, gpu: GpuSpec) -> bool:
-    allowed = SM_ONLY.get(backend)
-    return allowed is None or gpu.sm in allowed
+    """Does ``backend``'s MoE kernel exist for ``gpu`` (the console's one table of which
+    kernels need which SM, ``sglang_choices.MOE_ARCH``)?"""
+    from dsv4tui.core.server import sglang_choices
+
+    return sglang_choices.arch_misfit("moe_runner_backend", backend,
+                                      f"{gpu.sm // 10}.{gpu.sm % 10}") is None
 
 
 class SpeedModel:

@@ -9,8 +9,10 @@ The kernel mix follows the backend and checkpoint, as the campaign measured it
 (shared/reference/sglang.md): MXFP4 on ``triton`` spends ~39 % of decode in
 ``_mxfp4_slot_gemv_kernel`` and ~38 % in ``_tiled_sparse_decode_kernel``; NVFP4 on ``triton``
 runs the cutlass FP4 grouped GEMM and attention becomes the largest part; ``marlin`` runs
-Marlin MoE kernels. Only 8 representative layers are written per step (the step's time is
-spread over them), so a file stays small. Nothing in these files was measured.
+Marlin MoE kernels. Each kernel carries a launch shape (``LAUNCH``: the sparse-decode attention
+at 64 blocks, the MXFP4 slot GEMV at a small grid, Marlin's and cutlass's GEMMs filling the
+GPU) with Kineto's occupancy estimate. Only 8 representative layers are written per step (the
+step's time is spread over them), so a file stays small. Nothing in these files was measured.
 """
 
 from __future__ import annotations
@@ -54,6 +56,23 @@ FUSED_MOE = "fused_moe_kernel"
 SAMPLING = "void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)0, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>(float*, int*, int*, float*, int*, float*, float*, unsigned int, unsigned long, unsigned long)"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul> >(int, at::native::FillFunctor<int>, std::array<char*, 1ul>)"
 MEMCPY = "Memcpy DtoH (Device -> Pinned)"
+
+# Launch shapes: name -> (grid, block threads, registers per thread, shared memory bytes). A grid
+# of "sms" is one block per SM (persistent GEMMs: Marlin, cutlass, cuBLAS), "2sms" two, "bs"
+# one per running request; a number is that many blocks. The campaign's shape: the Triton
+# sparse-decode attention at 64 blocks and the MXFP4 slot GEMV at a small grid leave most SMs
+# idle; Marlin's and cutlass's GEMMs fill the GPU.
+LAUNCH: dict[str, tuple[int | str, int, int, int]] = {
+    NORM: ("bs", 512, 32, 0), DENSE: ("sms", 384, 168, 90_112),
+    LM_HEAD: ("2sms", 384, 168, 90_112), ATTN_MXFP4: (64, 128, 128, 16_384),
+    ATTN_PREFILL: (512, 128, 128, 32_768), INDEXER: ("bs", 256, 64, 8192),
+    KV_STORE: ("bs", 256, 32, 0), ROPE: ("bs", 128, 40, 0), NCCL: (16, 512, 96, 0),
+    GATE: ("bs", 256, 48, 1024), ALIGN: (1, 1024, 32, 4096), ACT: ("bs", 1024, 24, 0),
+    SLOT_GEMV: (48, 128, 64, 512), CUTLASS_FP4: ("sms", 384, 168, 99_328),
+    FP4_QUANT: ("sms", 512, 40, 0), MARLIN: ("sms", 256, 168, 98_304),
+    FUSED_MOE: ("2sms", 256, 96, 49_152), SAMPLING: ("bs", 1024, 64, 33_792),
+    ELEMENTWISE: (1, 128, 16, 0),
+}
 
 
 @dataclass(frozen=True)
@@ -146,16 +165,21 @@ def write_trace(output_dir: str, backend: str, checkpoint: str, num_steps: int |
     t0 = start_time * 1e6 - base_us
     os.makedirs(output_dir, exist_ok=True)
     mix = _mix(backend, checkpoint)
+    gpu = _gpu_props(gpu_name)
     paths = []
     for rank in range(max(1, tp_size)):
         rng = random.Random((seed if seed is not None else int(start_time * 1e6)) * 131 + rank)
-        events = _rank_events(rank, mix, steps, prefill_steps, step, batch, t0, rng)
+        events = _rank_events(rank, mix, steps, prefill_steps, step, batch, t0, rng, gpu)
         doc_head = {
             "schemaVersion": 1,
             "deviceProperties": [{"id": rank, "name": gpu_name, "totalGlobalMem": 102_641_811_456,
-                                  "computeMajor": 12, "computeMinor": 0, "maxThreadsPerBlock": 1024,
-                                  "numSms": 188, "regsPerBlock": 65536, "warpSize": 32,
-                                  "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 102400}],
+                                  "computeMajor": gpu["cc"] // 10, "computeMinor": gpu["cc"] % 10,
+                                  "maxThreadsPerBlock": 1024,
+                                  "maxThreadsPerMultiprocessor": gpu["max_threads"],
+                                  "numSms": gpu["sms"], "regsPerBlock": 65536,
+                                  "regsPerMultiprocessor": 65536, "warpSize": 32,
+                                  "sharedMemPerBlock": 49152,
+                                  "sharedMemPerMultiprocessor": gpu["smem_sm"]}],
             "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": max(1, tp_size)},
             "record_shapes": 0, "with_stack": 0, "simulated": True,
             "trace_id": f"{rng.getrandbits(64):016X}",
@@ -173,8 +197,51 @@ def write_trace(output_dir: str, backend: str, checkpoint: str, num_steps: int |
     return paths
 
 
+def _gpu_props(gpu_name: str) -> dict[str, int]:
+    """What the CUDA runtime would report of the simulated GPU (SM count: the agent's table)."""
+    from dsv4tui.agent.trace_parse import sm_count_by_name
+    from dsv4tui.sim.speed import gpu_spec
+
+    try:
+        cc = gpu_spec(gpu_name).sm
+    except ValueError:
+        cc = 120
+    sms = sm_count_by_name(gpu_name)[0] or 188
+    # sm_120 (RTX PRO 6000): 1536 threads and 100 KiB shared memory per SM; sm_90/100: 2048
+    # threads, 228 KiB.
+    if cc >= 120:
+        return {"cc": cc, "sms": sms, "max_threads": 1536, "smem_sm": 102_400, "max_blocks": 24}
+    return {"cc": cc, "sms": sms, "max_threads": 2048, "smem_sm": 233_472, "max_blocks": 32}
+
+
+def launch_args(name: str, batch: int, gpu: dict[str, int]) -> dict:
+    """A kernel event's launch fields as torch.profiler writes them, with Kineto's estimate:
+    blocks per SM = grid / SMs, capped by the resident blocks CUDA's occupancy calculator
+    allows; occupancy = that x threads / max threads per SM; 0 for shared memory above the
+    default 48 KiB (the calculator runs without the kernel's opt-in limit)."""
+    grid_spec, threads, regs, smem = LAUNCH.get(name, (gpu["sms"], 256, 32, 0))
+    if grid_spec == "sms":
+        blocks = gpu["sms"]
+    elif grid_spec == "2sms":
+        blocks = 2 * gpu["sms"]
+    elif grid_spec == "bs":
+        blocks = max(1, batch)
+    else:
+        blocks = int(grid_spec)
+    per_sm = blocks / gpu["sms"]
+    if smem > 49152:
+        occ = 0
+    else:
+        active = min(gpu["max_blocks"], gpu["max_threads"] // threads,
+                     65536 // max(1, regs * threads), gpu["smem_sm"] // smem if smem else 99)
+        occ = int(0.5 + 100.0 * min(active, per_sm) * threads / gpu["max_threads"])
+    return {"registers per thread": regs, "shared memory": smem,
+            "blocks per SM": round(per_sm, 6), "warps per SM": round(per_sm * threads / 32, 6),
+            "grid": [blocks, 1, 1], "block": [threads, 1, 1], "est. achieved occupancy %": occ}
+
+
 def _rank_events(rank: int, mix: list[_Kernel], steps: int, prefill_steps: int, step_s: float,
-                 batch: int, t0: float, rng: random.Random) -> list[dict]:
+                 batch: int, t0: float, rng: random.Random, gpu: dict[str, int]) -> list[dict]:
     pid_cpu, tid = 1000 + rank, 1000 + rank
     step_us = step_s * 1e6
     busy_us = step_us * BUSY_FRACTION
@@ -212,7 +279,7 @@ def _rank_events(rank: int, mix: list[_Kernel], steps: int, prefill_steps: int, 
                 name = ATTN_PREFILL if (prefill and k.name == ATTN_MXFP4) else k.name
                 corr += 1
                 events.extend(_launch(name, k, corr, ext, rank, pid_cpu, tid, launch_ts,
-                                      gpu_t, dur, prefill))
+                                      gpu_t, dur, prefill, launch_args(name, batch, gpu)))
                 launch_ts += 4.0 + rng.uniform(0, 2)
                 gpu_t += dur + rng.uniform(1.0, 3.0)
             del layer
@@ -220,7 +287,7 @@ def _rank_events(rank: int, mix: list[_Kernel], steps: int, prefill_steps: int, 
             dur = busy_us * k.share * scale * rng.uniform(0.9, 1.1)
             corr += 1
             events.extend(_launch(k.name, k, corr, ext, rank, pid_cpu, tid, launch_ts, gpu_t,
-                                  dur, prefill))
+                                  dur, prefill, launch_args(k.name, batch, gpu)))
             launch_ts += 4.0
             gpu_t += dur + rng.uniform(1.0, 3.0)
         events.append({"ph": "X", "cat": "gpu_user_annotation", "name": label, "pid": rank,
@@ -233,14 +300,13 @@ def _rank_events(rank: int, mix: list[_Kernel], steps: int, prefill_steps: int, 
 
 
 def _launch(name: str, k: _Kernel, corr: int, ext: int, rank: int, pid_cpu: int, tid: int,
-            launch_ts: float, gpu_ts: float, dur: float, prefill: bool) -> list[dict]:
+            launch_ts: float, gpu_ts: float, dur: float, prefill: bool,
+            launch: dict) -> list[dict]:
     api = "cudaMemcpyAsync" if k.cat == "gpu_memcpy" else "cudaLaunchKernel"
     gpu_args: dict = {"External id": ext, "device": rank, "stream": k.stream,
                       "correlation": corr}
     if k.cat == "kernel":
-        gpu_args.update({"registers per thread": 128, "shared memory": 49152,
-                         "blocks per SM": 1.0, "warps per SM": 8.0, "grid": [188, 1, 1],
-                         "block": [256, 1, 1], "est. achieved occupancy %": 12})
+        gpu_args.update(launch)
     else:
         gpu_args.update({"bytes": 64 if not prefill else 8, "memory bandwidth (GB/s)": 0.05})
     return [

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -92,8 +92,10 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
     def __init__(self, spec: Any = None, *, settings: Settings | None = None,
                  theme: str | None = None, model: m.UiModel | None = None,
                  autostart: bool = False, start_mode: str = "dashboard",
-                 store: Any = None, config_path: Path | None = None) -> None:
+                 store: Any = None, config_path: Path | None = None,
+                 notes: Sequence[str] = ()) -> None:
         super().__init__()
+        self.notes = list(notes)  # said once the dashboard is up (the demo's port)
         self.settings = settings or Settings()
         self.config_path = config_path  # where adopt writes (None: the default config file)
         self.spec = spec
@@ -141,6 +143,8 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
             self.set_keymap(km)
         for problem in problems:
             self.notify(problem, title="config", severity="warning", timeout=8, markup=False)
+        for note in self.notes:
+            self.notify(note, timeout=20, markup=False)
         for mode, cls in SCREENS.items():
             self.add_mode(mode, partial(cls, self.model))
         self.switch_mode(self.start_mode if self.start_mode in SCREENS else "dashboard")

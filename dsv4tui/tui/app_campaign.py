@@ -88,8 +88,26 @@ class CampaignWatcher:
             return
 
         def start(result: PlanInput | None) -> None:
-            if result is not None:
+            if result is None:
+                return
+            from dsv4tui.core.campaign.sweep import plan_estimate
+            from dsv4tui.core.config import SweepPlan
+
+            try:
+                plan = SweepPlan.model_validate({**app.settings.sweep.model_dump(),
+                                                 **result.plan_fields()})
+            except ValueError:
+                app.run_sweep(result)  # run_sweep says what is wrong
+                return
+            est = plan_estimate(plan)
+            if not est["confirm"]:
                 app.run_sweep(result)
+                return
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    app.run_sweep(result)
+            app.push_screen(dialogs.big_plan_confirm(est), answered)
         app.push_screen(dialogs.sweep_plan(app.next_launch.sweep_label(app.model),
                                            app.settings.sweep, app.model.sanity.summary), start)
 

@@ -13,6 +13,7 @@ from textual import work
 from dsv4tui.core import paths
 from dsv4tui.core.config import ServerProfile
 from dsv4tui.core.errors import ConnectError, UserError
+from dsv4tui.core.server import backends
 from dsv4tui.core.view import choices, launch
 from dsv4tui.core.view import model as m
 from dsv4tui.core.view.journal import bench_event
@@ -172,12 +173,23 @@ class ServerKeys:
         if (prof := app._need_profile()) is None:
             return
         current = app.next_launch.running_backend(app.model, prof.name)
+        capability = app.host_facts.capability
 
         def chosen(value: str | None) -> None:
-            if value and value != current:
-                app._confirm_restart(prof.name, value)
+            if not value or value == current:
+                return
+            if app.spec is not None and prof.name in app.spec.config.profiles:
+                try:  # a known misfit is refused before anything is stopped, as in the CLI
+                    backends.refuse_backend(app._profile(prof.name)[1], value, capability,
+                                            hint=f"dsv4tui server restart {app.spec.name} "
+                                            f"--backend {value} --force launches it anyway")
+                except UserError as exc:
+                    app.notify(exc.message, title="not restarted", severity="warning",
+                               timeout=10, markup=False)
+                    return
+            app._confirm_restart(prof.name, value)
         app.push_screen(dialogs.backend_picker(prof, choices.backend_choices(
-            prof.checkpoint, current, prof.quantization)), chosen)
+            prof.checkpoint, current, prof.quantization, capability), capability), chosen)
 
     def action_pick_attention(self) -> None:
         app = _app(self)

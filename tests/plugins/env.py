@@ -12,7 +12,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("DSV4TUI_CONFIG", str(tmp_path / "config.toml"))
+    config = tmp_path / "config.toml"
+    config.touch()  # a config file named by DSV4TUI_CONFIG must exist (empty: every default)
+    monkeypatch.setenv("DSV4TUI_CONFIG", str(config))
     monkeypatch.setenv("DSV4TUI_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     return home

@@ -131,6 +131,7 @@ def frozen_model() -> m.UiModel:
     su.phases["cuda_graph"].detail = "12/12 batches"
     su.weights_pct = 100.0
     su.current, su.ended = "ready", t
+    su.startup_s = t - (T0 - 800) + 1.2  # launch -> ready on the host: phases + "other"
     model.sanity = m.SanityView(status="passed", backend="triton", checkpoint="MXFP4",
                                 at=T0 - 100, cases=[m.SanityCaseView("arith-17x23", True, "391",
                                                         r"^\s*391\s*$", 0.62)])
@@ -140,10 +141,10 @@ def frozen_model() -> m.UiModel:
     sw.started, sw.run_id, sw.current = T0 - 95, 4, 1
     sw.levels = [
         m.LevelRow(1, 8, completed=8, out_tok_s=11.9, ttft_p50_ms=212, ttft_p99_ms=260,
-                   tpot_p50_ms=83.1, status="done",
+                   tpot_p50_ms=83.1, status="done", started=T0 - 93, ended=T0 - 60,
                    server={"ttft_ms": {"p50": 300.0, "p50_bucket": [200.0, 400.0]}}),
         m.LevelRow(8, 32, completed=19, errors=1, out_tok_s=19.4, ttft_p50_ms=388,
-                   ttft_p99_ms=1012, tpot_p50_ms=401.7, status="running"),
+                   ttft_p99_ms=1012, tpot_p50_ms=401.7, status="running", started=T0 - 60),
         m.LevelRow(16, 48),
     ]
     runs = model.runs

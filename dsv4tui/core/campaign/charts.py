@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dsv4tui.core.campaign.compare import SIMULATED, sim_name
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
 
@@ -106,6 +107,12 @@ def _label(text: str) -> str:
     return "\u200b" + out if out.startswith("_") else out
 
 
+def chart_title(spec: ChartSpec, simulated: bool) -> str:
+    """A chart's title; a chart with a simulated run in it says so in the title too (a chart
+    file travels without the report around it)."""
+    return f"{spec.title} · {SIMULATED}" if simulated else spec.title
+
+
 def _clean(v: float | None) -> float | None:
     return v if v is not None and math.isfinite(v) else None
 
@@ -127,10 +134,12 @@ def chart_svg(cmp: Comparison, spec: ChartSpec, theme: str = "light", *,
     th = THEMES.get(theme, THEMES["light"])
     cs = cmp.concurrencies()
     series = []
+    simulated = False
     for run in cmp.runs:
         values = [_clean(v) for v in cmp.series(run.id, spec.key)]
         if any(v is not None for v in values):
-            series.append((run.id, cmp.name(run.id), values))
+            series.append((run.id, sim_name(cmp.name(run.id), run.simulated), values))
+            simulated = simulated or run.simulated
     if not cs or not series:
         return None
     # text stays text (fonttype none): the SVG names DejaVu Sans (what matplotlib measured
@@ -173,7 +182,7 @@ def chart_svg(cmp: Comparison, spec: ChartSpec, theme: str = "light", *,
         ax.set_xticks(xs, [f"C={c}" for c in cs])
         ax.set_xlim(-0.6, len(cs) - 0.4)
         ax.set_ylabel(spec.ylabel)
-        ax.set_title(spec.title, loc="left", color=th.text)
+        ax.set_title(chart_title(spec, simulated), loc="left", color=th.text)
         if spec.kind == "bar":
             top = max([v for _, _, vals in series for v in vals if v is not None] or [0.0])
             # room for the values above the bars (an all-zero chart still gets an axis)
@@ -213,5 +222,5 @@ def charts(cmp: Comparison, theme: str = "light",
 
 
 __all__ = ["CHARTS", "INSTALL_HINT", "PALETTE", "THEMES", "ChartSpec", "ChartsUnavailable",
-           "available", "chart_svg", "charts", "inline_svg", "require"]
+           "available", "chart_svg", "chart_title", "charts", "inline_svg", "require"]
 

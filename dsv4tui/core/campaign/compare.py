@@ -31,6 +31,16 @@ if TYPE_CHECKING:
     from dsv4tui.core.store.runstore import RunStore
 
 CHANGE_KEYS = tuple(c.key for c in COMPARE_COLUMNS if c.change)
+SIMULATED = "SIMULATED"  # the mark of a number the built-in simulator served, wherever it goes
+
+
+def sim_name(name: str, simulated: bool, *, short: bool = False) -> str:
+    """A run's name as tables, legends and exports show it: ``label (SIMULATED)`` when the
+    simulator served the run, so its numbers never pass for a real server's; ``short``:
+    ``label SIM`` (a legend in a terminal, beside a title that says SIMULATED)."""
+    if not simulated:
+        return name
+    return f"{name} SIM" if short else f"{name} ({SIMULATED})"
 
 
 @dataclass(frozen=True)
@@ -193,6 +203,19 @@ class Comparison:
                             f"({', '.join(f'#{r.id}' for r in self.runs)})", EXIT_CONFIG)
         return replace(self, baseline=run_id if run_id is not None else self.baseline_id)
 
+    @property
+    def simulated_ids(self) -> list[int]:
+        """The runs the built-in simulator served (their numbers are not a real server's)."""
+        return [r.id for r in self.runs if r.simulated]
+
+    def simulated_note(self) -> str | None:
+        """The title mark of a comparison with a simulated run in it (None: none is)."""
+        ids = self.simulated_ids
+        if not ids:
+            return None
+        which = "every run" if len(ids) == len(self.runs) else ", ".join(f"#{i}" for i in ids)
+        return f"{SIMULATED}: {which} measured the built-in simulator, not a real server"
+
     def concurrencies(self) -> list[int]:
         """The closed-loop Cs of the comparison (charts; rate levels: :meth:`loads`)."""
         return sorted({c for by_c in self.points.values() for c, rate in by_c if rate is None})
@@ -330,12 +353,13 @@ class Comparison:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """``{"baseline": id, "runs": [...], "rows": [{"concurrency", "run_id", "baseline",
-        <numbers>, "<key>_change_pct" ...}]}``: numbers as numbers, None as null."""
+        """``{"baseline": id, "simulated": any run simulated, "runs": [...], "rows":
+        [{"concurrency", "run_id", "simulated", "is_baseline", <numbers>, "<key>_change_pct"
+        ...}]}``: numbers as numbers, None as null."""
         rows = []
         for row in self.rows():
             d: dict[str, Any] = {"concurrency": row.concurrency, "rate": row.rate,
-                                 "run_id": row.run.id,
+                                 "run_id": row.run.id, "simulated": row.run.simulated,
                                  "is_baseline": row.is_baseline,
                                  "measured": row.point is not None}
             d.update({k: _round(v, 3) for k, v in row.values.items()})
@@ -344,7 +368,8 @@ class Comparison:
             d["partial"] = row.point.partial if row.point else None
             d.update({f"{k}_change_pct": _round(v, 2) for k, v in row.changes.items()})
             rows.append(d)
-        return {"baseline": self.baseline_id, "runs": [r.to_dict() for r in self.runs],
+        return {"baseline": self.baseline_id, "simulated": bool(self.simulated_ids),
+                "runs": [r.to_dict() for r in self.runs],
                 "differences": self.differences(),
                 "server_args_differences": self.server_args_differences(limit=200),
                 "definitions": {str(i): d for i, d in self.definitions().items()},

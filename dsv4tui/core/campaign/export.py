@@ -25,7 +25,7 @@ from dsv4tui.core.campaign.columns import (
     change_title,
     fmt_change,
 )
-from dsv4tui.core.campaign.compare import CHANGE_KEYS, Comparison
+from dsv4tui.core.campaign.compare import CHANGE_KEYS, SIMULATED, Comparison, sim_name
 from dsv4tui.core.campaign.labels import safe_text
 
 if TYPE_CHECKING:
@@ -72,8 +72,10 @@ def _csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def compare_csv_rows(cmp: Comparison) -> tuple[list[str], list[list[Any]]]:
     """One row per C and run; numbers, not display text."""
+    # rate: req/s of an open-loop level, else empty; simulated: 1 when the built-in simulator
+    # served the run (its numbers are not a real server's)
     header = ["concurrency", "rate", "run_id", "label", "host", "backend", "checkpoint",
-              "baseline_run_id", "is_baseline"]  # rate: req/s of an open-loop level, else empty
+              "simulated", "baseline_run_id", "is_baseline"]
     for col in COMPARE_COLUMNS:
         header.append(col.key)
         if col.change:
@@ -82,8 +84,8 @@ def compare_csv_rows(cmp: Comparison) -> tuple[list[str], list[list[Any]]]:
     rows: list[list[Any]] = []
     for row in cmp.rows():
         cells: list[Any] = [row.concurrency, row.rate, row.run.id, row.run.label, row.run.host,
-                            row.run.backend, row.run.checkpoint, cmp.baseline_id,
-                            int(row.is_baseline)]
+                            row.run.backend, row.run.checkpoint, int(row.run.simulated),
+                            cmp.baseline_id, int(row.is_baseline)]
         for col in COMPARE_COLUMNS:
             cells.append(_round(row.values.get(col.key), 3))
             if col.change:
@@ -106,11 +108,13 @@ def compare_markdown(cmp: Comparison) -> str:
         head.append(col.header)
         if col.change:
             head.append(change_title(base))
-    lines = ["| " + " | ".join(md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
+    note = cmp.simulated_note()
+    lines = [f"**{md_cell(note)}**", ""] if note else []
+    lines += ["| " + " | ".join(md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
     for row in cmp.rows():
         cells = [row.load if row.rate is not None else str(row.concurrency),
-                 md_cell(row.name + (" (baseline)" if row.is_baseline
-                                                            else ""))]
+                 md_cell(sim_name(row.name, row.run.simulated)
+                         + (" (baseline)" if row.is_baseline else ""))]
         for col in COMPARE_COLUMNS:
             cells.append(col.text(row.values.get(col.key)))
             if col.change:
@@ -165,7 +169,9 @@ def run_markdown(detail: Mapping[str, Any]) -> str:
     run = detail["run"]
     cols = (*LEVEL_COLUMNS, *DETAIL_COLUMNS)
     head = ["C", "n", "ok", "err", *(c.header for c in cols), "tokens"]
-    lines = [f"## Run {run['id']}: {md_cell(run['label'])}", "",
+    sim = (f" ({SIMULATED}: the built-in simulator, not a real server)"
+           if run.get("simulated") else "")
+    lines = [f"## Run {run['id']}: {md_cell(run['label'])}{sim}", "",
              f"target {md_cell(run['url'] or run['host'])}, model {md_cell(run['model'] or '-')}, "
              f"backend {md_cell(run['backend'] or '-')}, checkpoint "
              f"{md_cell(run['checkpoint'] or '-')}, status {md_cell(run['status'])}", "",

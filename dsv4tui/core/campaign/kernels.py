@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.errors import AgentFailed, UserError
 
 if TYPE_CHECKING:
@@ -188,6 +189,7 @@ class Taken:
     ctx: ServerContext
     profile: str
     concurrency: int
+    load: dict[str, Any] | None = None  # the agent's load record (measured batch, flag)
 
     def text(self) -> str:
         ctx = self.ctx
@@ -196,8 +198,8 @@ class Taken:
         link = (f"with run {self.run_id}" if self.run_id is not None else
                 "not linked to a run (no run on this launch ran in the last "
                 f"{LINK_WINDOW_S / 60:.0f} min)")
-        return (f"stored capture #{self.capture_id} of {what} at C={self.concurrency} "
-                f"({launch}), {link}")
+        load = load_text(self.concurrency, self.load, why=True) or f"C={self.concurrency}"
+        return f"stored capture #{self.capture_id} of {what} at {load} ({launch}), {link}"
 
 
 async def take(host: Any, store: RunStore, profile_name: str, profile: Any, *, steps: int,
@@ -213,4 +215,6 @@ async def take(host: Any, store: RunStore, profile_name: str, profile: Any, *, s
                                api_key_env=profile.api_key_env), on_event)
     capture_id, run_id = await asyncio.to_thread(store_capture, store, summary, ctx,
                                                  taken_at=taken_at)
-    return Taken(capture_id, run_id, ctx, profile_name, concurrency)
+    load = summary.get("load")
+    return Taken(capture_id, run_id, ctx, profile_name, concurrency,
+                 dict(load) if isinstance(load, Mapping) else None)

@@ -236,19 +236,28 @@ def sweep_spec(*, label: str, plan: SweepPlan, cases: list[SanityCase] | None,
 def bench_target(config: HostConfig, profile: str | None = None) -> dict[str, Any]:
     """Where a sweep/sanity on a host aims: with ``profile``, that profile's server; without,
     the server dsv4tui started there (whichever profile), else whatever answers on the default
-    profile's port (reported as not ours)."""
+    profile's port (reported as not ours). Either way the host checks that the server answering
+    is the one described (``dsv4tui.agent.target.identity_problem``): the profile's model, and
+    for a profile that launches the simulator (the demo), only a server dsv4tui started."""
     if profile is not None:
         _, prof = config.profile(profile)
         return {"mode": "url", "url": _profile_url(prof),
                 "model": prof.served_model_name or prof.model_path,
-                "api_key_env": prof.api_key_env}
+                "api_key_env": prof.api_key_env, "expect": _expect(prof)}
     out: dict[str, Any] = {"mode": "ours"}
     if config.profiles:
         _, prof = config.profile(None)
-        out["fallback"] = {"host": prof.host, "port": prof.port,
-                           "model": prof.served_model_name or prof.model_path,
-                           "api_key_env": prof.api_key_env}
+        out["fallback"] = _expect(prof)
     return out
+
+
+def _expect(prof: ServerProfile) -> dict[str, Any]:
+    """What the server a profile describes answers as (``agent.target``'s fallback)."""
+    from dsv4tui.core.server.sglang_version import SIM_MODULE
+
+    return {"host": prof.host, "port": prof.port,
+            "model": prof.served_model_name or prof.model_path, "model_path": prof.model_path,
+            "api_key_env": prof.api_key_env, "ours_only": prof.module.startswith(SIM_MODULE)}
 
 
 def _profile_url(prof: ServerProfile) -> str:

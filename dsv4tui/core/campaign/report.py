@@ -10,7 +10,8 @@ What it holds, all read from the store, none of it recomputed:
   TTFT and TPOT p50 per C, tensor-pipe activity per C, tok/s per kW per C;
 - what differs between the runs: the workload (``Comparison.differences``), the launch
   command lines flag by flag, and the server arguments the server reported;
-- each run's launch command line, sanity answers, GPUs and server version.
+- each run's launch command line, sanity answers, GPUs and server version;
+- the launch findings of each run's newest kernel capture (kernels that leave the GPU idle).
 
 A run with no finished level is left out of the table and the charts, and the report says so
 (with the run's status and reason); when no run has one there is no table and no chart, only
@@ -35,8 +36,9 @@ from dsv4tui import __version__
 from dsv4tui.core import paths
 from dsv4tui.core.campaign import charts as ch
 from dsv4tui.core.campaign.columns import change_title, fmt_change
-from dsv4tui.core.campaign.compare import Comparison, compare_runs
+from dsv4tui.core.campaign.compare import Comparison, compare_runs, sim_name
 from dsv4tui.core.campaign.export import md_cell
+from dsv4tui.core.campaign.kernel_launch import run_kernel_lines
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
 
@@ -65,6 +67,7 @@ class RunFacts:
     variant: str | None = None
     launch: dict[str, Any] | None = None  # id, profile_name, startup_s, ok, error
     sanity: list[dict[str, Any]] = field(default_factory=list)
+    kernels: list[str] | None = None  # its newest kernel capture's launch note and findings
 
     @property
     def has_levels(self) -> bool:
@@ -119,6 +122,7 @@ def run_facts(store: RunStore, run: Run, levels: int) -> RunFacts:
                      meta_source=row.get("meta_source"), variant=row.get("variant"),
                      sanity=store.sanity_results(run_id=run.id))
     facts.sanity.sort(key=lambda c: (c.get("created_at") or 0, c.get("id") or 0))
+    facts.kernels = run_kernel_lines(store, run.id)
     argv = _str_list(_loads(row.get("argv_json")))
     if argv:
         facts.argv, facts.argv_from = argv, "run"
@@ -306,7 +310,8 @@ def compare_cells(report: Report) -> list[tuple[Any, list[tuple[str, str | None,
     for row in report.comparison.rows():
         if row.run.id not in measured:
             continue
-        name = row.name + (" (baseline)" if row.is_baseline else "")
+        name = sim_name(row.name, row.run.simulated) + (" (baseline)" if row.is_baseline
+                                                         else "")
         load = row.load if row.rate is not None else str(row.concurrency)  # "5 req/s"
         cells: list[tuple[str, str | None, Any]] = [(load, "concurrency", row.concurrency),
                                                     (safe_text(name), None, None)]
@@ -561,6 +566,12 @@ def to_html(report: Report, theme: str = "light") -> str:
                   "<h2>Launch command lines</h2>", _argv_html(report),
                   "<h2>Sanity</h2>", _sanity_html(report),
                   "<h2>GPUs and server versions</h2>", _versions_html(report)]
+        kern = [f for f in report.facts if f.kernels]
+        if kern:
+            parts.append("<h2>Kernels: what leaves the GPU idle</h2>")
+            parts += [f"<h3>#{f.run.id} {_e(f.run.label)}</h3><ul>"
+                      + "".join(f"<li>{_e(line)}</li>" for line in f.kernels or []) + "</ul>"
+                      for f in kern]
     parts += [_json_script(cmp.to_json()), "</body></html>"]
     return "\n".join(parts) + "\n"
 
@@ -668,6 +679,12 @@ def to_markdown(report: Report, stem: str, theme: str = "light"
                            [[f"#{f.run.id} {f.run.label}", _gpus(f.run),
                              f.run.server_version or NOT_RECORDED, f.run.model or "-",
                              "yes" if f.run.simulated else "no"] for f in report.facts])
+        kern = [f for f in report.facts if f.kernels]
+        if kern:
+            lines += ["## Kernels: what leaves the GPU idle", ""]
+            for f in kern:
+                lines += [f"### #{f.run.id} {md_cell(f.run.label)}", ""]
+                lines += [f"- {md_cell(line)}" for line in f.kernels or []] + [""]
     return "\n".join(lines).rstrip() + "\n", files
 
 
@@ -688,12 +705,28 @@ def runs_stem(ids: Sequence[int]) -> str:
     return f"runs-{shown}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+
 def format_of(path: Path | None, fmt: str | None) -> str:
-    if fmt:
-        if fmt not in FORMATS:
-            raise UserError(f"unknown report format {fmt!r} (html or md)", EXIT_CONFIG)
-        return fmt
-    return "md" if path is not None and path.suffix.lower() in (".md", ".markdown") else "html"
+    """The report's format: ``fmt`` when given, else the file's suffix (.html/.htm, .md/
+    .markdown; no suffix: html). A suffix that names another format (``r.pdf``), or one that
+    disagrees with ``fmt`` (``--format md`` into ``r.html``), is refused: the file would hold
+    something its name does not say."""
+    if fmt and fmt not in FORMATS:
+        raise UserError(f"unknown report format {fmt!r} (html or md)", EXIT_CONFIG)
+    suffix = path.suffix.lower() if path is not None else ""
+    if not suffix:
+        return fmt or "html"
+    named = SUFFIXES.get(suffix)
+    where = safe_text(str(path))
+    if named is None:
+        raise UserError(f"--out {where}: a report is HTML (.html) or Markdown (.md), not "
+                        f"{suffix}", EXIT_CONFIG)
+    if fmt and fmt != named:
+        raise UserError(f"--out {where} names {named}, --format says {fmt}: use a .{fmt} "
+                        "file or drop --format", EXIT_CONFIG)
+    return named
 
 
 def write(report: Report, path: Path, fmt: str = "html", theme: str = "light") -> list[Path]:
@@ -718,7 +751,7 @@ def write(report: Report, path: Path, fmt: str = "html", theme: str = "light") -
                         EXIT_CONFIG) from None
 
 
-__all__ = ["FORMATS", "Difference", "Report", "RunFacts", "argv_differences", "argv_options",
-           "build", "build_campaign", "chart_file", "compare_cells", "compare_header",
+__all__ = ["FORMATS", "SUFFIXES", "Difference", "Report", "RunFacts", "argv_differences",
+           "argv_options", "build", "build_campaign", "chart_file", "compare_cells", "compare_header",
            "default_path", "format_of", "reports_dir", "run_facts", "runs_stem",
            "server_arg_differences", "to_html", "to_markdown", "write"]

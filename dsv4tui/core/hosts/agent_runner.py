@@ -9,7 +9,7 @@ from typing import Any
 
 from dsv4tui.agent.protocol import EXIT_BUSY as AGENT_EXIT_BUSY
 from dsv4tui.agent.protocol import parse_event
-from dsv4tui.core.errors import EXIT_BUSY, AgentFailed, ConnectError
+from dsv4tui.core.errors import EXIT_BUSY, EXIT_CONNECT, AgentFailed, ConnectError
 from dsv4tui.core.hosts.session import HostSession
 
 _CANCEL_GRACE_S = 5.0
@@ -39,8 +39,11 @@ class AgentRunner:
         for ev in events:
             if ev.get("type") == "error":
                 kind = str(ev.get("kind", "error"))
+                # the agent could not reach the server (refused, DNS, timeout): the console's
+                # connection problem, as when the console itself cannot reach a host
+                code_for = {"busy": EXIT_BUSY, "connect": EXIT_CONNECT}
                 return AgentFailed(kind, str(ev.get("message", "")),
-                                   EXIT_BUSY if kind == "busy" else exit_code, ev)
+                                   code_for.get(kind, exit_code), ev)
         detail = _stderr_line(stderr) or "no output"
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         return AgentFailed("exit", f"{self.session.name}: agent {how}: {detail}", exit_code)

@@ -2,26 +2,69 @@
 
 ``mxfp4``: the stock DeepSeek-V4-Flash MXFP4 checkpoint on the triton MoE backend;
 ``nvfp4``: the NVFP4 checkpoint on marlin. TP 8 on 8 simulated RTX PRO 6000 (sm_120).
-``--sim-speed 8`` makes a startup take ~12 s (~14 s on marlin). Port 30000, or
-``$DSV4TUI_DEMO_PORT``: fixed on purpose, so status finds the server a previous run started.
+``--sim-speed 8`` makes a startup take ~12 s (~14 s on marlin).
+
+The port: ``$DSV4TUI_DEMO_PORT``, else one this machine's demo took once from the free ports
+(not SGLang's default 30000, where a real server may listen) and keeps in the data dir, so
+``dsv4tui server status demo`` finds the server a dashboard started. ``dsv4tui demo`` claims
+it (``resolve.claim_demo_port``): when something the demo did not start listens there, it
+takes another free port and says so.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
 import dsv4tui
+from dsv4tui.core import paths
 from dsv4tui.core.config import CampaignConfig, CampaignVariant, HostConfig, ServerProfile
 
 DEMO_SPEED = 8.0
-DEMO_PORT = 30000
+PORT_ENV = "DSV4TUI_DEMO_PORT"
+PORT_FILE = "port"  # in the demo's data dir: the port this machine's demo took
+
+
+def _port_file() -> Path:
+    return paths.data_dir() / "demo" / PORT_FILE
+
+
+def _kept_port() -> int | None:
+    try:
+        text = _port_file().read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
+
+
+def keep_port(port: int) -> None:
+    path = _port_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{PORT_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(f"{port}\n")
+    os.replace(tmp, path)
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick of the loopback's free ones)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def demo_port() -> int:
-    value = os.environ.get("DSV4TUI_DEMO_PORT")
-    return int(value) if value and value.isdigit() else DEMO_PORT
+    """``$DSV4TUI_DEMO_PORT``, else the port this machine's demo keeps (taken the first time
+    from the free ones)."""
+    value = os.environ.get(PORT_ENV)
+    if value and value.isdigit() and 0 < int(value) < 65536:
+        return int(value)
+    kept = _kept_port()
+    if kept is None:
+        kept = free_port()
+        keep_port(kept)
+    return kept
 
 
 def demo_profile(checkpoint: str, *, port: int | None = None, speed: float = DEMO_SPEED,

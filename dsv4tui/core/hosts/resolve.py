@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dsv4tui.core import paths
 from dsv4tui.core.config import DEMO, DEMO_NODES, DEMO_PAIR, LOCAL, HostConfig, Settings
@@ -88,6 +90,45 @@ def demo_env(node: str | None = None) -> dict[str, str]:
             "DSV4TUI_SIM_GPU_NAME": name,
             "DSV4TUI_SIM_GPU_MEM_MIB": str(mem),
             "DSV4TUI_AGENT_HOME": str(base / "agent")}
+
+
+def _demo_runs_on(port: int) -> bool:
+    """Does the server a demo started (its agent's launch record) run on ``port``?"""
+    import json
+
+    from dsv4tui.agent import procs
+
+    for node in (None, DEMO_NODES[0]):
+        try:
+            rec = json.loads((Path(demo_env(node)["DSV4TUI_AGENT_HOME"]) / "server.json")
+                             .read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and not rec.get("stopped_at") and rec.get("port") == port \
+                and procs.alive(rec.get("pid"), rec.get("proc_start")):
+            return True
+    return False
+
+
+def claim_demo_port() -> tuple[int, str]:
+    """The demo's port before ``dsv4tui demo`` starts its server, and a line saying which:
+    the kept one while it is free (or the demo's own server runs there), else another free
+    one (kept from now on) -- never a port a server the demo did not start listens on, which
+    it would measure. ``$DSV4TUI_DEMO_PORT`` is taken as given (a server there that the demo
+    did not start is refused by the sweep's check, never measured)."""
+    from dsv4tui.agent import health
+    from dsv4tui.core.hosts import demo
+
+    port = demo.demo_port()
+    if os.environ.get(demo.PORT_ENV):
+        return port, f"the simulated server uses port {port} (${demo.PORT_ENV})"
+    owner = None if _demo_runs_on(port) else health.port_owner(port)
+    if owner is None:
+        return port, f"the simulated server uses port {port} (${demo.PORT_ENV} sets another)"
+    new = demo.free_port()
+    demo.keep_port(new)
+    return new, (f"port {port} is taken by {health.owner_text(owner)}: the simulated server "
+                 f"uses port {new} instead")
 
 
 def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> HostSpec:

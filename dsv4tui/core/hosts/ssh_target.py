@@ -235,14 +235,6 @@ def _unique(keys: Sequence[asyncssh.SSHKey]) -> list[asyncssh.SSHKey]:
     return out
 
 
-def known_keys(resolved: ResolvedTarget | Hop) -> list[asyncssh.SSHKey]:
-    """Keys ~/.ssh/known_hosts trusts for this host (empty: the host is unknown)."""
-    if isinstance(resolved, ResolvedTarget):
-        resolved = Hop(resolved.hostname, resolved.hostname, resolved.hostname, resolved.port,
-                       resolved.user)
-    return known_for(resolved).trusted
-
-
 def known_hosts_name(resolved: ResolvedTarget | Hop) -> str:
     if isinstance(resolved, Hop):
         return resolved.known_hosts_name

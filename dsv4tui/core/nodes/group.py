@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dsv4tui.core.config import HostConfig, ServerProfile, Settings
+from dsv4tui.core.config import HostConfig, ServerProfile
 from dsv4tui.core.errors import ConfigError
 from dsv4tui.core.server.launch import Launch, build_launch
 
@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     from dsv4tui.core.hosts.resolve import HostSpec
 
 DEFAULT_DIST_PORT = 20000
-
-
-def is_group(config: HostConfig) -> bool:
-    return bool(config.nodes)
 
 
 @dataclass(frozen=True)
@@ -41,16 +37,6 @@ class NodeLaunch:
 
     def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "rank": self.rank, **self.launch.to_json()}
-
-
-def node_specs(group: str, settings: Settings, *, accept_new: bool = False) -> list[HostSpec]:
-    """The nodes' HostSpecs, in rank order."""
-    from dsv4tui.core.hosts.resolve import host_spec
-
-    config = settings.hosts.get(group)
-    if config is None or not config.nodes:
-        raise ConfigError(f"{group} is not a host made of nodes")
-    return [host_spec(node, settings, accept_new=accept_new) for node in config.nodes]
 
 
 def node_address(spec: HostSpec, every_node_here: bool) -> str:

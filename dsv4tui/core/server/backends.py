@@ -1,8 +1,13 @@
-"""Which MoE runner backends can run which checkpoint format: one table for every face.
+"""Which MoE runner backends can run which checkpoint format: one table for every face;
+and which run on the host's GPUs (``sglang_choices.MOE_ARCH``, the table the attention picker
+reads too).
 
-The dashboard's backend picker lists only the backends that fit the profile's checkpoint;
-``dsv4tui server start|restart --backend X`` refuses a misfit (unless ``--force``) before an
-8-GPU restart is wasted on it; campaign code asks the same :func:`backend_misfit`.
+The dashboard's backend picker lists only the backends that fit the profile's checkpoint,
+each marked ✗ (with the reason) where its kernels do not run on the GPUs;
+``dsv4tui server start|restart --backend X`` and the picker's answer both go through
+:func:`refuse_backend`, which refuses a misfit (unless ``--force``) before anything is
+stopped, so a working server is never thrown away for one; campaign code asks the same
+:func:`backend_misfit`.
 
 A backend or checkpoint this table does not know is not refused: ``backend_misfit`` answers
 only what the table says (the campaign's notes, ``sglang_choices.MOE_BACKEND_NOTES``).
@@ -11,6 +16,9 @@ only what the table says (the campaign's notes, ``sglang_choices.MOE_BACKEND_NOT
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from dsv4tui.core.errors import EXIT_CONFIG, UserError
+from dsv4tui.core.server import sglang_choices
 
 if TYPE_CHECKING:
     from dsv4tui.core.config import ServerProfile
@@ -74,3 +82,31 @@ def checkpoint_misfit(checkpoint: str | None, backend: str,
 def backend_misfit(profile: ServerProfile, backend: str) -> str | None:
     """Why ``backend`` cannot run ``profile``'s checkpoint, or None when it fits."""
     return checkpoint_misfit(profile.checkpoint, backend, profile.quantization)
+
+
+def gpu_misfit(backend: str, capability: str | None) -> str | None:
+    """Why ``backend``'s kernels do not run on GPUs of compute ``capability`` ("12.0"), or
+    None when they do (or the capability or the backend's needs are not known)."""
+    why = sglang_choices.arch_misfit("moe_runner_backend", backend, capability)
+    return f"backend {backend} {why}" if why else None
+
+
+def launch_misfit(profile: ServerProfile, backend: str, capability: str | None) -> str | None:
+    """Why ``backend`` cannot run ``profile``'s checkpoint, or on these GPUs; None: it fits."""
+    return backend_misfit(profile, backend) or gpu_misfit(backend, capability)
+
+
+FORCE_HINT = "--force launches it anyway"
+
+
+def refuse_backend(profile: ServerProfile, backend: str | None, capability: str | None, *,
+                   force: bool = False, hint: str = FORCE_HINT) -> str | None:
+    """Before a restart with ``backend`` stops anything: a known misfit (checkpoint or GPUs)
+    is refused (UserError, exit 2: the reason and ``hint``); with ``force`` the reason comes
+    back, to be shown as a warning. None when it fits (or when no backend is switched)."""
+    if not backend:
+        return None
+    why = launch_misfit(profile, backend, capability)
+    if why is None or force:
+        return why
+    raise UserError(f"{why} ({hint})", EXIT_CONFIG)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from dsv4tui.core.store import RunStore
 
 __all__ = ["DEFAULT_GRACE_S", "DEFAULT_TIMEOUT_S", "StartResult", "StartupFailed", "StartupStep",
-           "plan", "restart", "start", "startup_step", "status", "stop"]
+           "plan", "restart", "running_backend", "start", "startup_step", "status", "stop"]
 
 
 def plan(config: HostConfig, profile_name: str | None = None,
@@ -114,6 +114,17 @@ async def stop(host: Host, grace: float = DEFAULT_GRACE_S) -> dict[str, Any]:
         return await group_control.stop(host, grace)
     events = await host.agent.call("server", "stop", "--grace", f"{grace:g}")
     return next((e for e in events if e.get("type") == "stopped"), {"how": "not_running"})
+
+
+def running_backend(status: Mapping[str, Any]) -> str | None:
+    """The MoE backend of the server dsv4tui started that runs now (its launch record: the
+    backend it was launched with, whatever the profile says since), from a ``status``
+    event; None when none of ours runs."""
+    prof = status.get("profile")
+    if not status.get("ours") or status.get("state") not in ("ready", "starting") \
+            or not isinstance(prof, Mapping):
+        return None
+    return str(prof.get("moe_runner_backend") or "auto")
 
 
 async def status(host: Host, profile_name: str | None = None) -> dict[str, Any]:

@@ -22,11 +22,19 @@ class HostFacts:
         """Ask ``host`` (a connected ``hosts.resolve.Host``); each fact is kept as it comes."""
         from dsv4tui.core.server import sglang_version
 
-        with contextlib.suppress(UserError, OSError):
-            events = await host.agent.call("hello", timeout=90.0)
-            hello: dict[str, Any] = next((e for e in events if e.get("type") == "hello"), {})
-            self.capability = hello.get("compute_capability")
+        self.capability = await capability(host) or self.capability
         versions: dict[str, str | None] = {}
         for name, prof in host.config.profiles.items():
             versions[name] = (await sglang_version.probe(host, prof)).version
         self.sglang = versions
+
+
+async def capability(host: Any) -> str | None:
+    """The compute capability of ``host``'s GPUs ("12.0"; the simulator's on a simulated
+    host), from the agent's hello; None when it cannot say."""
+    with contextlib.suppress(UserError, OSError):
+        events = await host.agent.call("hello", timeout=90.0)
+        hello: dict[str, Any] = next((e for e in events if e.get("type") == "hello"), {})
+        found = hello.get("compute_capability")
+        return found if isinstance(found, str) else None
+    return None

@@ -244,9 +244,21 @@ DSV4_PREFILL_ARCH: dict[str, BackendArch] = {
     "flashmla_sparse": BackendArch("the BF16 sparse prefill path"),
     "flashmla_sparse_q8": BackendArch("the Q8KV8 sparse prefill path"),
 }
+# --moe-runner-backend: the kernels that exist only for some GPUs (flashinfer's trtllm-gen
+# fused MoE is built for SM100/SM103 only: "no kernel image is available" elsewhere, e.g. on
+# sm_120 RTX PRO 6000; shared/reference/sglang.md). The simulator fails the same way from
+# this table. The others are not restricted here (nobody said otherwise).
+MOE_ARCH: dict[str, BackendArch] = {
+    "flashinfer_trtllm": BackendArch("flashinfer trtllm-gen fused MoE; SM100/SM103 only "
+                                     "(B200/GB200/B300)", (10,),
+                                     source="flashinfer get_trtllm_moe_sm100_module"),
+    "flashinfer_trtllm_routed": BackendArch("flashinfer trtllm-gen routed MoE; SM100/SM103 "
+                                            "only (B200/GB200/B300)", (10,),
+                                            source="flashinfer get_trtllm_moe_sm100_module"),
+}
 ARCH_NOTES: dict[str, dict[str, BackendArch]] = {
     "attention_backend": ATTENTION_ARCH, "dsv4_attn_backend": DSV4_ATTN_ARCH,
-    "dsv4_prefill_backend": DSV4_PREFILL_ARCH,
+    "dsv4_prefill_backend": DSV4_PREFILL_ARCH, "moe_runner_backend": MOE_ARCH,
 }
 
 

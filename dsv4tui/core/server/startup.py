@@ -15,6 +15,11 @@ from dsv4tui.core.server.launch import Launch
 if TYPE_CHECKING:
     from dsv4tui.core.store import RunStore
 
+# What ``startup_s`` is, wherever it is shown (server start and status, campaigns, the
+# Launch screen): the agent's server_state.startup_s.
+STARTUP = "launch -> ready, wall clock on the host"
+OTHER = "python start, imports, gaps between phases"  # the startup less its phases
+
 DEFAULT_GRACE_S = 60.0
 DEFAULT_TIMEOUT_S = 1800.0
 FAILURES = ("crashed", "timeout")  # agent error kinds of a startup that failed (not a refusal)
@@ -56,12 +61,20 @@ class StartResult:
     store_error: str | None = None
     nodes: list[dict[str, Any]] | None = None  # a host made of nodes: node, rank, pid, argv
 
+    @property
+    def other_s(self) -> float | None:
+        """The startup less its phases (:data:`OTHER`): with it the phases add up."""
+        if self.startup_s is None or not self.phases or self.nodes is not None:
+            return None
+        spent = sum(float(p.get("duration_s") or 0.0) for p in self.phases)
+        return round(max(0.0, self.startup_s - spent), 3)
+
     def to_json(self) -> dict[str, Any]:
         extra = {"nodes": self.nodes} if self.nodes is not None else {}
         return {**extra, "host": self.host, "profile": self.profile, "pid": self.pid,
                 "ready": self.ready,
                 "launch_id": self.launch_id,
-                "startup_s": self.startup_s, "phases": self.phases,
+                "startup_s": self.startup_s, "other_s": self.other_s, "phases": self.phases,
                 "backend": self.launch.backend, "checkpoint": self.launch.checkpoint,
                 "changes": self.launch.changes, "previous_stop": self.previous_stop,
                 "log_file": (self.status or {}).get("log") or self.launch.log_file,
@@ -79,6 +92,11 @@ class StartupFailed(UserError):
         self.kind = kind
         self.excerpt = excerpt
         self.result = result
+
+
+def startup_text(seconds: float | None) -> str:
+    """``startup 5.1 s`` (:data:`STARTUP`), the same in every command that prints it."""
+    return "startup ?" if seconds is None else f"startup {seconds:.1f} s"
 
 
 def startup_step(ev: dict[str, Any]) -> StartupStep | None:

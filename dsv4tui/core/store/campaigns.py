@@ -20,9 +20,6 @@ from dsv4tui.core.store import sql
 if TYPE_CHECKING:
     from dsv4tui.core.store.runstore import RunStore
 
-CAMPAIGN_STATES = ("running", "done", "failed", "cancelled", "interrupted")
-
-
 @dataclass
 class CampaignRow:
     id: str

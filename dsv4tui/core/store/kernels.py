@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from dsv4tui.core.errors import EXIT_CONFIG
 from dsv4tui.core.store import sql
-from dsv4tui.core.store.schema import StoreError
+from dsv4tui.core.store.schema import NotInStore, StoreError
 
 if TYPE_CHECKING:
     from dsv4tui.core.store.runstore import RunStore
@@ -53,15 +54,23 @@ class KernelCapture:
 
     @property
     def launch_text(self) -> str:
-        """``launch 7, pid 4242, C=16`` (what it measured), or "-"."""
+        """``launch 7, pid 4242, C=16, bs 15.9 measured`` (what it measured), or "-"."""
         bits = []
         if self.launch_id is not None:
             bits.append(f"launch {self.launch_id}")
         if self.server_pid is not None:
             bits.append(f"pid {self.server_pid}")
-        if self.concurrency is not None:
-            bits.append(f"C={self.concurrency}")
+        from dsv4tui.core.campaign.kernel_load import load_text
+
+        load = load_text(self.concurrency, self.load or _part(self.summary, "load"))
+        if load is not None:
+            bits.append(load)
         return ", ".join(bits) or "-"
+
+    @property
+    def batch_far(self) -> bool:
+        """The batch it measured is far from the load it names (flagged by the agent)."""
+        return bool((self.load or _part(self.summary, "load")).get("batch_far"))
 
     def to_dict(self, with_summary: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -101,7 +110,7 @@ def save_capture(store: RunStore, summary: Mapping[str, Any], *, host: str,
     if run_id is not None:
         run = store.run(run_id)
         if run is None:
-            raise StoreError(f"no run with id {run_id} (see `dsv4tui runs list`)")
+            raise NotInStore(f"no run with id {run_id} (see `dsv4tui runs list`)")
         backend = backend or run.backend
         checkpoint = checkpoint or run.checkpoint
         label = label or run.label
@@ -144,19 +153,19 @@ def find_capture(store: RunStore, ref: str | int) -> KernelCapture:
     if text.isdigit():
         found = get_capture(store, int(text))
         if found is None:
-            raise StoreError(f"no kernel capture with id {text} (see `dsv4tui kernels --list`)")
+            raise NotInStore(f"no kernel capture with id {text} (see `dsv4tui kernels --list`)")
         return found
     if text == "latest":
         rows = captures(store, limit=1)
         if not rows:
-            raise StoreError("no kernel captures yet (dsv4tui kernels HOST)")
+            raise NotInStore("no kernel captures yet (dsv4tui kernels HOST)")
         return rows[0]
     if text.startswith("run:") and text[4:].isdigit():
         rows = captures(store, run_id=int(text[4:]), limit=1)
         if not rows:
-            raise StoreError(f"run {text[4:]} has no kernel capture")
+            raise NotInStore(f"run {text[4:]} has no kernel capture")
         return rows[0]
-    raise StoreError(f"{ref!r} is not a capture id, 'latest' or 'run:ID'")
+    raise StoreError(f"{ref!r} is not a capture id, 'latest' or 'run:ID'", EXIT_CONFIG)
 
 
 def delete_capture(store: RunStore, capture_id: int) -> bool:

@@ -34,7 +34,7 @@ from dsv4tui.core.errors import EXIT_BUSY
 from dsv4tui.core.store import schema, sql
 from dsv4tui.core.store.models import Launch, Level, Run
 from dsv4tui.core.store.owner import owner_alive, owner_token
-from dsv4tui.core.store.schema import StoreError
+from dsv4tui.core.store.schema import NotInStore, StoreError
 
 __all__ = ["RunStore", "StoreBusy", "StoreReadOnly", "StoreWait", "owner_alive", "owner_token"]
 
@@ -506,11 +506,11 @@ class RunStore:
         if text.isdigit():
             run = self.run(int(text))
             if run is None:
-                raise StoreError(f"no run with id {text} (see `dsv4tui runs list`)")
+                raise NotInStore(f"no run with id {text} (see `dsv4tui runs list`)")
             return run
         found = self.runs(label=text, limit=1)
         if not found:
-            raise StoreError(f"no run with id or label {text!r} (see `dsv4tui runs list`)")
+            raise NotInStore(f"no run with id or label {text!r} (see `dsv4tui runs list`)")
         return found[0]
 
     # --- levels and requests -------------------------------------------------------------
@@ -648,9 +648,3 @@ class RunStore:
         return [Launch.from_row(r) for r in self._query(*sql.select(
             "SELECT * FROM launches", {"host": host}, order="created_at DESC, id DESC",
             limit=limit))]
-
-    def latest_launch(self, host: str, profile_name: str | None = None) -> Launch | None:
-        for launch in self.launches(host):
-            if launch.ok and (profile_name is None or launch.profile_name == profile_name):
-                return launch
-        return None

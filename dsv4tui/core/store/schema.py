@@ -14,7 +14,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 
-from dsv4tui.core.errors import UserError
+from dsv4tui.core.errors import NotFoundError, UserError
 
 Step = str | Callable[[sqlite3.Connection], None]
 
@@ -262,6 +262,10 @@ LATEST = len(MIGRATIONS)
 
 class StoreError(UserError):
     """The run store cannot be opened or used (one line, never a traceback)."""
+
+
+class NotInStore(StoreError, NotFoundError):
+    """No run (or kernel capture) with the id or label given (exit 2)."""
 
 
 def version(conn: sqlite3.Connection) -> int:

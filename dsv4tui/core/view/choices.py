@@ -31,11 +31,14 @@ class Choice:
     enabled: bool = True
 
 
-def backend_choices(checkpoint: str, current: str,
-                    quantization: str | None = None) -> list[Choice]:
+def backend_choices(checkpoint: str, current: str, quantization: str | None = None,
+                    capability: str | None = None) -> list[Choice]:
     """The backends that fit ``checkpoint`` (the current one marked, and kept even when it
-    does not fit, saying why), with what each runs on."""
+    does not fit, saying why), with what each runs on; ``capability``: the GPUs' ("12.0"),
+    where a backend's kernels do not run on them it is marked ✗ with the reason (picking it
+    is refused: ``backends.refuse_backend``), ✓ where the table says they do."""
     out = []
+    sm = sglang_choices.sm_name(capability)
     for name in sglang_choices.MOE_RUNNER_BACKENDS:
         fits = backends.fits(name)
         misfit = backends.checkpoint_misfit(checkpoint, name, quantization)
@@ -45,6 +48,12 @@ def backend_choices(checkpoint: str, current: str,
         note = sglang_choices.MOE_BACKEND_NOTES.get(name, "")
         fit = misfit or (f"fits {', '.join(fits)}" if fits else
                          "not known to fit this checkpoint")
+        arch = sglang_choices.ARCH_NOTES["moe_runner_backend"].get(name)
+        gpu = sglang_choices.arch_misfit("moe_runner_backend", name, capability)
+        if gpu:
+            fit = f"✗ {gpu} · {fit}"
+        elif sm and arch is not None and arch.majors is not None:
+            fit = f"✓ runs on {sm} · {fit}"
         out.append(Choice(name, name, f"{fit} — {note}" if note else fit, current=name == current))
     return out
 

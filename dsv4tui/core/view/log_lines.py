@@ -20,7 +20,6 @@ MAX_LINE = 2000  # longer lines are cut (a 1 MB line must not become a 1 MB stri
 _PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<prefix>(?: [A-Z]{2,4}\d+)*)\]")
 _TP = re.compile(r"\bTP(\d+)\b")
 # a host made of nodes: the console puts each line's node in a column, ``h200b │ [...] ...``
-NODE_SEP = " │ "
 _NODE = re.compile(r"^(?P<node>[\w.@-]{1,40}) *│ ")
 _ERROR = re.compile(
     r"Traceback \(most recent call last\)|\bERROR\b|\bCRITICAL\b|\bFATAL\b|"

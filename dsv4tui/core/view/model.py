@@ -65,6 +65,7 @@ class ServerInfo:
     pid: int | None = None
     nodes: list[dict[str, Any]] | None = None  # a host made of nodes: node, rank, state, pid
     node_error: str | None = None  # the last error of any node ("h200b: NCCL error ...")
+    simulated: bool = False  # the server says it is the built-in simulator (reports_simulated)
 
     def uptime_s(self, now: float | None = None) -> float | None:
         if self.started_at is None or self.state not in ("ready", "starting"):
@@ -141,12 +142,13 @@ class StartupView:
     weights_pct: float | None = None
     message: str | None = None
     error_lines: list[str] = field(default_factory=list)
+    startup_s: float | None = None  # the host's figure at ready (core.server.startup.STARTUP)
 
     def reset(self, profile: str | None, backend: str | None, checkpoint: str | None,
               now: float) -> None:
         self.status, self.profile, self.backend, self.checkpoint = "stopping", profile, backend, checkpoint
         self.started, self.ended, self.current, self.weights_pct = now, None, None, None
-        self.message, self.error_lines = None, []
+        self.message, self.error_lines, self.startup_s = None, [], None
         self.phases = {p: PhaseView(p) for p in PHASES}
 
     def enter(self, phase: str, now: float, detail: str | None = None) -> None:
@@ -167,9 +169,18 @@ class StartupView:
             view.ended = now
 
     def total(self, now: float) -> float | None:
+        """The console's clock since the restart began (the old server's stop included)."""
         if self.started is None:
             return None
         return max(0.0, (self.ended if self.ended is not None else now) - self.started)
+
+    def other_s(self, now: float) -> float | None:
+        """The startup less its phases (python's start, imports, the gaps between phases):
+        the row that makes the phases add up to the startup."""
+        if self.startup_s is None:
+            return None
+        spent = [ph.elapsed(now) for ph in self.phases.values()]
+        return max(0.0, self.startup_s - sum(x for x in spent if x is not None))
 
     @property
     def active(self) -> bool:
@@ -227,10 +238,9 @@ class LevelRow:
     tpot_p50_ms: float | None = None
     server: dict[str, Any] | None = None  # the server's own /metrics view of the level
     status: str = "pending"  # pending | running | done | stopped
-    ttfts: list[float] = field(default_factory=list, repr=False)
-    tpots: list[float] = field(default_factory=list, repr=False)
     tokens: int = 0
     started: float | None = None
+    ended: float | None = None  # its ``level`` event came (the console's monotonic clock)
 
     @property
     def progress(self) -> str:
@@ -279,6 +289,43 @@ class SweepView:
     def best_tok_s(self) -> float | None:
         vals = [lv.out_tok_s for lv in self.levels if lv.out_tok_s is not None]
         return max(vals) if vals else None
+
+    def elapsed(self, now: float) -> float | None:
+        if self.started is None:
+            return None
+        return max(0.0, (self.ended if self.ended is not None else now) - self.started)
+
+    def eta(self, now: float) -> float | None:
+        """Seconds left, by time and not by requests (a C=1 level's requests take far longer
+        each than a C=64 level's): the level in progress at the pace its requests finish;
+        each closed-loop level after it as n / C rounds of the last measured request time
+        (a level's time x C / n); a rate level n / rate. None until there is a pace."""
+        if not self.running:
+            return None
+        first_rate = len(self.levels) - len(self.rates)
+        left = 0.0
+        per_request: float | None = None  # one request's time at the last measured level
+        for i, lv in enumerate(self.levels):
+            c = max(1, lv.concurrency)
+            finished = lv.completed + lv.errors
+            if lv.status in ("done", "partial", "stopped"):
+                if lv.started is not None and lv.ended is not None and finished:
+                    per_request = (lv.ended - lv.started) * min(c, finished) / finished
+                continue
+            if lv.status == "running" and lv.started is not None:
+                if finished == 0:
+                    return None
+                spent = max(now - lv.started, 1e-6)
+                left += max(0, lv.requests - finished) * spent / finished
+                per_request = spent * min(c, finished) / finished
+            elif i >= first_rate:
+                rate = self.rates[i - first_rate][0]
+                left += lv.requests / rate if rate > 0 else 0.0
+            elif per_request is None:
+                return None
+            else:
+                left += -(-lv.requests // c) * per_request  # rounds of C requests
+        return left
 
 
 @dataclass(frozen=True)
@@ -376,7 +423,15 @@ class UiModel:
 
     @property
     def simulated(self) -> bool:
+        """The demo host (its built-in profiles, its simulated GPUs; it cleans up after
+        itself)."""
         return self.conn.simulated
+
+    @property
+    def shows_simulated(self) -> bool:
+        """The numbers on screen come from the simulator: the demo host, or any host whose
+        server reports it is the simulator (``connect local`` to a profile that runs it)."""
+        return self.conn.simulated or self.server.simulated
 
     def profile(self, name: str | None = None) -> ProfileChoice | None:
         key = name or self.active_profile
@@ -414,11 +469,12 @@ def fmt_num(value: float | None, decimals: int = 1, unit: str = "") -> str:
     return f"{value:,.{decimals}f}{unit}"
 
 
-def fmt_pct_change(value: float | None, base: float | None) -> str:
-    if value is None or base is None or base == 0:
+def fmt_share(fraction: float | None) -> str:
+    """A share 0..1 as a percentage: one decimal below 10 % (a KV use of 0.4 % is not 0 %)."""
+    if fraction is None:
         return "n/a"
-    change = (value - base) / base * 100.0
-    return f"{change:+.1f}%"
+    pct = fraction * 100.0
+    return f"{pct:.1f}%" if 0 < pct < 10 else f"{pct:.0f}%"
 
 
 # -- turning agent events into the model (pure; the App calls these) -------------------------
@@ -427,11 +483,31 @@ _NEXT_PHASE = {"load_weights": "kv_cache", "kv_cache": "cuda_graph", "cuda_graph
                "http_up": "ready"}
 
 
+def reports_simulated(ev: dict[str, Any]) -> bool | None:
+    """Whether the server of a ``status`` event is the built-in simulator, from what the host
+    reported: its ``/server_info`` (the simulator says ``simulated``), else the command line
+    the agent launched (``python -m dsv4tui.sim...``: before the server answers); None when
+    the event says neither."""
+    info = ev.get("server_info")
+    if isinstance(info, dict):
+        return bool(info.get("simulated"))
+    argv = ev.get("argv")
+    if isinstance(argv, list) and argv:
+        return any(a == "-m" and i + 1 < len(argv) and str(argv[i + 1]).startswith("dsv4tui.sim")
+                   for i, a in enumerate(argv))
+    return None
+
+
 def apply_status(model: UiModel, ev: dict[str, Any]) -> None:
     """An agent ``server status`` (or the final ``status`` of a start) event."""
     srv = model.server
     state = str(ev.get("state") or "unknown")
     srv.state = state
+    sim = reports_simulated(ev)
+    if sim is not None:
+        srv.simulated = sim
+    elif state == "stopped":
+        srv.simulated = False
     srv.phase = ev.get("phase")
     srv.pid = ev.get("pid")
     srv.log_path = ev.get("log") or srv.log_path
@@ -504,6 +580,7 @@ def apply_step(su: StartupView, step: Any, now: float) -> None:
         su.enter("ready", now)
         su.status = "ready"
         su.ended = now
+        su.startup_s = getattr(step, "elapsed_s", None)  # the host's launch -> ready
 
 
 def apply_log_event(model: UiModel, ev: dict[str, Any], now: float) -> str | None:
@@ -605,6 +682,7 @@ def apply_sweep_event(sw: SweepView, ev: dict[str, Any], live: dict[int, LiveLev
         lv = sw.levels[idx]
         fill_level(lv, ev)
         lv.status = "partial" if ev.get("partial") else "done"
+        lv.ended = now
         live.pop(idx, None)
         if idx + 1 < len(sw.levels) and sw.levels[idx + 1].status == "pending" \
                 and sw.status == "running" and not ev.get("partial"):

@@ -11,9 +11,7 @@ from dsv4tui.tui.commands.dashboard import add_app_args, run_app, run_fleet
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("connect", help="open the dashboard for HOST (a config host, an "
-                       "~/.ssh/config alias, user@host[:port], local or demo); several hosts: "
-                       "the Fleet view of them all")
+    p = sub.add_parser("connect")
     p.add_argument("host", metavar="HOST", nargs="+")
     p.add_argument("--accept-new", action="store_true",
                    help="trust an unknown host key on first use (a changed key is still refused)")

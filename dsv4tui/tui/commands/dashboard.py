@@ -65,14 +65,18 @@ def app_for(args: argparse.Namespace, *, demo: bool = False) -> Any:
     from dsv4tui.tui.app import Dsv4App
 
     settings, path = load_settings(args)
+    notes: list[str] = []
     if demo:
+        from dsv4tui.core.hosts.resolve import claim_demo_port
+
         demo_settings(settings)
         name = DEMO_PAIR if getattr(args, "nodes", 1) == 2 else DEMO
+        notes.append("demo: " + claim_demo_port()[1])  # a free port, never another server's
     else:
         name = args.host if isinstance(args.host, str) else args.host[0]
     spec = host_spec(name, settings, accept_new=getattr(args, "accept_new", False))
     return Dsv4App(spec, settings=settings, theme=args.theme, start_mode=args.screen,
-                   autostart=demo and not args.no_start, config_path=path)
+                   autostart=demo and not args.no_start, config_path=path, notes=notes)
 
 
 def run_app(args: argparse.Namespace, command: str, *, demo: bool = False) -> int:

@@ -25,8 +25,7 @@ FLEET_STARTS = 2  # the demo fleet starts the simulated server on this many host
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="the dashboard against a simulated 8-GPU host (nothing "
-                       "to set up)")
+    p = sub.add_parser("demo")
     p.add_argument("--no-start", action="store_true",
                    help="do not start the simulated server (r starts it)")
     p.add_argument("--nodes", type=int, choices=(1, 2), default=1,

@@ -15,7 +15,9 @@ so :class:`TokenServer` (a subclass of its ``Server``) lets nobody in without a 
 
 Closing a tab ends that tab's dashboard process (textual-serve asks it to quit; in
 ``--tab`` mode the process exits as soon as the app has); stopping ``serve`` (Ctrl-C)
-ends every tab's, and ``serve demo`` stops the simulated server a tab started.
+ends every tab's, and ``serve demo`` stops the simulated server a tab started. A ``serve``
+killed outright (SIGKILL) cannot: each tab watches its parent and ends when it is gone, and
+its agents with it (a simulated server a tab started is left running then: ``server stop demo``).
 """
 
 from __future__ import annotations
@@ -33,17 +35,23 @@ import shlex
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from dsv4tui.core.entry import load_settings, run_async
-from dsv4tui.core.errors import EXIT_CONFIG, UserError
+from dsv4tui.core.errors import EXIT_CONFIG, EXIT_INTERRUPTED, UserError
 from dsv4tui.tui.commands.dashboard import add_app_args
 
 DEFAULT_PORT = 8765
 LOOPBACK = "127.0.0.1"
 TAB_STOP_S = 10.0  # how long a tab's dashboard gets to end after serve stops
+TAB_ORPHAN_GRACE_S = 5.0  # ... and to quit by itself once serve is gone (it was killed)
+SERVE_PID_ENV = "DSV4TUI_SERVE_PID"  # the serve process a tab belongs to
+# the page: textual-serve's own, with a <title> and its font from its static files (its
+# template loads one from fonts.googleapis.com, which an air-gapped GPU box cannot reach)
+PAGE_DIR = Path(__file__).resolve().parent / "serve_page"
 INSTALL_HINT = "dsv4tui serve needs textual-serve: pip install textual-serve"
 
 FORBIDDEN = ("403: this dsv4tui dashboard needs its token: open the URL `dsv4tui serve` "
@@ -51,8 +59,7 @@ FORBIDDEN = ("403: this dsv4tui dashboard needs its token: open the URL `dsv4tui
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("serve", help="the dashboard in a browser (textual-serve): each tab its "
-                       "own dashboard, behind a secret token in the URL")
+    p = sub.add_parser("serve")
     p.add_argument("host", metavar="HOST", help="a host as for connect, or demo")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help=f"TCP port (default {DEFAULT_PORT})")
@@ -139,7 +146,8 @@ def make_server(command: str, *, token: str, bind: str = LOOPBACK, port: int = D
 
         def __init__(self) -> None:
             super().__init__(command, host=bind, port=port, title=title,
-                             public_url=f"http://{url_host(bind)}:{port}")
+                             public_url=f"http://{url_host(bind)}:{port}",
+                             templates_path=PAGE_DIR)
             self.token = token
             self.cookie = "dsv4tui-" + hashlib.sha256(token.encode()).hexdigest()[:12]
             self.banner = banner or []
@@ -295,11 +303,31 @@ def _demo_state(settings: Any, stop: bool = False) -> str | None:
 
 # --- the command ----------------------------------------------------------------------------
 
+def watch_parent(grace: float = TAB_ORPHAN_GRACE_S, every: float = 0.25) -> threading.Thread:
+    """End this tab's dashboard when ``serve`` (our parent: textual-serve ``exec``s us) is
+    gone, however it ended (SIGKILL too): SIGTERM ourselves (Textual's web driver quits the
+    app, which ends its agents), then, ``grace`` seconds later, exit whatever is still
+    running. The agents it started (``--cancel-on-eof``) end when our pipes to them close."""
+    parent = int(os.environ.get(SERVE_PID_ENV) or os.getppid())  # gone before we looked, too
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace)
+        os._exit(EXIT_INTERRUPTED)
+
+    thread = threading.Thread(target=watch, name="serve-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_tab(args: argparse.Namespace) -> int:
     """One tab's dashboard (textual-serve started us with Textual's web driver)."""
     from dsv4tui.core.config import DEMO
     from dsv4tui.tui.commands.dashboard import app_for
 
+    watch_parent()
     code = app_for(args, demo=args.host == DEMO).run() or 0
     # the tab is closed: end now, whatever threads a worker left behind
     sys.stdout.flush()
@@ -325,6 +353,7 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(warning, file=sys.stderr, flush=True)
     demo_before = _demo_state(settings) if args.host == DEMO else None
+    os.environ[SERVE_PID_ENV] = str(os.getpid())  # each tab ends when this process is gone
     server = make_server(tab_command(args), token=token, bind=args.bind, port=args.port,
                          title=f"dsv4tui {args.host}", banner=banner)
     try:

@@ -33,13 +33,35 @@ def plan_markup(model: UiModel, default_label: str) -> str:
         levels += " · rates " + ",".join(f"{r:g}/s:{n}" for r, n in sw.rates)
     color = _STATUS_COLOR.get(sw.status, "$foreground")
     elapsed = ""
-    if sw.started is not None:
-        end = sw.ended if sw.ended is not None else model.mono()
-        elapsed = f" · {fmt_duration(end - sw.started)}"
+    now = model.mono()
+    spent = sw.elapsed(now)
+    if spent is not None:  # time, not requests, as the Campaign screen says it
+        elapsed = f" · elapsed {fmt_duration(spent)}"
+        if sw.running:
+            eta = sw.eta(now)
+            elapsed += f" · ETA {fmt_duration(eta)}" if eta is not None else \
+                " · ETA after the first requests"
     detail = f" · [$foreground-muted]{escape(sw.detail)}[/]" if sw.detail else ""
-    return (f"[{color}][b]{escape(sw.status)}[/b][/] [b]{escape(sw.label or '')}[/b] · "
+    return (f"[{color}][b]{escape(sw.status)}[/b][/] [b]{escape(sw.label or '')}[/b]{elapsed} · "
             f"levels {levels} · in {sw.input_len or '?'} / out {sw.output_len or '?'} tok"
-            f"{elapsed}{detail}")
+            f"{detail}")
+
+
+def progress_of(sw: SweepView, now: float) -> dict[str, float]:
+    """The progress bar while a sweep runs, in seconds: elapsed of elapsed + ETA (empty until
+    there is a pace); once it ended, how much of its plan ran (full when done)."""
+    spent = sw.elapsed(now)
+    if spent is None or sw.status == "idle":
+        return {"total": 1.0, "progress": 0.0}
+    if not sw.running:
+        if sw.status == "done":
+            return {"total": 1.0, "progress": 1.0}
+        return {"total": float(max(1, sw.total_requests)),
+                "progress": float(sw.completed_requests)}
+    eta = sw.eta(now)
+    if eta is None:
+        return {"total": 1.0, "progress": 0.0}
+    return {"total": max(spent + eta, 1e-6), "progress": spent}
 
 
 def chart_series(sw: SweepView) -> tuple[list[str], list[Series]]:
@@ -57,6 +79,7 @@ class BenchScreen(DsvScreen):
             head.border_title = "sweep"
             yield SanityResult(m, detail=False, id="bench-sanity")
             yield Static("", id="bench-plan", markup=True)
+            # time elapsed of elapsed + ETA (requests take longer at low C: a count misleads)
             yield ProgressBar(total=1, show_eta=False, id="bench-progress")
         with Horizontal(id="bench-main"):
             with Vertical(id="bench-table-box", classes="panel") as box:
@@ -78,8 +101,13 @@ class BenchScreen(DsvScreen):
         if self.is_current and self.model.sweep.running:
             update_static(self.one(Static, "#bench-plan"),
                           plan_markup(self.model, self.default_label()), fixed_height=True)
+            self._update_progress()
         if self.is_current and self._chart_due:
             self._update_chart()
+
+    def _update_progress(self) -> None:
+        bar = self.one(ProgressBar, "#bench-progress")
+        bar.update(**progress_of(self.model.sweep, self.model.mono()))
 
     def _update_chart(self) -> None:
         self._chart_due = False
@@ -101,8 +129,7 @@ class BenchScreen(DsvScreen):
             sw = m.sweep
             update_static(self.one(Static, "#bench-plan"),
                           plan_markup(m, self.default_label()), fixed_height=True)
-            bar = self.one(ProgressBar, "#bench-progress")
-            bar.update(total=max(1, sw.total_requests), progress=sw.completed_requests)
+            self._update_progress()
             self.one(SweepTable).show_sweep(sw)
             # a plotext build costs ~10-20 ms: while requests finish many times a second, the
             # chart redraws once a second (on the tick); otherwise (and when the screen comes

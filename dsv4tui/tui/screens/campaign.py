@@ -79,12 +79,40 @@ def head_markup(model: UiModel) -> str:
     return line
 
 
-def matrix_columns(cv: CampaignView) -> list[tuple[str, str, int]]:
+_PAD = 2  # DataTable's cell padding, both sides
+SPARE = ("note", "runs", "sanity", "startup")  # what gives way on a narrow terminal, in order
+_NOTE_MIN = 16
+
+
+def matrix_columns(cv: CampaignView, width: int | None = None) -> list[tuple[str, str, int]]:
+    """The matrix's columns ``(title, key, width)``; with ``width`` (the table's cells) the
+    note takes what is left, and when even that does not fit, the SPARE columns go (the row's
+    details line under the matrix says them for the highlighted variant)."""
     cols = [("variant", "variant", 20), ("state", "state", 10)]
     cols += [(f"C={c}", f"c{i}", 9) for i, (c, _) in enumerate(cv.levels)]
     cols += [("best Δ", "vs", 7), ("startup", "startup", 8), ("sanity", "sanity", 6),
              ("runs", "runs", 5), ("note", "note", 60)]
+    if width is None:
+        return cols
+    names = max([len(v.name) for v in cv.variants] + [7])
+    cols[0] = ("variant", "variant", min(20, names))
+    for key in SPARE:
+        fixed = sum(w + _PAD for _, k, w in cols if k != "note")
+        has_note = any(k == "note" for _, k, _ in cols)
+        room = width - fixed - (_PAD if has_note else 0)
+        if not has_note and fixed <= width:
+            break
+        if has_note and room >= _NOTE_MIN:
+            return [(t, k, min(60, room) if k == "note" else w) for t, k, w in cols]
+        cols = [c for c in cols if c[1] != key]
     return cols
+
+
+def dropped_text(cv: CampaignView, v: VariantView, shown: set[str]) -> str:
+    """The highlighted variant's cells that the narrow matrix has no room for."""
+    full = dict(zip((k for _, k, _ in matrix_columns(cv)), matrix_cells(cv, v), strict=True))
+    return " · ".join(f"{k} {full[k]}" if k != "note" else full[k]
+                      for k in reversed(SPARE) if k not in shown and full[k] not in ("", "—"))
 
 
 def matrix_cells(cv: CampaignView, v: VariantView) -> tuple[str, ...]:
@@ -115,11 +143,21 @@ class CampaignMatrix(DataTable[Text]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
-        self._shape: tuple[object, ...] = ()
+        self._shape: tuple[tuple[tuple[str, str, int], ...], tuple[str, ...]] | None = None
         self._shown: dict[str, tuple[str, ...]] = {}
+        self._cv: CampaignView | None = None
+
+    def on_resize(self) -> None:
+        if self._cv is not None:
+            self.show(self._cv)
+
+    def shown_keys(self) -> set[str]:
+        return {key for _, key, _ in self._shape[0]} if self._shape else set()
 
     def show(self, cv: CampaignView) -> None:
-        cols = matrix_columns(cv)
+        self._cv = cv
+        width = self.size.width - 1  # the vertical scrollbar's column, when there is one
+        cols = matrix_columns(cv, width if width > 0 else None)
         shape = (tuple(cols), tuple(v.name for v in cv.variants))
         if shape != self._shape:
             self.clear(columns=True)
@@ -128,19 +166,26 @@ class CampaignMatrix(DataTable[Text]):
             for label, key, width in cols:
                 self.add_column(label, key=key, width=width)
             for i, v in enumerate(cv.variants):
-                cells = matrix_cells(cv, v)
+                cells = self._cells(cv, v, cols)
                 self.add_row(*(plain(c) for c in cells), key=f"v{i}")
                 self._shown[f"v{i}"] = cells
             return
         keys = [key for _, key, _ in cols]
         for i, v in enumerate(cv.variants):
             row = f"v{i}"
-            cells = matrix_cells(cv, v)
+            cells = self._cells(cv, v, cols)
             old = self._shown.get(row)
             for key, new, was in zip(keys, cells, old or (None,) * len(cells), strict=True):
                 if new != was:
                     self.update_cell(row, key, plain(new))
             self._shown[row] = cells
+
+    @staticmethod
+    def _cells(cv: CampaignView, v: VariantView,
+               cols: list[tuple[str, str, int]]) -> tuple[str, ...]:
+        keys = {key for _, key, _ in cols}
+        return tuple(cell for (_, key, _), cell in zip(matrix_columns(cv), matrix_cells(cv, v),
+                                                         strict=True) if key in keys)
 
 
 class CampaignScreen(DsvScreen):
@@ -183,7 +228,7 @@ class CampaignScreen(DsvScreen):
             box.border_title = "output tok/s per C" + (
                 f" · best Δ: best tok/s against {escape(base.name)} (B: another)"
                 if base else "")
-            box.border_subtitle = "enter: a variant's details"
+            self._show_row_details()
             labels, series = chart_series(cv)  # a new drawing only when a level finished
             self.one(Chart).show_data(labels, series, ylabel="tok/s",
                                       empty="no variant has finished a level yet")
@@ -191,6 +236,20 @@ class CampaignScreen(DsvScreen):
             self.one(StartupView).refresh_model()
         if SANITY in parts:
             self.one(SanityResult).refresh_model()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_row_details()
+
+    def _show_row_details(self) -> None:
+        """The matrix box's bottom line: on a narrow terminal, what the matrix has no room for
+        (startup, sanity, runs, note) of the highlighted variant."""
+        cv, matrix = self.model.campaign, self.one(CampaignMatrix)
+        box = self.one(Vertical, "#camp-matrix-box")
+        row = matrix.cursor_row
+        v = cv.variants[row] if 0 <= row < len(cv.variants) else None
+        extra = dropped_text(cv, v, matrix.shown_keys()) if v is not None else ""
+        box.border_subtitle = (f"{escape(v.name)}: {escape(extra)} · enter: details"
+                               if v is not None and extra else "enter: a variant's details")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """A variant's state, reason and error lines in full (the matrix cuts them)."""

@@ -49,6 +49,8 @@ def startup_markup(model: UiModel) -> str:
         pct = (f" {su.weights_pct:.0f}%" if su.current == "load_weights"
                and su.weights_pct is not None else "")
         return f"restart [$warning]{escape(phase)}{pct}[/] {total}"
+    if su.status == "ready" and su.startup_s is not None:  # the host's figure, as on Launch
+        return f"restart [$success]ready[/] · startup {fmt_duration(su.startup_s)}"
     color = "$success" if su.status == "ready" else "$error"
     return f"restart [{color}]{escape(su.status)}[/] in {total}"
 

@@ -28,10 +28,14 @@ def _profile_line(prof: ProfileChoice) -> str:
     return f"profile [b]{esc(prof.name)}[/b] · checkpoint [b]{esc(prof.checkpoint)}[/b]"
 
 
-def backend_picker(prof: ProfileChoice, choices: list[Choice]) -> PickerScreen:
+def backend_picker(prof: ProfileChoice, choices: list[Choice],
+                   capability: str | None = None) -> PickerScreen:
+    arch = sglang_choices.sm_name(capability)
     intro = (f"{_profile_line(prof)}"
-             f"{' · ' + esc(prof.quantization) if prof.quantization else ''}\n"
-             "only the backends that fit this checkpoint are listed")
+             f"{' · ' + esc(prof.quantization) if prof.quantization else ''}"
+             f" · GPUs {esc(arch or 'unknown')}\n"
+             "only the backends that fit this checkpoint are listed; ✗: its kernels do not "
+             "run on these GPUs")
     return PickerScreen("MoE backend", intro, choices)
 
 
@@ -69,6 +73,14 @@ def sweep_plan(label: str, plan: Any, sanity_summary: str) -> SweepPlanScreen:
     return SweepPlanScreen(PlanInput(label, list(plan.levels), plan.input_len, plan.output_len,
                                      list(plan.rates), plan.goodput, plan.random_range_ratio,
                                      plan.seed), gate)
+
+
+def big_plan_confirm(estimate: dict[str, Any]) -> ConfirmScreen:
+    """A sweep plan over the size one would mean (``core.campaign.sweep.plan_estimate``)."""
+    why = " and ".join(estimate.get("confirm") or [])
+    msg = (f"this plan is [b]{esc(why)}[/b]:\n{esc(str(estimate.get('text') or ''))}\n"
+           "(the CLI needs --yes for it)")
+    return ConfirmScreen("start this sweep?", msg, yes="Start anyway", danger=True)
 
 
 def adopt_confirm(lines: list[str], path: Path) -> ConfirmScreen:

@@ -28,6 +28,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from dsv4tui.core.campaign.kernel_launch import launch_lines
+from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
@@ -59,6 +61,7 @@ class CaptureItem:
     launch_id: int | None = None
     server_pid: int | None = None
     concurrency: int | None = None
+    load: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -70,7 +73,9 @@ class CaptureItem:
                    checkpoint=get("checkpoint"), label=get("label"),
                    created_at=float(get("created_at", 0.0) or 0.0),
                    simulated=bool(get("simulated", False)), launch_id=get("launch_id"),
-                   server_pid=get("server_pid"), concurrency=get("concurrency"))
+                   server_pid=get("server_pid"), concurrency=get("concurrency"),
+                   load=get("load") or (summary.get("load") if isinstance(summary, Mapping)
+                                        else None))
 
     @property
     def title(self) -> str:
@@ -117,11 +122,37 @@ def header_text(item: CaptureItem) -> str:
     measured = [f"launch {item.launch_id}" if item.launch_id is not None else "launch unknown"]
     if item.server_pid is not None:
         measured.append(f"server pid {item.server_pid}")
-    if item.concurrency is not None:
-        measured.append(f"load C={item.concurrency}")
+    load = load_text(item.concurrency, item.load)
+    if load is not None:
+        measured.append(f"load {load}")
     measured.append(f"run {item.run_id}" if item.run_id is not None else "no run")
-    return "\n".join((line1, line2, line3, "measured: " + escape(" · ".join(measured)),
-                      f"[dim]{escape(str(s.get('basis_note') or ''))}[/]"))
+    lines = [line1, line2, line3, "measured: " + escape(" · ".join(measured))]
+    if (item.load or {}).get("batch_far"):
+        lines.append(f"[b $warning]{escape(str((item.load or {}).get('batch_note')))}[/]")
+    lines.append(f"[dim]{escape(str(s.get('basis_note') or ''))}[/]")
+    return "\n".join(lines)
+
+
+def findings_text(shown: Sequence[CaptureItem], limit: int = 3) -> str:
+    """The findings panel: per capture shown, the kernels that leave the GPU idle, ranked by
+    the time they cost, and where the SM count came from (markup-escaped). Two captures
+    side by side get two findings each and no SM-count line unless it is all they have."""
+    two = len(shown) > 1
+    blocks = []
+    for item in shown:
+        lines = launch_lines(item.summary, 2 if two else limit)
+        note, rest = lines[0], lines[1:]
+        if two and rest and rest[0].startswith("findings"):
+            rest = rest[1:]
+            body = [f"[b]{escape(item.title)}[/]: findings, ranked by the time they cost"]
+        else:
+            head = f"[b]{escape(item.title)}[/] " if two else ""
+            body = [f"{head}[dim]{escape(note)}[/]"]
+        for line in rest:
+            body.append(f"[b $warning]{escape(line)}[/]" if line[:1].isdigit()
+                        else escape(line))
+        blocks.append("\n".join(body))
+    return "\n".join(blocks)
 
 
 class KernelsScreen(DsvScreen):
@@ -136,6 +167,7 @@ class KernelsScreen(DsvScreen):
     KernelsScreen #kern-detail { width: 1fr; }
     KernelsScreen #kern-head { height: auto; padding: 0 1; }
     KernelsScreen #kern-families { height: auto; max-height: 24; }
+    KernelsScreen #kern-findings { height: auto; max-height: 12; padding: 0 1; }
     KernelsScreen #kern-status { height: auto; padding: 0 1; color: $text-muted; }
     """
 
@@ -173,6 +205,7 @@ class KernelsScreen(DsvScreen):
                 detail.border_title = "where the decode time goes"
                 yield Static("", id="kern-head", markup=True)
                 yield FamilyBars(id="kern-families")
+                yield Static("", id="kern-findings", markup=True)
                 yield KernelTable(id="kern-kernels")
         yield Static("", id="kern-status", markup=True)
 
@@ -246,7 +279,9 @@ class KernelsScreen(DsvScreen):
         head = self.query_one("#kern-head", Static)
         bars = self.query_one("#kern-families", FamilyBars)
         kernels = self.query_one("#kern-kernels", KernelTable)
+        found = self.query_one("#kern-findings", Static)
         if not shown:
+            found.update("")
             head.update("no kernel captures yet: press [b]k[/] to take one under a steady "
                         "load, or run [b]dsv4tui kernels HOST[/]" if self._loaded else
                         "loading…")
@@ -255,6 +290,7 @@ class KernelsScreen(DsvScreen):
             return
         head.update("\n\n".join(header_text(i) for i in shown))
         bars.show([i.summary for i in shown], [i.title for i in shown])
+        found.update(findings_text(shown))
         kernels.show(shown[0].summary, shown[1].summary if len(shown) > 1 else None)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Static
 
 from dsv4tui.core.campaign.columns import change_title, fmt_change
-from dsv4tui.core.campaign.compare import Comparison
+from dsv4tui.core.campaign.compare import SIMULATED, Comparison, sim_name
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.view.model import RunRow, UiModel, fmt_num
 from dsv4tui.tui import keymap
@@ -293,7 +293,8 @@ def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
             headers.append(change_title(base))
     rows: list[list[str]] = []
     for row in cmp.rows():
-        name = row.name + (" (base)" if row.is_baseline else "")
+        name = sim_name(row.name, row.run.simulated, short=True) + (" (base)" if row.is_baseline
+                                                                     else "")
         load = row.load if row.rate is not None else str(row.concurrency)  # "5 req/s"
         if row.point is None:
             rows.append([load, name, "not run"] + [""] * (len(headers) - 3))
@@ -329,6 +330,7 @@ class CompareScreen(DsvScreen):
         with Vertical(id="cmp-table-box", classes="panel") as box:
             box.border_title = "per level, % change against the baseline"
             yield DataTable(id="cmp-table", zebra_stripes=True, cursor_type="row")
+            yield Static("", id="cmp-notes", markup=True)  # what differs: wrapped, never cut
 
     def refresh_body(self, parts: frozenset[str]) -> None:
         if COMPARE in parts:
@@ -339,15 +341,17 @@ class CompareScreen(DsvScreen):
         if cmp is None:
             return
         labels = [f"C{c}" for c in cmp.concurrencies()]
-        names = [safe_text(cmp.name(r.id)) for r in cmp.runs]
+        names = [safe_text(sim_name(cmp.name(r.id), r.simulated, short=True)) for r in cmp.runs]
+        sim = f" · {SIMULATED}" if cmp.simulated_ids else ""  # on the chart, as in a report's
         self.query_one("#cmp-tok", Chart).show_data(
             labels, [Series(n, cmp.series(r.id, "output_tok_s"))
-                     for n, r in zip(names, cmp.runs, strict=True)], ylabel="tok/s")
+                     for n, r in zip(names, cmp.runs, strict=True)], ylabel="tok/s",
+            title=f"output tok/s per C{sim}")
         attr, title = METRICS[self.metric]
         self.query_one("#cmp-metric", Chart).show_data(
             labels, [Series(n, cmp.series(r.id, attr)) for n, r in zip(names, cmp.runs,
                                                                          strict=True)],
-            title=title, empty="no data for this metric (older runs may lack telemetry)")
+            title=title + sim, empty="no data for this metric (older runs may lack telemetry)")
         headers, rows = compare_rows(cmp)
         if (headers, rows) != self._table_shown:  # a rebuild repaints (and resizes) it all
             self._table_shown = (headers, rows)
@@ -359,15 +363,16 @@ class CompareScreen(DsvScreen):
                 table.add_row(*(plain(c) for c in row))
         base = cmp.baseline_run
         box = self.query_one("#cmp-table-box")
-        box.border_title = (f"per level · % change against "
-                            f"{esc(f'#{base.id} {base.label}') if base else 'the first run'}"
-                            " · m metric · B baseline · e export · R report")
+        box.border_title = (("[b $warning]SIMULATED[/] · " if cmp.simulated_ids else "")
+                            + f"per level · % change against "
+                            f"{esc(f'#{base.id} {base.label}') if base else 'the first run'}")
+        box.border_subtitle = "m metric · B baseline · e export · R report"
         diffs = cmp.differences()
         notes = [f"[$warning]workloads differ: {esc('; '.join(diffs))}[/]"] if diffs else []
         servers = cmp.server_args_differences(limit=4)
         if servers:  # the SGLang version, GPUs, driver, server args that differ
             notes.append(f"servers differ: {esc('; '.join(servers))}")
-        box.border_subtitle = " · ".join(notes)
+        update_static(self.query_one("#cmp-notes", Static), "\n".join(notes))
 
     def action_next_metric(self) -> None:
         self.metric = (self.metric + 1) % len(METRICS)

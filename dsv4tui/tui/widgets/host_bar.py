@@ -58,8 +58,8 @@ class HostBar(Static):
         phase = ""
         if state == "starting" and srv.phase:
             phase = f" · {escape(PHASE_LABELS.get(srv.phase, srv.phase))}"
-        uptime = srv.uptime_s(now) if state == "ready" else None
-        up = f" {fmt_duration(uptime)}" if uptime is not None else ""
+        uptime = srv.uptime_s(now) if state == "ready" else None  # since launch, not startup
+        up = f" · up {fmt_duration(uptime)}" if uptime is not None else ""
         compact = 0 < self.size.width < 100
         parts.append(f"{'' if compact else 'server '}"
                      f"[{_SERVER_STYLE.get(state, '$foreground')}]{escape(state)}[/]{phase}{up}")
@@ -87,7 +87,7 @@ class HostBar(Static):
         if srv.node_error:  # an error on any node of a host made of nodes
             parts.append(f"[$error b]error on {escape(srv.node_error)}[/]")
         text = " │ ".join(parts)
-        if m.simulated:
+        if m.shows_simulated:
             text += "  " + sim_badge()
         # a layout pass only when the bar may wrap differently (not for every uptime tick)
         last = getattr(self, "_dsv_text", None)

@@ -1,5 +1,8 @@
 """The top kernels of a capture: share of decode time, family, calls, mean duration, tensor
-cores by name; with a second capture, its share of the same kernel in a column beside."""
+cores by name; one launch column: blocks launched, the share of the SMs a launch covers
+(``3.9w``: waves, the grid is larger than the GPU) and est. achieved occupancy (``n/e``: the
+profiler could not estimate it; ``-``: not in this trace); with a second capture, its share
+of the same kernel in a column beside."""
 
 from __future__ import annotations
 
@@ -8,13 +11,21 @@ from typing import Any
 
 from textual.widgets import DataTable
 
+from dsv4tui.core.campaign.kernel_launch import launch_cells
+
 COLUMNS = (("share", "share", 7), ("other", "other", 7), ("family", "family", 16),
            ("calls", "calls", 6), ("mean µs", "mean", 9), ("GPU ms", "ms", 9),
-           ("TC", "tc", 3), ("kernel", "kernel", 60))
+           ("TC", "tc", 3), (" blk  SMs  occ", "launch", 14), ("kernel", "kernel", 60))
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def launch_cell(k: Mapping[str, Any]) -> str:
+    """``  64  34%   3%``: blocks, SMs covered (or waves), est. occupancy, aligned."""
+    blocks, sms, occ = launch_cells(k)
+    return f"{blocks:>4} {sms:>4} {occ:>4}"
 
 
 def kernel_cells(k: Mapping[str, Any], other: float | None, with_other: bool) -> tuple[str, ...]:
@@ -24,7 +35,7 @@ def kernel_cells(k: Mapping[str, Any], other: float | None, with_other: bool) ->
         cells.append(_pct(other))
     cells += [str(k.get("family", "-")), str(k.get("calls", "-")),
               f"{k.get('mean_us') or 0:.1f}", f"{(k.get('total_us') or 0) / 1000:.1f}", tc,
-              str(k.get("short_name") or k.get("name") or "?")]
+              launch_cell(k), str(k.get("short_name") or k.get("name") or "?")]
     return tuple(cells)
 
 

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from dsv4tui.core.view.model import UiModel, fmt_duration, fmt_num
+from dsv4tui.core.view.model import UiModel, fmt_duration, fmt_num, fmt_share
 from dsv4tui.tui.widgets.spark import FastSparkline
 from dsv4tui.tui.widgets.text import update_static
 
@@ -103,7 +103,7 @@ class ServerPanel(Vertical):
         """What the numbers are (for the side panel's bottom border)."""
         win, now = self.model.server_metrics, self.model.mono()
         if win.latest(now) is not None:
-            sim = "simulated " if self.model.simulated else ""
+            sim = "simulated " if self.model.shows_simulated else ""
             return f"{sim}/metrics · {win.window_s:.0f} s · ≈ buckets"
         if win.last_error:
             return f"/metrics: {win.last_error}"[:60]
@@ -126,11 +126,9 @@ class ServerPanel(Vertical):
         def hist(key: str, scale: float = 1.0) -> tuple[float, ...]:
             return tuple(v * scale for v in win.gauge(key, now, SPARK_POINTS).history)
 
-        def pct(key: str) -> str:  # a share: one decimal below 10 % (kv 0.4 %, not 0 %)
+        def pct(key: str) -> str:
             v = latest.get(key) if latest else None
-            if not isinstance(v, (int, float)):
-                return dash
-            return f"[b]{fmt_num(float(v) * 100, 1 if 0 < v * 100 < 10 else 0)}[/b]%"
+            return f"[b]{fmt_share(float(v))}[/b]" if isinstance(v, (int, float)) else dash
 
         self._show_gen(latest, hist("gen_throughput"))
         c["running"].show(f"run {num('running')}", hist("running"))

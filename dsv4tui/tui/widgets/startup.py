@@ -11,6 +11,7 @@ from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
 from dsv4tui.core.campaign.labels import safe_text
+from dsv4tui.core.server.startup import OTHER, STARTUP
 from dsv4tui.core.view.model import PHASES, SanityView, UiModel, fmt_duration
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.tui.widgets.text import update_static
@@ -59,8 +60,12 @@ class StartupView(Vertical):
                   "starting": "[$warning]starting …[/]",
                   "ready": "[$success]ready[/]",
                   "failed": "[$error]failed[/]"}.get(su.status, escape(su.status))
-        total = su.total(now)
-        tot = f"  total [b]{fmt_duration(total)}[/b]" if total is not None else ""
+        if su.status == "ready" and su.startup_s is not None:  # the host's figure, named
+            tot = f" in [b]{fmt_duration(su.startup_s)}[/b]"
+        else:  # the console's clock (the old server's stop included)
+            total = su.total(now)
+            word = {"failed": "after", "ready": "in"}.get(su.status, " elapsed")
+            tot = f" {word} [b]{fmt_duration(total)}[/b]" if total is not None else ""
         update_static(title, f"startup {status}{tot}" + (f"  ({what})" if what else ""),
                       fixed_height=True)
         rows: list[str] = []
@@ -83,6 +88,13 @@ class StartupView(Vertical):
                 secs = fmt_duration(elapsed) if elapsed is not None else ""
                 detail = f"  [$foreground-muted]{escape(ph.detail)}[/]" if ph.detail else ""
                 rows.append(f" {mark} {escape(ph.label):<12} {secs:>7}{detail}")
+            other = su.other_s(now) if su.status == "ready" else None
+            if other is not None:  # with it, the rows add up to the startup
+                rows.append(f" [$foreground-muted]+[/] {'other':<12} {fmt_duration(other):>7}"
+                            f"  [$foreground-muted]{OTHER}[/]")
+                rows.append(f" [$foreground-muted]=[/] [b]{'startup':<12} "
+                            f"{fmt_duration(su.startup_s):>7}[/b]  [$foreground-muted]"
+                            f"{STARTUP.replace('->', '→')}[/]")
         if su.message:
             color = "$error" if su.status == "failed" else "$foreground-muted"
             rows.append(f"   [{color}]{escape(su.message)}[/]")

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from dsv4tui.core.view.model import UiModel, fmt_duration, fmt_num
+from dsv4tui.core.view.model import UiModel, fmt_duration, fmt_num, fmt_share
 from dsv4tui.tui.widgets.host_bar import sim_badge
 from dsv4tui.tui.widgets.spark import FastSparkline
 from dsv4tui.tui.widgets.text import update_static
@@ -69,13 +69,15 @@ class ThroughputPanel(Vertical):
                     f"{fmt_num(latest.gen_tok_s, 1)} tok/s, {age} ago)[/]  running [b]—[/b]")
         else:
             usage = ("" if latest.token_usage is None
-                     else f"  kv [b]{latest.token_usage * 100:.0f}%[/b]")
+                     else f"  kv [b]{fmt_share(latest.token_usage)}[/b]")
             text = (f"{self.prefix}gen [b]{fmt_num(latest.gen_tok_s, 1)}[/b] tok/s  "
                     f"running [b]{latest.running if latest.running is not None else 'n/a'}[/b]  "
                     f"queue [b]{latest.queue if latest.queue is not None else 'n/a'}[/b]{usage}")
-        if self.model.simulated and not self.prefix:
+        if self.model.shows_simulated and not self.prefix:
             text += "  " + sim_badge()
-        update_static(nums, text, fixed_height=True)
+        # inline, the numbers are as wide as their text: a longer text needs a new layout
+        # (else "gen — (last 24.2 tok/s, 1m ago)" is cut to the width of "gen 26.5 tok/s")
+        update_static(nums, text, fixed_height=not self.prefix)
         data = self.model.decode.throughput()
         self._spark.data = data[-120:]
         self.set_class(self.model.conn.down, "-stale")

@@ -83,6 +83,11 @@ def test_each_tools_file_is_recognised_by_its_content(
         facts = run_server_facts(store, [run.id])[run.id]
     key = "model_id" if tool.startswith("vllm") else "served_model_name"
     assert facts["args"][key] == "dsv4-sim"
+    assert not run.simulated  # the file does not say; --simulated does
+    again = _import(dst, capsys, "--simulated", "--label", "sim")
+    with RunStore() as store:
+        back = store.run(again["run_id"])
+    assert back is not None and back.simulated and back.label == "sim"
 
 
 def test_the_imported_numbers_are_the_tools_own(capsys: pytest.CaptureFixture[str]) -> None:

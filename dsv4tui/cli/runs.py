@@ -76,6 +76,9 @@ def register(sub: Any) -> None:
     q.add_argument("file", metavar="FILE")
     q.add_argument("--label", help="the run's label (default: the exported run's, or the "
                    "file's name)")
+    q.add_argument("--simulated", action="store_true",
+                   help="the file measured a simulator (aiperf, guidellm and vllm files do "
+                   "not say so; bench_serving's server_info does): mark the run SIMULATED")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=run_import)
     q = rsub.add_parser("delete", help="delete a run and everything measured in it (asks "
@@ -393,7 +396,7 @@ def run_import(args: Any) -> int:
 
     label = check_label(args.label) if args.label else None
     with RunStore() as store:
-        got = import_file(store, args.file, label)
+        got = import_file(store, args.file, label, simulated=args.simulated)
         run = store.run(got.run_id)
     assert run is not None
     tool = got.tool + (f" {got.version}" if got.version else "")

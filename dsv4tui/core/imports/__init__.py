@@ -73,9 +73,13 @@ def parse_file(path: str, text: str | None = None) -> ImportedRun:
     return bench_serving.parse_file(text, path)
 
 
-def import_file(store: RunStore, path: str, label: str | None = None) -> Imported:
+def import_file(store: RunStore, path: str, label: str | None = None,
+                simulated: bool = False) -> Imported:
     """Read any tool's result file into the store as one run (one transaction: a file that
-    fails anywhere stores nothing)."""
+    fails anywhere stores nothing); ``simulated``: the file measured a simulator (only
+    bench_serving's ``server_info`` says so itself)."""
     from dsv4tui.core.imports import record
 
-    return record.save(store, parse_file(path), label)
+    run = parse_file(path)
+    run.simulated = run.simulated or simulated
+    return record.save(store, run, label)

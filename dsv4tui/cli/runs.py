@@ -69,11 +69,16 @@ def register(sub: Any) -> None:
     q.add_argument("--json", action="store_true", help="same as --format json (the default)")
     q.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     q.set_defaults(func=run_export)
-    q = rsub.add_parser("import", help="read SGLang bench_serving result lines (its "
-                        "--output-file) into the store as a run, marked imported")
+    q = rsub.add_parser("import", help="read another tool's result file into the store as a "
+                        "run, marked imported: SGLang bench_serving lines, vllm bench serve "
+                        "--save-result JSON, aiperf's profile export (.json / .jsonl), "
+                        "guidellm's benchmarks.json / .yaml (recognised by content)")
     q.add_argument("file", metavar="FILE")
     q.add_argument("--label", help="the run's label (default: the exported run's, or the "
                    "file's name)")
+    q.add_argument("--simulated", action="store_true",
+                   help="the file measured a simulator (aiperf, guidellm and vllm files do "
+                   "not say so; bench_serving's server_info does): mark the run SIMULATED")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=run_import)
     q = rsub.add_parser("delete", help="delete a run and everything measured in it (asks "
@@ -261,11 +266,22 @@ def compare_text(cmp: Any) -> str:
     for diff in cmp.differences():
         lines.append(f"note: the workloads differ, so the % change mixes two things: "
                      f"{safe_text(diff)}")
+    lines += definition_lines(cmp)
     server = cmp.server_args_differences()
     if server:
         lines.append("the servers differ:")
         lines += [f"  {safe_text(d)}" for d in server]
     return "\n".join(lines)
+
+
+def definition_lines(cmp: Any) -> list[str]:
+    """Whose definitions each run's columns follow, when a run is another tool's (imported),
+    and a warning for each metric the comparison mixes (docs/metrics.md has the table)."""
+    notes = cmp.definition_notes()
+    if not notes:
+        return []
+    return ["definitions (docs/metrics.md):"] + [
+        safe_text(n) if n.startswith("warning:") else f"  {safe_text(n)}" for n in notes]
 
 
 def distinct_runs(store: RunStore, refs: list[str], what: str) -> None:
@@ -375,22 +391,25 @@ def run_export(args: Any) -> int:
 
 
 def run_import(args: Any) -> int:
-    from dsv4tui.core.campaign import bench_serving
     from dsv4tui.core.campaign.labels import check_label
+    from dsv4tui.core.imports import import_file
 
     label = check_label(args.label) if args.label else None
     with RunStore() as store:
-        run_id, levels, notes = bench_serving.import_file(store, args.file, label)
-        run = store.run(run_id)
+        got = import_file(store, args.file, label, simulated=args.simulated)
+        run = store.run(got.run_id)
     assert run is not None
+    tool = got.tool + (f" {got.version}" if got.version else "")
     if args.json:
-        print_json({"run_id": run_id, "label": run.label, "levels": levels,
-                    "source": bench_serving.SOURCE, "file": args.file, "notes": notes})
+        print_json({"run_id": got.run_id, "label": run.label, "levels": got.levels,
+                    "requests": got.requests, "source": got.tool, "tool": got.tool,
+                    "version": got.version, "file": args.file, "notes": got.notes})
     else:
-        print(f"imported run {run_id} ({safe_text(run.label)}): {levels} level(s) from "
-              f"{safe_text(args.file)}, {bench_serving.SOURCE} definitions "
-              f"(compare: dsv4tui runs compare ID {run_id})")
-        for note in notes:
+        print(f"imported run {got.run_id} ({safe_text(run.label)}): {got.levels} level(s)"
+              f"{f', {got.requests} requests' if got.requests else ''} from "
+              f"{safe_text(args.file)}, {safe_text(tool)} definitions "
+              f"(compare: dsv4tui runs compare ID {got.run_id})")
+        for note in got.notes:
             print(f"note: {safe_text(note)}", file=sys.stderr)
     return 0
 

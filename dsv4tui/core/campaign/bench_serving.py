@@ -34,12 +34,14 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from dsv4tui.agent import stats
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
+from dsv4tui.core.imports.record import Imported
 
 if TYPE_CHECKING:
+    from dsv4tui.core.imports.record import ImportedRun
     from dsv4tui.core.store.models import Run
     from dsv4tui.core.store.runstore import RunStore
 
@@ -47,7 +49,6 @@ SOURCE = "sglang bench_serving"
 DEFINITIONS = ("bench_serving's definitions: TTFT to the first chunk with content, ITL per "
                "chunk, TPOT = (latency - TTFT) / (output tokens - 1), output tokens from usage "
                "else the requested length, input tokens from its tokenizer (docs/metrics.md)")
-IMPORTED_HOST = "imported"
 
 # (our summary key, their stem) for mean / median / p99 (+ std from the requests)
 _SUMMARIES = (("ttft_ms", "ttft_ms"), ("tpot_ms", "tpot_ms"), ("itl_ms", "itl_ms"),
@@ -57,14 +58,6 @@ SHARED = ("completed", "duration_s", "output_tokens", "output_tok_s", "request_t
           "input_tokens", "total_tok_s", "concurrency_mean", "ttft_ms.mean", "ttft_ms.p50",
           "ttft_ms.p99", "tpot_ms.mean", "tpot_ms.p50", "tpot_ms.p99", "itl_ms.mean",
           "itl_ms.p50", "itl_ms.p99", "e2e_ms.mean", "e2e_ms.p50", "e2e_ms.p99")
-
-
-class Imported(NamedTuple):
-    """What ``runs import`` stored: the run, its levels, and the notes it made (values read
-    as 0, lines without server facts)."""
-    run_id: int
-    levels: int
-    notes: list[str]
 
 
 def shared_values(level: Mapping[str, Any]) -> dict[str, Any]:
@@ -373,17 +366,19 @@ def _server_meta(lines: Sequence[tuple[int, Mapping[str, Any], Any]], name: str
 def import_file(store: RunStore, path: str, label: str | None = None) -> Imported:
     """Read a bench_serving result file into the store as one run (marked imported, its
     definitions noted, what its ``server_info`` says served it kept as the run's server facts,
-    source ``imported``); returns the run id, its levels and the notes the import made."""
-    from dsv4tui.core.store import campaigns, sql
+    source ``imported``), in one transaction; returns the run id, its levels and the notes
+    the import made. ``runs import`` reads every tool's files through
+    :func:`dsv4tui.core.imports.import_file`, which sniffs and comes here for these."""
+    from dsv4tui.core.imports import record
+
+    return record.save(store, parse_file(record.read_text(path), path), label)
+
+
+def parse_file(text: str, path: str) -> ImportedRun:
+    """A bench_serving result file as an :class:`ImportedRun` (nothing stored yet)."""
+    from dsv4tui.core.imports.record import ImportedRun
 
     name = os.path.basename(path) or path
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise UserError(f"runs import: cannot read {path}: {exc.strerror}", EXIT_CONFIG) from None
-    except UnicodeDecodeError:
-        raise UserError(f"runs import: {name} is not UTF-8 text", EXIT_CONFIG) from None
     lines = parse_lines(text, name)
     levels = [level_from_line(obj, i, name, no, tiny)
               for i, (no, obj, tiny) in enumerate(lines)]
@@ -391,7 +386,7 @@ def import_file(store: RunStore, path: str, label: str | None = None) -> Importe
     notes = [read_as_zero_note(name, no, tiny) for no, _, tiny in lines if tiny] + notes
     first = lines[0][1]
     ours = first.get("dsv4tui") if isinstance(first.get("dsv4tui"), Mapping) else {}
-    label = label or (ours.get("label") if ours else None) or os.path.splitext(name)[0]
+    label = (ours.get("label") if ours else None) or os.path.splitext(name)[0]
     goodputs = [lv["goodput"].get("targets") for lv in levels
                 if isinstance(lv.get("goodput"), Mapping) and lv["goodput"].get("targets")]
     plan = {"imported": {"source": SOURCE, "file": os.path.abspath(path), "lines": len(lines),
@@ -421,20 +416,13 @@ def import_file(store: RunStore, path: str, label: str | None = None) -> Importe
     info = server_info_of(first) or {}
     model = (first.get("model_id") or first.get("model") or info.get("served_model_name")
              or srv.get("model_path"))
-    run_id = store.start_run(label=str(label), host=IMPORTED_HOST, url=None,
-                             model=model if isinstance(model, str) else None, plan=plan,
-                             profile_name="bench_serving", simulated=simulated,
-                             backend=backend, checkpoint=checkpoint,
-                             server_version=srv.get("sglang_version"))
-    if server:  # the same columns a sweep's server facts go to (campaigns.add_run)
-        campaigns.set_run_meta(store, run_id, meta_source=server["source"],
-                               server_args_json=sql.dumps(server["server_args"]),
-                               quantization=server["quantization"],
-                               attention_backend=server["attention_backend"])
-    for lv in levels:
-        store.add_level(run_id, lv)
-    store.finish_run(run_id, "done" if all(lv["status"] == "done" for lv in levels)
-                     else "partial")
-    note = f"imported from {name} ({SOURCE} result lines; their definitions: docs/metrics.md)"
-    store.update_run(run_id, error="; ".join([note, *notes]))
-    return Imported(run_id, len(levels), notes)
+    # our own export read back keeps our definitions (its numbers are ours)
+    whose = "dsv4tui" if ours_all and first.get("backend") == "dsv4tui" else "sglang bench_serving"
+    return ImportedRun(
+        tool=SOURCE, version=None, definitions=whose, path=path, label=str(label),
+        levels=levels, plan=plan, notes=notes,
+        model=model if isinstance(model, str) else None, backend=backend,
+        checkpoint=checkpoint, server_version=srv.get("sglang_version"),
+        simulated=simulated, profile_name="bench_serving", server=server,
+        note=f"imported from {name} ({SOURCE} result lines; their definitions: "
+             "docs/metrics.md)")

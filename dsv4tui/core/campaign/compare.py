@@ -257,6 +257,48 @@ class Comparison:
                     f"#{i} {v:.0f}" for i, v in toks.items()))
         return out
 
+    def definitions(self) -> dict[int, dict[str, Any]]:
+        """Per run: whose definitions its numbers follow (ours, or the tool it was imported
+        from, with its version) and what each compared column means there
+        (docs/metrics.md; :mod:`dsv4tui.core.imports.definitions`)."""
+        from dsv4tui.core.imports import definitions as defs
+
+        out: dict[int, dict[str, Any]] = {}
+        for r in self.runs:
+            d = defs.definitions_of(r.plan)
+            imported = (r.plan or {}).get("imported")
+            version = imported.get("version") if isinstance(imported, Mapping) else None
+            out[r.id] = {"tool": d.tool, "version": version,
+                         "columns": {col: d.get(metric).text
+                                     for col, metric in defs.COLUMN_METRICS},
+                         "output_tokens": d.output_tokens.text}
+        return out
+
+    def definition_differences(self) -> list[str]:
+        """Where the compared runs' numbers follow different definitions (TTFT from the
+        first chunk or the first token, tokens from usage or a tokenizer, ...): a % change
+        across them mixes the definitions with the servers."""
+        from dsv4tui.core.imports import definitions as defs
+
+        return defs.mixed({r.id: r.plan for r in self.runs})
+
+    def definition_notes(self) -> list[str]:
+        """What the faces print under the table when a compared run is another tool's:
+        ``#2 aiperf 0.13.0: TTFT = ...; TPOT = ...; tokens = ...; tok/s = ...`` per run, then
+        ``warning: the columns mix definitions: ...`` per metric; [] for our runs only."""
+        defs = self.definitions()
+        if all(d["tool"] == "dsv4tui" for d in defs.values()):
+            return []
+        lines = []
+        for run_id, d in defs.items():
+            cols = d["columns"]
+            lines.append(f"#{run_id} {d['tool']}{' ' + d['version'] if d['version'] else ''}: "
+                         f"TTFT = {cols['ttft_p50_ms']}; TPOT = {cols['tpot_p50_ms']}; "
+                         f"tokens = {d['output_tokens']}; tok/s = {cols['output_tok_s']}")
+        lines += [f"warning: the columns mix definitions: {diff}"
+                  for diff in self.definition_differences()]
+        return lines
+
     def server_args_differences(self, limit: int = 12) -> list[str]:
         """How the servers the runs measured differ: the SGLang version, GPUs, driver and
         every server argument SGLang reported (runs without them say so)."""
@@ -330,6 +372,8 @@ class Comparison:
                 "runs": [r.to_dict() for r in self.runs],
                 "differences": self.differences(),
                 "server_args_differences": self.server_args_differences(limit=200),
+                "definitions": {str(i): d for i, d in self.definitions().items()},
+                "definition_differences": self.definition_differences(),
                 "rows": rows}
 
 

@@ -120,6 +120,9 @@ def compare_markdown(cmp: Comparison) -> str:
             if col.change:
                 cells.append("-" if row.is_baseline else fmt_change(row.changes.get(col.key)))
         lines.append("| " + " | ".join(cells) + " |")
+    notes = cmp.definition_notes()  # another tool's run: whose definitions, where they mix
+    if notes:
+        lines += ["", "Definitions (docs/metrics.md):", ""] + [f"- {md_cell(n)}" for n in notes]
     return "\n".join(lines) + "\n"
 
 

@@ -268,3 +268,26 @@ def test_each_tool_against_our_sweep_of_the_same_server(
             assert ttft < 0.5, (name, ttft)
         else:
             assert 0.4 < ttft < 2.5, (name, ttft)
+
+
+async def test_the_dashboard_compare_view_names_the_definitions_too(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The compare view's note under the table: each tool's definitions and the warnings, as
+    `runs compare` prints them (one core function, Comparison.definition_notes)."""
+    from snapshot_apps.frozen import frozen_app
+    from textual.widgets import Static
+
+    from dsv4tui.core.campaign.compare import compare_runs
+    from dsv4tui.core.store import RunStore
+
+    ids = [str(_import(p, capsys)["run_id"]) for p in (AIPERF_JSON, VLLM_JSON)]
+    with RunStore() as store:
+        cmp = compare_runs(store, ids)
+    app = frozen_app("runs")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        app.show_compare(cmp)
+        await pilot.pause(0.3)
+        notes = str(app.screen.query_one("#cmp-notes", Static).render())
+        assert f"#{ids[0]} aiperf 0.13.0: TTFT = " in notes
+        assert "warning: the columns mix definitions" in notes

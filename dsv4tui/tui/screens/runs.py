@@ -372,6 +372,9 @@ class CompareScreen(DsvScreen):
         servers = cmp.server_args_differences(limit=4)
         if servers:  # the SGLang version, GPUs, driver, server args that differ
             notes.append(f"servers differ: {esc('; '.join(servers))}")
+        for line in cmp.definition_notes():  # another tool's runs: whose TTFT/TPOT/tokens
+            style = "$warning" if line.startswith("warning") else "$foreground-muted"
+            notes.append(f"[{style}]{esc(line)}[/]")
         update_static(self.query_one("#cmp-notes", Static), "\n".join(notes))
 
     def action_next_metric(self) -> None:

@@ -257,3 +257,25 @@ def test_cli_text_json_show_and_report(tmp_path: Path, capsys: pytest.CaptureFix
             "of each decode step") in html
     md, _ = report.to_markdown(rep, "r")
     assert "## Kernels: what leaves the GPU idle" in md and "64 blocks on 188 SMs" in md
+
+
+H200_SYNTH = H200.with_name("h200_synthetic_steps.trace.json.gz")
+
+
+def test_a_fresh_real_h200_trace_tells_simt_from_tensor_core_gemms() -> None:
+    """benchmarks/device_repeats.sh's trace (torch 2.11, H200, 2026-12-02): a bf16 GEMM
+    (nvjet, tensor cores), an fp32 GEMM with TF32 off (cuBLAS' SIMT gemmSN_NN_kernel, whose
+    full name mentions cublasGemvTensorStridedBatched), a 64-row reduction and elementwise work.
+    Before: the SIMT GEMM was flagged 'tensor cores' by its name, then 'a GEMV'."""
+    s = tp.parse_traces([str(H200_SYNTH)], top=100)
+    tp.attribute_tensor_cores(s, None)
+    assert s["launch"]["sms"] == 132
+    k = by_name(s)
+    simt = k["gemmSN_NN_kernel"]
+    assert simt["tensor_core_by_name"] is False
+    assert simt["launch"]["blocks"] == 256 and simt["launch"]["occupancy_pct"] == 24.0
+    assert k["nvjet_sm90_tst_64x16_64x16_2x1_v_bz_NNT"]["tensor_core_by_name"] is True
+    [finding] = s["launch"]["findings"]
+    assert finding["short_name"] == "gemmSN_NN_kernel"
+    assert "on CUDA cores (a SIMT GEMM)" in finding["text"]
+    assert "a dense GEMM has tensor-core kernels" in finding["text"]

@@ -92,7 +92,9 @@ _GROUPED_HINTS = ("groupproblemshape", "grouped", "group_mm", "groupgemm", "moe"
 # Tensor cores by name: (verdict, fragments). First match wins. None: the name cannot tell
 # (Triton kernels use tensor cores only where they call tl.dot).
 _TENSOR_RULES: Tuple[Tuple[Optional[bool], Tuple[str, ...]], ...] = (
-    (False, ("gemv", "sgemm", "dgemm", "simt", "nccl", "all_reduce", "allreduce",
+    # cuBLAS' SIMT GEMMs (fp32 with TF32 off: gemmSN_NN_kernel<float, ...>, gemmk1_kernel)
+    (False, ("gemv", "sgemm", "dgemm", "simt", "gemmsn", "gemmk1", "nccl", "all_reduce",
+             "allreduce",
              "cross_device_reduce", "all_gather", "reduce_scatter")),
     (True, ("wgmma", "hmma", "imma", "tensorop", "s16816", "h16816", "s1688", "h1688",
             "i16832", "16832", "tcgen05", "umma", "xmma", "cutlass", "nvjet", "marlin",
@@ -977,7 +979,9 @@ def launch_findings(kernels: Sequence[Dict[str, Any]], families: Sequence[Dict[s
             by_name = k.get("tensor_core_by_name")
             f = fam.get(family) or {}
             if by_name is False:
-                why = "a GEMV" if "gemv" in str(k.get("name", "")).lower() else "by its name"
+                short = str(k.get("short_name") or k.get("name") or "").lower()
+                why = ("a GEMV" if "gemv" in short else "a SIMT GEMM" if any(
+                    x in short for x in ("gemmsn", "gemmk1", "sgemm", "simt")) else "by its name")
             elif by_name is None and f.get("tensor_cores") is False:
                 why = "by the tensor-pipe counters"
             else:

@@ -9,7 +9,8 @@ state) and ``runner.log`` (its stderr).
 - start: validates the spec, creates the directory, forks the runner into its own session and
   waits for it to hold the host's bench lock; ``campaign_started`` (id, pid) or ``busy``.
 - follow ID --offset N: the journal's lines from byte N as they are written (each line is an
-  event), ``journal_pos`` after each batch (the byte offset the console may store), a
+  event), ``journal_pos`` after each batch of at most ``FOLLOW_CHUNK_EVENTS`` events (the
+  byte offset the console may store), a
   ``journal_torn`` for a line that is not an event, and ``journal_end`` (state: done, failed,
   cancelled, interrupted, or running with ``--no-wait``) at the end.
 - status / list: ``campaign`` events; a runner that is gone without ending is ``interrupted``.
@@ -37,6 +38,10 @@ from dsv4tui.agent.state import cache_dir
 
 _ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 SPEC_VERSION = 1
+# ``follow`` says where it is (``journal_pos``, the offset the console stores with the rows
+# before it, in one transaction) after at most this many events: a console killed mid-ingest
+# attaches again from its last chunk, not from byte 0 of a long journal.
+FOLLOW_CHUNK_EVENTS = 5000
 
 
 def campaigns_dir() -> str:
@@ -264,7 +269,8 @@ def follow(args: Any) -> int:
     while True:
         alive = runner_alive(cdir)
         ended = (read_json(os.path.join(cdir, "runner.json")) or {}).get("state") in ENDED
-        lines, new, torn = read_lines(path, offset, final=not alive)
+        lines, new, torn = read_lines(path, offset, final=not alive,
+                                      max_events=FOLLOW_CHUNK_EVENTS)
         if lines:
             protocol.write_lines(raw.decode("ascii") for raw, _ in lines)
         for t in torn:

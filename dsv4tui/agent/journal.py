@@ -83,7 +83,8 @@ def parse_line(raw: bytes) -> Optional[Dict[str, Any]]:
     return obj if isinstance(obj, dict) and "type" in obj else None
 
 
-def read_lines(path: str, offset: int = 0, limit: int = 8 << 20, final: bool = False
+def read_lines(path: str, offset: int = 0, limit: int = 8 << 20, final: bool = False,
+               max_events: Optional[int] = None
                ) -> Tuple[List[Tuple[bytes, Optional[Dict[str, Any]]]], int,
                           List[Dict[str, Any]]]:
     """Complete lines from byte ``offset``: ``(lines, new_offset, torn)``.
@@ -91,7 +92,9 @@ def read_lines(path: str, offset: int = 0, limit: int = 8 << 20, final: bool = F
     ``lines``: ``(raw line without newline, its event)`` for each line that is an event.
     ``torn``: ``{"offset", "end", "text"}`` for each line that is not (a torn write); with
     ``final`` (the runner is gone) a last line without a newline counts as torn too, otherwise
-    it is left for the next read (it may still be being written).
+    it is left for the next read (it may still be being written). ``max_events``: stop after
+    that many events (``new_offset`` is then just past the last one), so a reader can store
+    its position chunk by chunk.
     """
     out: List[Tuple[bytes, Optional[Dict[str, Any]]]] = []
     torn: List[Dict[str, Any]] = []
@@ -115,6 +118,8 @@ def read_lines(path: str, offset: int = 0, limit: int = 8 << 20, final: bool = F
             else:
                 out.append((raw, ev))
         pos = nl + 1
+        if max_events is not None and len(out) >= max_events:
+            return out, offset + pos, torn
     rest = data[pos:]
     if final and rest and len(data) < limit:
         ev = parse_line(rest)

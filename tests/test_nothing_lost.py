@@ -1,0 +1,145 @@
+"""Nothing lost, and say where it is (issue 23, points 12-14), with real parts: a sweep
+against the simulator run by the host-side runner, the real CLI as a subprocess, real SQLite
+files, and for the host disk a real small filesystem (a tmpfs mounted for the test).
+
+- a console killed in the middle of a long journal's ingest attaches again from its last
+  stored chunk, not from byte 0, and the re-attach adds nothing twice;
+- the run store deleted or replaced under a running sweep is noticed (the file is no longer
+  the one opened), said, the sweep exits non-zero and names ``campaign attach``, which brings
+  every request back into the new store;
+- the host's disk filling up under a sweep: the runner says so where the console reads it,
+  ``campaign status`` says "host disk full", resume refuses until space is free, then runs
+  what did not finish.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plugins.campaigns import campaign_dirs, wait_ended
+from plugins.sim import REPO, SimProcess, start_sim, subprocess_env
+
+from dsv4tui.agent.journal import Journal, events
+from dsv4tui.core import paths
+from dsv4tui.core.store import RunStore
+from dsv4tui.core.store import campaigns as cstore
+from dsv4tui.main import main
+
+
+@pytest.fixture(autouse=True)
+def _agent_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + (os.pathsep + extra if extra else ""))
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[SimProcess]:
+    proc = start_sim(tmp_path / "sim")
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> Any:
+    return json.loads(capsys.readouterr().out)
+
+
+def console(*args: str) -> subprocess.Popen[str]:
+    """The real CLI in its own process (so it can be killed like a user's terminal)."""
+    return subprocess.Popen([sys.executable, "-m", "dsv4tui", *args], cwd=REPO,
+                            env=subprocess_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def stored_requests(db: Path) -> int:
+    """Requests in the store file now, read by another connection (0 while it has none)."""
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db, timeout=10) as probe:
+        try:
+            return int(probe.execute("SELECT count(*) FROM requests").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
+
+
+def wait_for(what: str, cond: Any, proc: subprocess.Popen[str] | None = None,
+             timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the console ended ({proc.returncode}) before {what}:\n"
+                                 f"{out[-2000:]}\n{err[-2000:]}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+# -- 14: the ingest checkpoint moves chunk by chunk -----------------------------------------
+
+BIG = 12_000  # request events: more than two of follow's chunks, less than its 8 MiB read
+
+
+def long_journal(sim: SimProcess, capsys: pytest.CaptureFixture[str]) -> tuple[str, int]:
+    """A finished campaign whose journal holds ``BIG`` requests: a real sweep's journal (one
+    level of 2 requests), its request event repeated with every index up to BIG, written by
+    the runner's own Journal writer into a campaign directory of its own."""
+    assert main(["sweep", "--url", sim.url, "--label", "long", "--levels", "1:2",
+                 "--output-len", "8", "--no-sanity", "--json"]) == 0
+    capsys.readouterr()
+    [cdir] = campaign_dirs(paths.data_dir())
+    wait_ended(cdir)
+    evs = list(events(str(cdir / "journal.jsonl")))
+    first = next(i for i, ev in enumerate(evs) if ev["type"] == "request")
+    template = evs[first]
+    rest = [ev for ev in evs[first:] if ev["type"] != "request"]
+    big = cdir.parent / "20261201-000000-00aa"
+    big.mkdir()
+    for name in ("spec.json", "status.json", "runner.json"):
+        (big / name).write_bytes((cdir / name).read_bytes())
+    journal = Journal(str(big / "journal.jsonl"))
+    for ev in [*evs[:first], *({**template, "index": i} for i in range(BIG)), *rest]:
+        journal.write({k: v for k, v in ev.items() if k != "seq"})
+    journal.close()
+    return big.name, (big / "journal.jsonl").stat().st_size
+
+
+def test_a_console_killed_mid_ingest_resumes_from_its_last_chunk_and_adds_nothing_twice(
+        sim: SimProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    cid, size = long_journal(sim, capsys)
+    assert size < 8 << 20  # one read of follow's: before the fix, one checkpoint at its end
+    db = paths.store_file()
+    attach = console("campaign", "attach", "local", cid, "--json")
+    try:
+        wait_for("half the requests stored", lambda: stored_requests(db) >= BIG // 2, attach)
+    finally:
+        attach.send_signal(signal.SIGKILL)  # the console dies mid-ingest
+        attach.communicate(timeout=30)
+    with RunStore() as store:
+        row = cstore.get(store, cid)
+        assert row is not None and row.state == "running"
+        # the checkpoint is past what was stored in chunks before the kill (before: 0)
+        assert 0 < row.journal_offset < size, row.journal_offset
+        kept = store.query("SELECT count(*) AS n FROM requests")[0]["n"]
+    assert main(["campaign", "attach", "local", cid, "--json"]) == 0
+    out = _json(capsys)
+    assert out["state"] == "done"
+    with RunStore() as store:
+        run_id = out["variants"][0]["run_id"]
+        reqs = store.requests(run_id)
+        assert len(reqs) == BIG and sorted(r["index"] for r in reqs) == list(range(BIG))
+        total = store.query("SELECT count(*) AS n FROM requests")[0]["n"]
+        assert total == BIG + 2 and kept >= BIG // 2  # the first sweep's 2, and nothing twice
+        row = cstore.get(store, cid)
+        assert row is not None and row.journal_offset == size

@@ -143,3 +143,41 @@ def test_a_console_killed_mid_ingest_resumes_from_its_last_chunk_and_adds_nothin
         assert total == BIG + 2 and kept >= BIG // 2  # the first sweep's 2, and nothing twice
         row = cstore.get(store, cid)
         assert row is not None and row.journal_offset == size
+
+
+# -- 13: the store deleted or replaced under a running sweep --------------------------------
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_store_deleted_or_replaced_under_a_sweep_is_said_and_attach_brings_it_all_back(
+        sim: SimProcess, capsys: pytest.CaptureFixture[str], tmp_path: Path, how: str) -> None:
+    db = paths.store_file()
+    if how == "replaced":  # another store (say a backup moved into place), with a run of its own
+        other = tmp_path / "other.sqlite3"
+        with RunStore(other) as store:
+            store.finish_run(store.start_run(label="kept", host="local"), "done")
+    sweep = console("sweep", "--url", sim.url, "--label", "under", "--levels", "4:120",
+                    "--output-len", "8", "--no-sanity")
+    wait_for("the sweep's first requests stored", lambda: stored_requests(db) >= 10, sweep)
+    if how == "deleted":
+        for path in db.parent.glob(db.name + "*"):  # rm runs.sqlite3*
+            path.unlink()
+    else:
+        os.replace(other, db)
+    out, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 1, (out, err)  # before: "120/120 done", exit 0
+    assert "done" not in out  # no run reported as stored
+    [cdir] = campaign_dirs(paths.data_dir())
+    line = err.strip().splitlines()[-1]
+    assert f"the run store {db} was {how}" in line, err
+    assert f"dsv4tui campaign attach local {cdir.name}" in line, err
+    # the sweep went on on the host; attach collects every request into the store now there
+    wait_ended(cdir)
+    assert main(["campaign", "attach", "local", cdir.name, "--json"]) == 0
+    got = _json(capsys)
+    assert got["state"] == "done"
+    with RunStore() as store:
+        runs = {r.label: r for r in store.runs()}
+        assert set(runs) == ({"under", "kept"} if how == "replaced" else {"under"})
+        reqs = store.requests(runs["under"].id)
+        assert sorted(r["index"] for r in reqs) == list(range(120))
+        assert runs["under"].status == "done"

@@ -324,9 +324,9 @@ class RunStore:
         now = _file_id(self.path)
         if now == self._file:
             return
-        what = ("deleted" if now is None else
-                "replaced by another file (device/inode %d/%d, opened as %d/%d)"
-                % (*now, *(self._file or (0, 0))))
+        was = self._file or (0, 0)
+        what = ("deleted" if now is None else "replaced by another file (device/inode "
+                f"{now[0]}/{now[1]}, opened as {was[0]}/{was[1]})")
         if not self.read_only and not self._db.in_transaction:
             # this connection's -wal is still at the path: emptied into the file it belongs
             # to, so SQLite does not replay it into whatever store is at the path now (it would

@@ -181,3 +181,87 @@ def test_a_store_deleted_or_replaced_under_a_sweep_is_said_and_attach_brings_it_
         reqs = store.requests(runs["under"].id)
         assert sorted(r["index"] for r in reqs) == list(range(120))
         assert runs["under"].status == "done"
+
+
+# -- 12: the host's disk fills up under a sweep ---------------------------------------------
+
+@pytest.fixture
+def small_host_disk(tmp_path: Path) -> Iterator[Path]:
+    """The local host's agent home (where campaign journals live) on a real 16 MiB tmpfs, so
+    the runner meets a real ENOSPC from the kernel (no simulated errno). Needs root (CI runs
+    as root); skipped where mounting is not permitted."""
+    from plugins.campaigns import reap
+
+    home = paths.local_agent_state_dir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs",
+                           str(home)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        yield home
+    finally:
+        reap(tmp_path)  # the runners first: their files are on the tmpfs
+        subprocess.run(["umount", "-l", str(home)], check=False)
+
+
+def fill(path: Path) -> None:
+    """Write ``path`` until the file system says it is full."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\xff" * 65536)
+    except OSError as exc:
+        assert exc.errno == 28, exc  # ENOSPC
+    finally:
+        os.close(fd)
+
+
+def test_a_full_host_disk_is_said_where_the_console_reads_and_resume_waits_for_space(
+        sim: SimProcess, small_host_disk: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = console("sweep", "--url", sim.url, "--label", "full", "--levels", "4:160",
+                    "--output-len", "8", "--no-sanity")
+
+    def journal_requests() -> int:
+        found = list(small_host_disk.glob("campaigns/*/journal.jsonl"))
+        return found[0].read_bytes().count(b'"type":"request"') if found else 0
+
+    wait_for("the sweep's first requests in the journal", lambda: journal_requests() >= 20, sweep)
+    filler = small_host_disk / "filler"
+    fill(filler)
+    out, err = sweep.communicate(timeout=120)
+    # before: "interrupted ... (dsv4tui campaign resume HOST ID)", nothing about the disk
+    assert sweep.returncode == 1, (out, err)
+    assert "interrupted: host disk full: No space left on device" in out, out
+    assert "note: host disk full" in err, err  # the runner's last journal event
+    [cdir] = campaign_dirs(paths.data_dir())
+    wait_ended(cdir)
+    runner = json.loads((cdir / "runner.json").read_text())  # before: still "running"
+    assert runner["state"] == "interrupted" and "host disk full" in runner["disk_full"]
+    assert "host disk full" in (cdir / "runner.log").read_text()  # before: empty
+    assert not (cdir / "reserve").exists()  # given back to say all this
+    # every journal line is whole, and every request in it is in the store: nothing lost
+    raw = (cdir / "journal.jsonl").read_bytes()
+    assert raw.endswith(b"\n") and all(json.loads(ln) for ln in raw.splitlines())
+    in_journal = raw.count(b'"type":"request"')
+    with RunStore() as store:
+        [run] = store.runs()
+        assert run.status == "interrupted" and len(store.requests(run.id)) == in_journal
+
+    assert main(["campaign", "status", "local", cdir.name, "--json"]) == 0
+    status = _json(capsys)
+    assert status["state"] == "interrupted" and status["disk_full"] is True
+    assert status["reason"].startswith("host disk full") and \
+        f"dsv4tui campaign resume local {cdir.name}" in status["reason"]
+    # still full: resume refuses, saying why (before: "no output (see runner.log)")
+    assert main(["campaign", "resume", "local", cdir.name]) == 1
+    said = capsys.readouterr().err
+    assert f"campaign {cdir.name} not resumed: host disk full" in said, said
+    assert "runner.log" not in said
+    filler.unlink()  # space again: resume runs what did not finish
+    assert main(["campaign", "resume", "local", cdir.name, "--json"]) == 0
+    done = _json(capsys)
+    assert done["state"] == "done" and not done.get("reason")
+    with RunStore() as store:
+        runs = sorted(store.runs(), key=lambda r: r.id)
+        assert [r.status for r in runs] == ["interrupted", "done"]
+        assert sorted(r["index"] for r in store.requests(runs[1].id)) == list(range(160))

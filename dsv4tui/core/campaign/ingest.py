@@ -149,7 +149,8 @@ class Collector:
         elif kind == "campaign_resume":
             self.detail["attempt"] = ev.get("attempt")
             self._dirty = True
-            cstore.update(store, cid, state="running")
+            # why it stopped (a full disk, a killed runner) is past: its runs keep their reasons
+            cstore.update(store, cid, state="running", clear_error=True)
             self.state = "running"
         elif kind == "variant_start":
             v = self._variant(ev.get("variant"))

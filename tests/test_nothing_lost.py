@@ -257,6 +257,12 @@ def test_a_full_host_disk_is_said_where_the_console_reads_and_resume_waits_for_s
     said = capsys.readouterr().err
     assert f"campaign {cdir.name} not resumed: host disk full" in said, said
     assert "runner.log" not in said
+    # a new sweep is refused the same way, and leaves no campaign behind
+    assert main(["sweep", "--url", sim.url, "--label", "more", "--levels", "1:2",
+                 "--no-sanity"]) == 1
+    said = capsys.readouterr().err
+    assert "host disk full" in said and "nothing was started" in said, said
+    assert campaign_dirs(paths.data_dir()) == [cdir]
     filler.unlink()  # space again: resume runs what did not finish
     assert main(["campaign", "resume", "local", cdir.name, "--json"]) == 0
     done = _json(capsys)

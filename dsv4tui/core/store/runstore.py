@@ -102,10 +102,10 @@ class StoreReplaced(StoreError):
     file moved there): writes would go into a file nobody reads, so none is made."""
 
 
-def _file_id(path: Path) -> tuple[int, int] | None:
+def _file_id(path: str) -> tuple[int, int] | None:
     """``(device, inode)`` of the file at ``path`` (None when there is none)."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
     return st.st_dev, st.st_ino
@@ -189,7 +189,7 @@ class RunStore:
                 self._db.execute("PRAGMA foreign_keys = ON")
                 self._retry(lambda: schema.migrate(self._db, str(self.path)), "open")
             self._cols = schema.tables(self._db)  # an older file, read-only, lacks some
-            self._file = _file_id(self.path)  # the file opened (see check_same_file)
+            self._file = _file_id(str(self.path))  # the file opened (see check_same_file)
             if not self.read_only:
                 # best effort: a store another process keeps locked still opens for reading
                 with contextlib.suppress(StoreBusy):
@@ -321,7 +321,7 @@ class RunStore:
 
     def check_same_file(self) -> None:
         """Raise StoreReplaced when the store's path no longer names the file opened."""
-        now = _file_id(self.path)
+        now = _file_id(str(self.path))
         if now == self._file:
             return
         was = self._file or (0, 0)

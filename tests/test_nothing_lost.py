@@ -147,6 +147,26 @@ def test_a_console_killed_mid_ingest_resumes_from_its_last_chunk_and_adds_nothin
 
 # -- 13: the store deleted or replaced under a running sweep --------------------------------
 
+def test_a_write_to_a_replaced_store_is_refused_and_the_new_file_keeps_its_own_rows(
+        tmp_path: Path) -> None:
+    """Another store moved onto the path (``mv backup.sqlite3 runs.sqlite3``) while one is
+    open: its writes are refused, and its -wal, still at the path, is not replayed into the
+    new file (SQLite would: the new store would show the old one's runs, not its own)."""
+    from dsv4tui.core.store import StoreReplaced
+
+    db, other = tmp_path / "runs.sqlite3", tmp_path / "other.sqlite3"
+    with RunStore(other) as store:
+        store.start_run(label="kept", host="h")
+    opened = RunStore(db)
+    run_id = opened.start_run(label="old", host="h")
+    os.replace(other, db)
+    with pytest.raises(StoreReplaced, match=r"was replaced by another file \(device/inode"):
+        opened.add_request(run_id, {"level": 0, "index": 0, "ok": True})
+    opened.close()
+    with RunStore(db) as store:
+        assert [r.label for r in store.runs()] == ["kept"]
+
+
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
 def test_a_store_deleted_or_replaced_under_a_sweep_is_said_and_attach_brings_it_all_back(
         sim: SimProcess, capsys: pytest.CaptureFixture[str], tmp_path: Path, how: str) -> None:

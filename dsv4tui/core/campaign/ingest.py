@@ -142,7 +142,7 @@ class Collector:
             cstore.update(store, cid, name=str(ev.get("name") or cid), kind=self.kind,
                           state="running")
             cstore.ensure(store, cid, host=self.host, name=str(ev.get("name") or cid),
-                          kind=str(ev.get("kind") or "campaign"), spec={
+                          kind=self.kind, spec={
                               "plan": ev.get("plan"), "variants": ev.get("variants"),
                               "repeats": ev.get("repeats")})  # kept when the console had one
             self.state = "running"
@@ -334,7 +334,7 @@ async def collect(agent: AgentLike, collector: Collector, *, follow: bool = True
     try:  # the last rows went into the file the store's path names, not one deleted since
         await asyncio.to_thread(collector.store.check_same_file)
     except StoreReplaced as exc:
-        raise replaced(collector, exc) from None
+        raise _replaced(collector, exc) from None
     return Collected(collector.cid, str(end.get("state") or collector.state),
                      end.get("reason"), collector.offset, dict(collector.runs),
                      list(collector.detail.get("torn") or []), count, unstored)
@@ -385,7 +385,7 @@ async def _store_batch(collector: Collector, batch: list[dict[str, Any]],
         except StoreReadOnly as exc:
             raise IngestFailed(f"cannot store the campaign's events: {exc.message}") from None
         except StoreReplaced as exc:
-            raise replaced(collector, exc) from None
+            raise _replaced(collector, exc) from None
         except StoreError as exc:
             await asyncio.to_thread(_reload_quietly, collector)
             told = await _one_by_one(collector, batch, exc)
@@ -415,12 +415,13 @@ async def _one_by_one(collector: Collector, batch: list[dict[str, Any]],
     return told
 
 
-def replaced(collector: Collector, exc: StoreReplaced) -> IngestFailed:
+def _replaced(collector: Collector, exc: StoreReplaced) -> IngestFailed:
     """The store's file went from under the attach: say so, and where the events still are."""
+    kind, host = collector.kind, collector.host
     return IngestFailed(
-        f"{exc.message}. The {collector.kind} goes on on {collector.host} and its journal "
-        f"there keeps every event: dsv4tui campaign attach {collector.host} {collector.cid} "
-        f"collects them into the store at {collector.store.path}")
+        f"{exc.message}. Every event is kept in the {kind}'s journal on {host} (the {kind} "
+        f"itself runs on there): dsv4tui campaign attach {host} {collector.cid} collects them "
+        f"into the store at {collector.store.path}")
 
 
 def _reload_quietly(collector: Collector) -> None:

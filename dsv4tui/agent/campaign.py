@@ -9,7 +9,8 @@ state) and ``runner.log`` (its stderr).
 - start: validates the spec, creates the directory, forks the runner into its own session and
   waits for it to hold the host's bench lock; ``campaign_started`` (id, pid) or ``busy``.
 - follow ID --offset N: the journal's lines from byte N as they are written (each line is an
-  event), ``journal_pos`` after each batch (the byte offset the console may store), a
+  event), ``journal_pos`` after each batch of at most ``FOLLOW_CHUNK_EVENTS`` events (the
+  byte offset the console may store), a
   ``journal_torn`` for a line that is not an event, and ``journal_end`` (state: done, failed,
   cancelled, interrupted, or running with ``--no-wait``) at the end.
 - status / list: ``campaign`` events; a runner that is gone without ending is ``interrupted``.
@@ -32,11 +33,15 @@ from typing import Any, Dict
 
 from dsv4tui.agent import bench_lock, detach, procs, protocol, server_state
 from dsv4tui.agent.campaign_runner import ENDED, read_json, write_json
-from dsv4tui.agent.journal import read_lines
+from dsv4tui.agent.journal import disk_full, free_bytes, read_lines, size_text
 from dsv4tui.agent.state import cache_dir
 
 _ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 SPEC_VERSION = 1
+# ``follow`` says where it is (``journal_pos``, the offset the console stores with the rows
+# before it, in one transaction) after at most this many events: a console killed mid-ingest
+# attaches again from its last chunk, not from byte 0 of a long journal.
+FOLLOW_CHUNK_EVENTS = 5000
 
 
 def campaigns_dir() -> str:
@@ -115,14 +120,20 @@ def summary(cdir: str) -> Dict[str, Any]:
                 "runs": [], "reason": None} for v in spec.get("variants") or []],
            "runner": {"pid": runner.get("pid"), "alive": alive},
            "journal_bytes": size}
-    if state == "interrupted":
+    host = out["host"] or "HOST"
+    if state == "interrupted" and runner.get("disk_full"):  # the runner said why it stopped
+        out["disk_full"] = True
+        out["reason"] = "%s; the campaign runner stopped there, everything before is in the " \
+                        "journal (free space on the host, then dsv4tui campaign resume %s %s)" \
+                        % (runner["disk_full"], host, out["id"])
+    elif state == "interrupted":
         cur = status.get("current") or {}
         names = [v.get("name") for v in out["variants"]]
         vi = cur.get("variant")
         where = names[vi] if isinstance(vi, int) and vi < len(names) else None
         out["reason"] = "the campaign runner stopped without finishing%s (dsv4tui campaign " \
-                        "resume HOST %s)" % (" during variant %s" % where if where else "",
-                                             out["id"])
+                        "resume %s %s)" % (" during variant %s" % where if where else "",
+                                           host, out["id"])
     return out
 
 
@@ -158,7 +169,7 @@ def _fork_runner(cdir: str, resume: bool) -> Dict[str, Any]:
     os.close(w)
     os.close(log)
     reply = detach.read_handshake(r, pid)
-    if reply.get("error"):
+    if reply.get("error"):  # busy, disk_full, not_found
         err = reply["error"]
         raise protocol.AgentError(str(err.get("kind") or "runner"), str(err.get("message")),
                                   protocol.EXIT_BUSY if err.get("kind") == "busy"
@@ -208,19 +219,33 @@ def start(args: Any) -> int:
             break
         except FileExistsError:
             time.sleep(0.01)
+        except OSError as exc:
+            if not disk_full(exc):
+                raise
+            raise _full_error(exc, campaigns_dir()) from None
     else:
         raise protocol.AgentError("runner", "could not create a campaign directory")
     spec = dict(spec, id=cid, created_at=time.time())
-    write_json(os.path.join(cdir, "spec.json"), spec)
     try:
+        write_json(os.path.join(cdir, "spec.json"), spec)
         reply = _fork_runner(cdir, resume=False)
+    except OSError as exc:
+        _discard(cdir)
+        if not disk_full(exc):
+            raise
+        raise _full_error(exc, cdir) from None
     except protocol.AgentError as err:
-        if err.kind == "busy":  # it never ran: nothing to keep
+        if err.kind in ("busy", "disk_full"):  # it never ran: nothing to keep
             _discard(cdir)
         raise
     protocol.emit("campaign_started", id=cid, pid=reply.get("pid"), dir=cdir,
                   name=spec.get("name"), kind=spec.get("kind", "campaign"))
     return 0
+
+
+def _full_error(exc: OSError, where: str) -> protocol.AgentError:
+    return protocol.AgentError("disk_full", "host disk full: %s in %s (%s free); nothing was "
+                               "started" % (exc.strerror, where, size_text(free_bytes(where))))
 
 
 def _check_server_lock() -> None:
@@ -264,7 +289,8 @@ def follow(args: Any) -> int:
     while True:
         alive = runner_alive(cdir)
         ended = (read_json(os.path.join(cdir, "runner.json")) or {}).get("state") in ENDED
-        lines, new, torn = read_lines(path, offset, final=not alive)
+        lines, new, torn = read_lines(path, offset, final=not alive,
+                                      max_events=FOLLOW_CHUNK_EVENTS)
         if lines:
             protocol.write_lines(raw.decode("ascii") for raw, _ in lines)
         for t in torn:
@@ -343,7 +369,13 @@ def resume(args: Any) -> int:
     if holder is not None:
         raise bench_lock.busy_error(holder, "resuming another campaign")
     _check_server_lock()
-    reply = _fork_runner(cdir, resume=True)
+    try:
+        reply = _fork_runner(cdir, resume=True)
+    except protocol.AgentError as err:
+        if err.kind != "disk_full":
+            raise
+        raise protocol.AgentError(err.kind, "campaign %s not resumed: %s" % (
+            args.id, err.message)) from None
     protocol.emit("campaign_started", id=args.id, pid=reply.get("pid"), dir=cdir,
                   name=info.get("name"), kind=info.get("kind"), resumed=True)
     return 0

@@ -47,9 +47,20 @@ from dsv4tui.agent import (
 )
 from dsv4tui.agent.commands import build_parser
 from dsv4tui.agent.gpu_window import GpuWindow
-from dsv4tui.agent.journal import Journal, events
+from dsv4tui.agent.journal import (
+    RESERVE_BYTES,
+    Journal,
+    Reserve,
+    disk_full,
+    events,
+    free_bytes,
+    size_text,
+)
 
 ENDED = ("done", "failed", "cancelled")
+# Free space a runner needs to start (besides its reserve): below it, a campaign would stop
+# at its first few events, so start and resume refuse with "host disk full" instead.
+MIN_FREE_BYTES = 8 << 20
 
 
 class Cancelled(Exception):
@@ -60,9 +71,16 @@ class Cancelled(Exception):
 
 def write_json(path: str, data: Dict[str, Any]) -> None:
     tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, default=str)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, default=str)
+        os.replace(tmp, path)
+    except OSError:  # a full disk: no half-written copy left taking room
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def read_json(path: str) -> Optional[Dict[str, Any]]:
@@ -558,8 +576,14 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
         handshake({"error": {"kind": "not_found", "message": "no readable spec.json in %s"
                              % cdir}})
         return 2
+    reserve = Reserve(os.path.join(cdir, "reserve"))
+    short = room_to_run(cdir, reserve)
+    if short is not None:
+        handshake({"error": {"kind": "disk_full", "message": short}})
+        return protocol.EXIT_FAILED
     info = {"id": spec["id"], "name": spec.get("name"), "kind": spec.get("kind", "campaign")}
     if not bench_lock.acquire(info):
+        reserve.free()
         err = bench_lock.busy_error(bench_lock.holder(), "another campaign")
         handshake({"error": {"kind": err.kind, "message": err.message,
                              "holder": bench_lock.holder()}})
@@ -570,8 +594,17 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
     runner_path = os.path.join(cdir, "runner.json")
     record = {"pid": os.getpid(), "proc_start": procs.proc_start(os.getpid()),
               "started_at": time.time(), "state": "running", "resume": resume}
-    write_json(runner_path, record)
-    journal = Journal(os.path.join(cdir, "journal.jsonl"))
+    try:
+        write_json(runner_path, record)
+        journal = Journal(os.path.join(cdir, "journal.jsonl"), reserve)
+    except OSError as exc:
+        bench_lock.release()
+        if not disk_full(exc):
+            raise
+        reserve.free()
+        handshake({"error": {"kind": "disk_full", "message": "host disk full: %s in %s; "
+                             "nothing was started" % (exc.strerror, cdir)}})
+        return protocol.EXIT_FAILED
     protocol.set_writer(journal.write)
     handshake({"ok": True, "pid": os.getpid()})
     sampler = GpuSampler(float(spec.get("telemetry_interval_s") or 1.0))
@@ -582,6 +615,11 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
         camp = Campaign(cdir, spec, sampler, resume)
         state = camp.run()
     except BaseException as exc:  # the journal says how it ended, then the runner is gone
+        if journal.full is not None or disk_full(exc):
+            state = "interrupted"
+            record["disk_full"] = _stopped_by_full_disk(
+                journal, journal.full or journal.note_full(exc, _doing(exc)))
+            return protocol.EXIT_FAILED
         cancelled = isinstance(exc, KeyboardInterrupt)
         state = "cancelled" if cancelled else "failed"
         reason = "cancelled" if cancelled else "the runner failed: %s: %s" % (
@@ -600,6 +638,56 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
         protocol.set_writer(None)
         journal.close()
         record.update(state=state, ended_at=time.time())
-        write_json(runner_path, record)
-        bench_lock.release()
+        try:
+            write_json(runner_path, record)
+        except OSError:
+            if not record.get("disk_full"):
+                raise
+        finally:
+            bench_lock.release()
+            reserve.free()
     return 0
+
+
+def room_to_run(cdir: str, reserve: Reserve) -> Optional[str]:
+    """Why the disk has no room for a runner (None when it has): its reserve, and
+    MIN_FREE_BYTES besides, must fit."""
+    free = free_bytes(cdir)
+    if free is None or free >= MIN_FREE_BYTES + RESERVE_BYTES:
+        try:
+            reserve.make()
+            return None
+        except OSError as exc:
+            if not disk_full(exc):
+                raise
+            free = free_bytes(cdir)
+    return ("host disk full: %s free in %s, a campaign runner needs at least %s; nothing was "
+            "started (free space on the host, then try again)" % (
+                size_text(free), cdir, size_text(MIN_FREE_BYTES + RESERVE_BYTES)))
+
+
+def _doing(exc: BaseException) -> str:
+    name = os.path.basename(str(getattr(exc, "filename", None) or ""))
+    if name.endswith(".tmp"):  # write_json's copy: say the file it was for
+        name = name.rsplit(".", 2)[0]
+    return "writing %s" % name if name else "writing its files"
+
+
+def _stopped_by_full_disk(journal: Journal, reason: str) -> str:
+    """The disk is full: the runner's last words, with the room its reserve gave back: an
+    event the console reads (the journal's last line), a line in runner.log. The campaign
+    stays resumable (no campaign_end): what finished is in the journal."""
+    with detach.signals_deferred():
+        protocol.context = {}
+        try:
+            journal.write(protocol.make_event(
+                "notice", kind="disk_full", message=reason + "; the campaign runner stopped "
+                "here, everything before this line is in the journal"), last=True)
+        except OSError:
+            pass
+        try:
+            print("dsv4tui campaign runner (pid %d): %s; stopped" % (os.getpid(), reason),
+                  file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+    return reason

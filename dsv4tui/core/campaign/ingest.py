@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dsv4tui.core.errors import UserError
-from dsv4tui.core.store import RunStore, StoreBusy, StoreError, StoreReadOnly
+from dsv4tui.core.store import RunStore, StoreBusy, StoreError, StoreReadOnly, StoreReplaced
 from dsv4tui.core.store import campaigns as cstore
 
 EventCallback = Callable[[dict[str, Any]], None]
@@ -69,6 +69,7 @@ class Collector:
         row = cstore.get(self.store, self.cid)
         self.offset = row.journal_offset if row else 0
         self.state = row.state if row else "running"
+        self.kind = row.kind if row else "campaign"  # a sweep is a one-variant campaign
         self.detail: dict[str, Any] = dict(row.detail) if row else {}
         self.detail.setdefault("variants", [])
         self.detail.setdefault("torn", [])
@@ -137,17 +138,19 @@ class Collector:
             self.detail.update(repeats=ev.get("repeats"), plan=ev.get("plan"),
                                on_failure=ev.get("on_failure"))
             self._dirty = True
-            cstore.update(store, cid, name=str(ev.get("name") or cid),
-                          kind=str(ev.get("kind") or "campaign"), state="running")
+            self.kind = str(ev.get("kind") or "campaign")
+            cstore.update(store, cid, name=str(ev.get("name") or cid), kind=self.kind,
+                          state="running")
             cstore.ensure(store, cid, host=self.host, name=str(ev.get("name") or cid),
-                          kind=str(ev.get("kind") or "campaign"), spec={
+                          kind=self.kind, spec={
                               "plan": ev.get("plan"), "variants": ev.get("variants"),
                               "repeats": ev.get("repeats")})  # kept when the console had one
             self.state = "running"
         elif kind == "campaign_resume":
             self.detail["attempt"] = ev.get("attempt")
             self._dirty = True
-            cstore.update(store, cid, state="running")
+            # why it stopped (a full disk, a killed runner) is past: its runs keep their reasons
+            cstore.update(store, cid, state="running", clear_error=True)
             self.state = "running"
         elif kind == "variant_start":
             v = self._variant(ev.get("variant"))
@@ -328,6 +331,10 @@ async def collect(agent: AgentLike, collector: Collector, *, follow: bool = True
     failed = writer.exception() if writer.done() and not writer.cancelled() else None
     if failed is not None and not isinstance(failed, _Stopped):
         raise failed
+    try:  # the last rows went into the file the store's path names, not one deleted since
+        await asyncio.to_thread(collector.store.check_same_file)
+    except StoreReplaced as exc:
+        raise _replaced(collector, exc) from None
     return Collected(collector.cid, str(end.get("state") or collector.state),
                      end.get("reason"), collector.offset, dict(collector.runs),
                      list(collector.detail.get("torn") or []), count, unstored)
@@ -360,7 +367,8 @@ async def _store_batch(collector: Collector, batch: list[dict[str, Any]],
     """One batch into the store: while another process holds the store's lock, wait and try
     again (saying so); a batch SQLite refuses is stored event by event, the events it refuses
     kept out and recorded; when it refuses every one (a full disk, a read-only store) the
-    attach fails, the offset not moved past them (the host's journal keeps them)."""
+    attach fails, the offset not moved past them (the host's journal keeps them). A store
+    file deleted or replaced meanwhile fails the attach at once, naming the recovery."""
     delay, waited_since = 0.2, None
     while True:
         try:
@@ -376,6 +384,8 @@ async def _store_batch(collector: Collector, batch: list[dict[str, Any]],
             delay = min(delay * 2, 5.0)
         except StoreReadOnly as exc:
             raise IngestFailed(f"cannot store the campaign's events: {exc.message}") from None
+        except StoreReplaced as exc:
+            raise _replaced(collector, exc) from None
         except StoreError as exc:
             await asyncio.to_thread(_reload_quietly, collector)
             told = await _one_by_one(collector, batch, exc)
@@ -403,6 +413,15 @@ async def _one_by_one(collector: Collector, batch: list[dict[str, Any]],
     for ev, why in refused:
         collector.bad(ev, why, told)
     return told
+
+
+def _replaced(collector: Collector, exc: StoreReplaced) -> IngestFailed:
+    """The store's file went from under the attach: say so, and where the events still are."""
+    kind, host = collector.kind, collector.host
+    return IngestFailed(
+        f"{exc.message}. Every event is kept in the {kind}'s journal on {host} (the {kind} "
+        f"itself runs on there): dsv4tui campaign attach {host} {collector.cid} collects them "
+        f"into the store at {collector.store.path}")
 
 
 def _reload_quietly(collector: Collector) -> None:

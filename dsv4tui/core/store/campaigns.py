@@ -64,8 +64,11 @@ def ensure(store: RunStore, cid: str, *, host: str, name: str, kind: str,
 def update(store: RunStore, cid: str, *, state: str | None = None, error: str | None = None,
            ended_at: float | None = None, detail: Mapping[str, Any] | None = None,
            offset: int | None = None, name: str | None = None, kind: str | None = None,
-           spec: Mapping[str, Any] | None = None) -> None:
+           spec: Mapping[str, Any] | None = None, clear_error: bool = False) -> None:
+    """Set the columns given (None: left as they are; ``clear_error``: no error any more)."""
     cols: dict[str, Any] = {"updated_at": time.time()}
+    if clear_error:
+        cols["error"] = None
     if name is not None:
         cols["name"] = name
     if kind is not None:

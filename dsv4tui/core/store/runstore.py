@@ -13,6 +13,11 @@ thread lock released, then again) for up to ``patience_s`` in all, and says so m
 :class:`StoreBusy`. A file the process cannot write is opened read-only (``mode=ro``): it
 reads as usual, skips migrations and orphan marking, and every write raises
 :class:`StoreReadOnly`, one line.
+
+A store whose file is deleted or replaced while it is open (another file at its path, or
+none) would take every later write into a file nobody can read again: each write first checks
+that the path still names the file it opened (device and inode) and raises
+:class:`StoreReplaced` when it does not, so nothing more is written there.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from dsv4tui.core.store.models import Launch, Level, Run
 from dsv4tui.core.store.owner import owner_alive, owner_token
 from dsv4tui.core.store.schema import NotInStore, StoreError
 
-__all__ = ["RunStore", "StoreBusy", "StoreReadOnly", "StoreWait", "owner_alive", "owner_token"]
+__all__ = ["RunStore", "StoreBusy", "StoreReadOnly", "StoreReplaced", "StoreWait", "owner_alive",
+           "owner_token"]
 
 T = TypeVar("T")
 
@@ -89,6 +95,20 @@ class StoreBusy(StoreError):
 
 class StoreReadOnly(StoreError):
     """A write to a store that was opened read-only (or whose file refuses writes)."""
+
+
+class StoreReplaced(StoreError):
+    """The store's path no longer names the file this process opened (deleted, or another
+    file moved there): writes would go into a file nobody reads, so none is made."""
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path`` (None when there is none)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 @dataclass(frozen=True)
@@ -169,6 +189,7 @@ class RunStore:
                 self._db.execute("PRAGMA foreign_keys = ON")
                 self._retry(lambda: schema.migrate(self._db, str(self.path)), "open")
             self._cols = schema.tables(self._db)  # an older file, read-only, lacks some
+            self._file = _file_id(str(self.path))  # the file opened (see check_same_file)
             if not self.read_only:
                 # best effort: a store another process keeps locked still opens for reading
                 with contextlib.suppress(StoreBusy):
@@ -298,6 +319,23 @@ class RunStore:
         finally:
             self._lock.acquire()
 
+    def check_same_file(self) -> None:
+        """Raise StoreReplaced when the store's path no longer names the file opened."""
+        now = _file_id(str(self.path))
+        if now == self._file:
+            return
+        was = self._file or (0, 0)
+        what = ("deleted" if now is None else "replaced by another file (device/inode "
+                f"{now[0]}/{now[1]}, opened as {was[0]}/{was[1]})")
+        if not self.read_only and not self._db.in_transaction:
+            # this connection's -wal is still at the path: emptied into the file it belongs
+            # to, so SQLite does not replay it into whatever store is at the path now (it would
+            # hide that store's own rows)
+            with self._lock, contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        raise StoreReplaced(f"the run store {self.path} was {what} while this process had it "
+                            "open; nothing more is written to the file it opened")
+
     def require_writable(self) -> None:
         """Raise StoreReadOnly now (before asking the user anything) when writes will fail."""
         if self.read_only:
@@ -323,6 +361,7 @@ class RunStore:
                 return
             if self.read_only:
                 raise self._read_only_error()
+            self.check_same_file()
             try:
                 self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"), "write", patience_s)
             except sqlite3.Error as exc:

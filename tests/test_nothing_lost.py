@@ -115,6 +115,7 @@ def long_journal(sim: SimProcess, capsys: pytest.CaptureFixture[str]) -> tuple[s
     return big.name, (big / "journal.jsonl").stat().st_size
 
 
+@pytest.mark.e2e
 def test_a_console_killed_mid_ingest_resumes_from_its_last_chunk_and_adds_nothing_twice(
         sim: SimProcess, capsys: pytest.CaptureFixture[str]) -> None:
     cid, size = long_journal(sim, capsys)
@@ -168,6 +169,7 @@ def test_a_write_to_a_replaced_store_is_refused_and_the_new_file_keeps_its_own_r
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
+@pytest.mark.e2e
 def test_a_store_deleted_or_replaced_under_a_sweep_is_said_and_attach_brings_it_all_back(
         sim: SimProcess, capsys: pytest.CaptureFixture[str], tmp_path: Path, how: str) -> None:
     db = paths.store_file()
@@ -236,6 +238,7 @@ def fill(path: Path) -> None:
         os.close(fd)
 
 
+@pytest.mark.e2e
 def test_a_full_host_disk_is_said_where_the_console_reads_and_resume_waits_for_space(
         sim: SimProcess, small_host_disk: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sweep = console("sweep", "--url", sim.url, "--label", "full", "--levels", "4:160",

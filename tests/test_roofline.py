@@ -239,3 +239,28 @@ def test_roofline_on_the_demo_host(capsys: pytest.CaptureFixture[str]) -> None:
     assert res["sources"]["gpus"] == "profile tp_size"
     assert any("no model facts" in n for n in res["notes"])
     assert any("SIMULATED" in n for n in res["notes"])
+
+
+def test_a_sweeps_run_gets_its_roofline_from_its_servers_launch() -> None:
+    """A dashboard or CLI sweep stores no profile with the run, only its launch: the compare
+    view's roofline column read n/a for every row while `dsv4tui roofline HOST --run ID`
+    computed 0.38 % from the launch profile's active_params_b / bytes_per_param."""
+    from dsv4tui.core.campaign.compare import compare_runs
+    from dsv4tui.core.store import RunStore
+
+    gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    with RunStore() as store:
+        launch = store.record_launch("demo", "mxfp4", {"tp_size": 8, "active_params_b": 13.0,
+                                                       "bytes_per_param": 0.5},
+                                     "triton", "MXFP4", {}, 13.0, True, None)
+        ids = []
+        for tok_s in (8.48, 9.1):
+            rid = store.start_run(label="MXFP4_triton", host="demo", launch_id=launch,
+                                  gpu_names=[gpu] * 8)
+            store.add_level(rid, {"level": 0, "concurrency": 1, "requests": 4, "completed": 4,
+                                  "errors": 0, "output_tok_s": tok_s})
+            ids.append(rid)
+        cmp = compare_runs(store, ids)
+    pcts = [p.roofline_pct for r in cmp.runs for p in cmp.points[r.id].values()]
+    assert pcts[0] == pytest.approx(8.48 / 2205.5 * 100, rel=0.01)  # 0.38 %, as the CLI says
+    assert all(p is not None for p in pcts)

@@ -392,6 +392,12 @@ def roofline_pct(store: RunStore, run: Run, levels: list[Level]) -> dict[int, fl
     facts (GPU, active parameters) the roofline needs."""
     from dsv4tui.core import roofline
 
+    if run.profile is None and run.launch_id is not None:
+        # a sweep's run keeps no profile of its own: its server's launch has it (tp_size,
+        # active_params_b, bytes_per_param), as `dsv4tui roofline HOST --run ID` reads them
+        launch = store.launch(run.launch_id)
+        if launch is not None and launch.profile:
+            run = replace(run, profile=launch.profile)
     try:
         return roofline.percent_by_concurrency(roofline.for_run(run, levels))
     except UserError:

@@ -680,6 +680,13 @@ class RunStore:
                  sql.dumps(dict(changes or {})), startup_s, int(bool(ok)), error, time.time()))
             return int(cur.lastrowid or 0)
 
+    def launch(self, launch_id: int) -> Launch | None:
+        """One recorded server launch by id (None: not there, or an older file without them)."""
+        if not self._has("launches"):
+            return None
+        rows = self._query("SELECT * FROM launches WHERE id = ?", (launch_id,))
+        return Launch.from_row(rows[0]) if rows else None
+
     def launches(self, host: str | None = None, limit: int | None = None) -> list[Launch]:
         """Newest first."""
         if not self._has("launches"):  # an older file, read-only

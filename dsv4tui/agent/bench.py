@@ -40,13 +40,12 @@ from dsv4tui.agent.openai_stream import (
     parse_stream,
 )
 from dsv4tui.agent.openai_stream import run as run_loop
+from dsv4tui.agent.sanity_cases import DEFAULT_CASES
 
 __all__ = ["DEFAULT_PLAN", "Sweep", "build_plan", "execute_sweep", "request_event",
            "resolve_target", "run_loop"]
 
-# Mirrors dsv4tui.core.config.DEFAULT_SANITY and SweepPlan (the agent cannot import config).
-DEFAULT_CASES = [{"name": "arith-17x23", "prompt": "What is 17*23? Number only.",
-                  "expect": r"^\s*391\s*$", "max_tokens": 24, "temperature": 0.0}]
+# Mirrors dsv4tui.core.config.SweepPlan (the agent cannot import config).
 DEFAULT_PLAN: Dict[str, Any] = {
     "levels": [[1, 8], [8, 32], [16, 48]], "input_len": 128, "output_len": 256, "warmup": 1,
     "temperature": 0.0, "endpoint": "chat", "request_timeout_s": 600.0, "stall_timeout_s": 60.0,
@@ -54,7 +53,7 @@ DEFAULT_PLAN: Dict[str, Any] = {
     "rates": [], "arrival": "poisson", "max_concurrency": None, "random_range_ratio": 1.0,
     "dataset": None, "dataset_prompts": None, "dataset_info": None, "goodput": None,
     "stop_when_saturated": False, "workers": None}
-GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+GOODPUT_KEYS = level_text.GOODPUT_KEYS
 OPEN_LOOP_EST_S = 10.0  # in flight at a rate r without a cap: about r x this (workers, pool)
 PREP_SLICE = 2000  # requests built between two looks at the clock and the cancel
 PREP_ANNOUNCE = 10000  # a level this big says that it is preparing (a smaller one is quick)
@@ -154,32 +153,18 @@ def parse_levels(text: str) -> List[List[int]]:
 
 
 def parse_rates(text: str) -> List[List[float]]:
-    rates: List[List[Any]] = []
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        try:
-            r, n = part.strip().split(":")
-            rates.append([float(r), int(n)])
-        except ValueError:
-            raise _usage("--rates: %r is not rate:n (e.g. 2:100,4:200)" % part) from None
-    return rates
+    try:
+        return [[rate, n] for rate, n in level_text.parse_rates(text)]
+    except ValueError as exc:
+        raise _usage("--rates: %s" % exc) from None
 
 
 def parse_goodput(text: str) -> Dict[str, float]:
     """``ttft:500,tpot:50,e2el:20000`` -> {ttft_ms: 500, tpot_ms: 50, e2el_ms: 20000}."""
-    out: Dict[str, float] = {}
-    for part in text.replace(" ", ",").split(","):
-        if not part:
-            continue
-        key, sep, value = part.partition(":")
-        if not sep or key not in GOODPUT_KEYS:
-            raise _usage("--goodput: %r is not ttft:MS, tpot:MS or e2el:MS" % part)
-        try:
-            out[GOODPUT_KEYS[key]] = float(value)
-        except ValueError:
-            raise _usage("--goodput: %r: %r is not a number of ms" % (part, value)) from None
-    return out
+    try:
+        return level_text.parse_goodput(text) or {}
+    except ValueError as exc:
+        raise _usage("--goodput: %s" % exc) from None
 
 
 def build_plan(args: Any) -> Dict[str, Any]:

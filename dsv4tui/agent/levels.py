@@ -1,14 +1,15 @@
-"""Sweep levels ``C:n`` (C requests in flight, n requests in all), written as text
-(``1:8,8:32``): one parser and one check of a level for the agent's ``bench sweep --levels``,
-the console's ``sweep --levels``, the Bench plan dialog and the config's ``[sweep] levels``.
-A ValueError says what is wrong and what to write instead, in one line.
+"""The load of a sweep written as text -- levels ``C:n`` (C requests in flight, n requests in
+all: ``1:8,8:32``), open-loop rates ``rate:n`` (``2:100``) and goodput targets
+``ttft:MS,tpot:MS,e2el:MS`` (vLLM's keys) -- one parser of each and one check of a level, for
+the agent's ``bench sweep``, the console's ``sweep`` flags, the Bench plan dialog and the
+config's ``[sweep]``. A ValueError says what is wrong and what to write instead, in one line.
 
 Stdlib only: the agent is deployed on its own (Python 3.9).
 """
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 EXAMPLE = "1:8,8:32"
 
@@ -54,3 +55,46 @@ def parse_levels(text: str, required: bool = True) -> List[Tuple[int, int]]:
         check_level(*level)
         levels.append(level)
     return levels
+
+
+def parse_rates(text: str) -> List[Tuple[float, int]]:
+    """``2:100,4:200`` -> [(2.0, 100), (4.0, 200)] (requests/s : requests)."""
+    rates = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        r, sep, n = part.partition(":")
+        try:
+            rate = float(r)
+        except ValueError:
+            rate = -1.0
+        if not sep or not n.isdigit() or not rate > 0 or int(n) < 1:
+            raise ValueError("%r is not rate:n (req/s : requests, e.g. 2:100)" % part)
+        rates.append((rate, int(n)))
+    return rates
+
+
+GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+
+
+def parse_goodput(text: str) -> Optional[Dict[str, float]]:
+    """``ttft:500,tpot:50`` -> {"ttft_ms": 500.0, "tpot_ms": 50.0}; empty -> None."""
+    out: Dict[str, float] = {}
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        key, sep, value = part.partition(":")
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = -1.0
+        if not sep or key not in GOODPUT_KEYS or not ms > 0:
+            raise ValueError("%r is not ttft:MS, tpot:MS or e2el:MS (MS > 0)" % part)
+        out[GOODPUT_KEYS[key]] = ms
+    return out or None
+
+
+def goodput_text(goodput: Optional[Dict[str, float]]) -> str:
+    """The targets written back as text (``ttft:500,tpot:50``)."""
+    names = {v: k for k, v in GOODPUT_KEYS.items()}
+    return ",".join("%s:%g" % (names.get(k, k), v) for k, v in (goodput or {}).items())

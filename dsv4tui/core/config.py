@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from dsv4tui.agent import datasets
 from dsv4tui.agent.levels import check_level
+from dsv4tui.agent.sanity_cases import DEFAULT_CASES
 from dsv4tui.core import actions, paths, theme_names
 from dsv4tui.core.errors import ConfigError
 from dsv4tui.core.server import sglang_choices
@@ -165,8 +166,7 @@ class SanityCase(_Model):
         return v
 
 
-DEFAULT_SANITY = SanityCase(name="arith-17x23", prompt="What is 17*23? Number only.",
-                            expect=r"^\s*391\s*$", max_tokens=24, temperature=0.0)
+DEFAULT_SANITY = SanityCase(**DEFAULT_CASES[0])  # the agent's: one definition of the gate
 
 Level = Annotated[tuple[int, int], Field(description="(concurrency C, requests n)")]
 Rate = Annotated[tuple[float, int], Field(description="(request rate r req/s, requests n)")]

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.agent import logparse
 from dsv4tui.core.campaign.compare import Comparison, Point
 from dsv4tui.core.campaign.view import CampaignView
 from dsv4tui.core.server.metrics_window import MetricsWindow
 from dsv4tui.core.view.log_lines import LogLines
 
-PHASES = ("load_weights", "kv_cache", "cuda_graph", "http_up", "ready")
+PHASES = logparse.PHASES  # the agent's startup phases, in order: one list for both sides
 PHASE_LABELS = {
     "load_weights": "weights", "kv_cache": "KV cache", "cuda_graph": "CUDA graphs",
     "http_up": "HTTP server", "ready": "ready",

@@ -16,7 +16,7 @@ from dsv4tui.core.server.startup import StartupStep
 from dsv4tui.core.view import model as m
 from dsv4tui.tui.screens.bench import plan_markup, progress_of
 from dsv4tui.tui.widgets.host_bar import HostBar
-from dsv4tui.tui.widgets.startup import StartupView
+from dsv4tui.tui.widgets.startup import StartupPanel
 
 
 async def settle(pilot: Any) -> None:
@@ -47,7 +47,7 @@ async def test_the_launch_screen_adds_up_to_the_startup_and_the_header_says_upti
     app = frozen_app("launch")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        view = app.screen.query_one(StartupView)
+        view = app.screen.query_one(StartupPanel)
         title = str(view.query_one(".su-title", Static).render())
         rows = str(view.query_one(".su-phases", Static).render()).splitlines()
         startup = app.model.startup.startup_s

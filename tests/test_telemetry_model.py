@@ -204,7 +204,7 @@ def test_model_summary_mixed() -> None:
 
 
 def test_formatting_never_turns_null_into_zero() -> None:
-    assert tm.fmt_pct(None) == "n/a" and tm.fmt_num(None) == "n/a"
+    assert tm.fmt_pct(None) == "n/a" and tm.fmt_reading(None) == "n/a"
     assert tm.fmt_pct(0) == "0%" and tm.fmt_pct(0.8) == "0.8%" and tm.fmt_pct(93.2) == "93%"
     assert tm.fmt_mem(None, None) == "n/a" and tm.fmt_mem(None, 1024) == "n/a/1G"
     assert tm.fmt_mem(126400, 143771) == "123.4/140G"

@@ -22,7 +22,7 @@ from dsv4tui.tui.screens.modals import ConfirmScreen
 from dsv4tui.tui.widgets.charts import plot_series
 from dsv4tui.tui.widgets.host_bar import DialogBanner
 from dsv4tui.tui.widgets.server_panel import DECODE_STALE_S, ServerPanel
-from dsv4tui.tui.widgets.startup import StartupView
+from dsv4tui.tui.widgets.startup import StartupPanel
 
 
 async def settle(pilot: Any) -> None:
@@ -83,7 +83,7 @@ async def test_a_failed_restart_stops_every_clock() -> None:
         app.model.frozen = T0 + 25  # 25 s later the screen still says what happened
         app.refresh_all()
         await settle(pilot)
-        view = app.screen.query_one(StartupView)
+        view = app.screen.query_one(StartupPanel)
         view.refresh_model()
         title = str(view.query_one(".su-title", Static).render())
         phases = str(view.query_one(".su-phases", Static).render())

@@ -29,8 +29,8 @@ from dsv4tui.core.telemetry import (
     HostTelemetry,
     fmt_age,
     fmt_mem,
-    fmt_num,
     fmt_pct,
+    fmt_reading,
 )
 from dsv4tui.core.text_table import table
 
@@ -108,8 +108,8 @@ def render_table(telemetry: HostTelemetry, now: float | None = None) -> str:
             str(g.index), fmt_pct(g.util_gpu), fmt_pct(g.tensor_active), fmt_pct(g.sm_active),
             fmt_pct(g.dram_active),
             fmt_mem(g.mem_used_mib, g.mem_total_mib).removesuffix("G"),
-            f"{fmt_num(g.power_w)}/{fmt_num(g.power_limit_w)}",
-            fmt_num(g.temp_c, "°C"), fmt_num(g.sm_clock_mhz), _note(status),
+            f"{fmt_reading(g.power_w)}/{fmt_reading(g.power_limit_w)}",
+            fmt_reading(g.temp_c, "°C"), fmt_reading(g.sm_clock_mhz), _note(status),
         ])
     lines = [head, table(rows, HEADERS)]
     if frame.note:

@@ -502,7 +502,8 @@ def fmt_pct(value: float | None, decimals: int = 0) -> str:
     return f"{value:.{decimals}f}%"
 
 
-def fmt_num(value: float | None, unit: str = "", decimals: int = 0) -> str:
+def fmt_reading(value: float | None, unit: str = "", decimals: int = 0) -> str:
+    """A GPU reading as the gpus table prints it (``2430``, ``61°C``; n/a when missing)."""
     if value is None:
         return "n/a"
     return f"{value:.{decimals}f}{unit}"

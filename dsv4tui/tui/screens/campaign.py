@@ -17,7 +17,7 @@ from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import DsvScreen
 from dsv4tui.tui.screens.messages import CAMPAIGN, SANITY, STARTUP
 from dsv4tui.tui.widgets.charts import Chart, Series
-from dsv4tui.tui.widgets.startup import SanityResult, StartupView
+from dsv4tui.tui.widgets.startup import SanityResult, StartupPanel
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.tui.widgets.text import plain, update_static
 
@@ -205,7 +205,7 @@ class CampaignScreen(DsvScreen):
         with Horizontal(id="camp-main"):
             with Vertical(id="camp-side", classes="panel") as side:
                 side.border_title = "current variant"
-                yield StartupView(m, id="camp-startup")
+                yield StartupPanel(m, id="camp-startup")
                 yield SanityResult(m, detail=False, id="camp-sanity")
             yield Chart(title="output tok/s per C, by variant", id="camp-chart",
                         classes="panel")
@@ -233,7 +233,7 @@ class CampaignScreen(DsvScreen):
             self.one(Chart).show_data(labels, series, ylabel="tok/s",
                                       empty="no variant has finished a level yet")
         if STARTUP in parts:
-            self.one(StartupView).refresh_model()
+            self.one(StartupPanel).refresh_model()
         if SANITY in parts:
             self.one(SanityResult).refresh_model()
 

@@ -12,7 +12,7 @@ from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import LogScreen
 from dsv4tui.tui.screens.messages import PROFILES, SANITY, SERVER, STARTUP
 from dsv4tui.tui.widgets.log_view import LogPanel
-from dsv4tui.tui.widgets.startup import SanityResult, StartupView
+from dsv4tui.tui.widgets.startup import SanityResult, StartupPanel
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.tui.widgets.text import update_static
 
@@ -79,7 +79,7 @@ class LaunchScreen(LogScreen):
         with Vertical(id="launch-right"):
             with Vertical(id="launch-startup", classes="panel") as box:
                 box.border_title = "restart"
-                yield StartupView(m)
+                yield StartupPanel(m)
             with Vertical(id="launch-sanity", classes="panel") as box:
                 box.border_title = "sanity gate"
                 yield SanityResult(m)
@@ -93,6 +93,6 @@ class LaunchScreen(LogScreen):
             nxt = backend_for(prof.name) if prof is not None and backend_for else None
             update_static(self.one(Static, "#profile-fields"), profile_markup(self.model, nxt))
         if STARTUP in parts:
-            self.one(StartupView).refresh_model()
+            self.one(StartupPanel).refresh_model()
         if SANITY in parts:
             self.one(SanityResult).refresh_model()

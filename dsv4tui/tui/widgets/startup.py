@@ -17,20 +17,20 @@ from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.tui.widgets.text import update_static
 
 
-class StartupView(Vertical):
+class StartupPanel(Vertical):
     """Live while a restart runs (ticks at 4 Hz); a summary after it."""
 
     DEFAULT_CSS = """
-    StartupView { height: auto; }
-    StartupView > .su-title { height: 1; text-style: bold; }
-    StartupView > .su-phases { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
-    StartupView > ProgressBar { height: 1; margin: 0 0 0 2; }
-    StartupView > ProgressBar.-hidden { display: none; }
-    StartupView > .su-errors {
+    StartupPanel { height: auto; }
+    StartupPanel > .su-title { height: 1; text-style: bold; }
+    StartupPanel > .su-phases { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    StartupPanel > ProgressBar { height: 1; margin: 0 0 0 2; }
+    StartupPanel > ProgressBar.-hidden { display: none; }
+    StartupPanel > .su-errors {
         height: auto; max-height: 10; display: none; color: $error;
         border: round $error; padding: 0 1;
     }
-    StartupView > .su-errors.-visible { display: block; }
+    StartupPanel > .su-errors.-visible { display: block; }
     """
 
     def __init__(self, model: UiModel, *, id: str | None = None) -> None:

@@ -17,7 +17,7 @@ from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from dsv4tui.core.server import control as server_control
 from dsv4tui.core.server.backends import refuse_backend
-from dsv4tui.core.server.launch import Launch
+from dsv4tui.core.server.launch import LaunchPlan
 from dsv4tui.core.server.startup import OTHER, STARTUP, startup_text
 
 
@@ -81,7 +81,7 @@ def register(sub: Any) -> None:
 
 # -- start / restart -------------------------------------------------------------------------
 
-def _print_plan(host: str, launch: Launch, restart: bool, running: str | None = None) -> None:
+def _print_plan(host: str, launch: LaunchPlan, restart: bool, running: str | None = None) -> None:
     """``running``: the backend of the server this restart replaces (what runs, not what the
     profile says), the "from" of ``backend X -> Y``."""
     change = launch.changes.get("moe_runner_backend")

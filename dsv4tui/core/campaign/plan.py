@@ -26,7 +26,7 @@ from dsv4tui.core.config import (
     SweepPlan,
 )
 from dsv4tui.core.errors import ConfigError, UserError
-from dsv4tui.core.server.launch import Launch, build_launch
+from dsv4tui.core.server.launch import LaunchPlan, build_launch
 
 SPEC_VERSION = 1  # dsv4tui.agent.campaign.SPEC_VERSION
 GRACE_S = 60.0
@@ -40,7 +40,7 @@ class VariantPlan:
     label: str
     profile_name: str
     profile: ServerProfile
-    launch: Launch
+    launch: LaunchPlan
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

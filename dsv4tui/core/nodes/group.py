@@ -1,5 +1,5 @@
 """A host made of several nodes (``[hosts.pair] nodes = ["h200a", "h200b"]``): its nodes, and
-one launch profile planned into one Launch per node.
+one launch profile planned into one LaunchPlan per node.
 
 Every node runs the same ``launch_server`` with ``--nnodes N --node-rank i --dist-init-addr
 NODE0:PORT`` (the rank is the node's position in ``nodes``); the address defaults to node 0's
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsv4tui.core.config import HostConfig, ServerProfile
 from dsv4tui.core.errors import ConfigError
-from dsv4tui.core.server.launch import Launch, build_launch
+from dsv4tui.core.server.launch import LaunchPlan, build_launch
 
 if TYPE_CHECKING:
     from dsv4tui.core.hosts.resolve import HostSpec
@@ -33,7 +33,7 @@ class NodeLaunch:
     node: str  # the node's host name (a config host, an ssh alias or local)
     rank: int
     spec: HostSpec
-    launch: Launch
+    launch: LaunchPlan
 
     def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "rank": self.rank, **self.launch.to_json()}
@@ -60,7 +60,7 @@ def dist_init_addr(profile: ServerProfile, specs: list[HostSpec]) -> str:
 def plan_nodes(config: HostConfig, specs: list[HostSpec], profile_name: str | None = None,
                backend: str | None = None, *, overrides: Mapping[str, Any] | None = None,
                sglang_version: str | None = None) -> list[NodeLaunch]:
-    """The group host's profile as one validated Launch per node (ConfigError: one line)."""
+    """The group host's profile as one validated LaunchPlan per node (ConfigError: one line)."""
     if not config.nodes or len(specs) != len(config.nodes):
         raise ConfigError("the rank list does not match the nodes")
     name, profile = config.profile(profile_name)

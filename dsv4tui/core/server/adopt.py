@@ -34,7 +34,7 @@ from dsv4tui.core import config_edit
 from dsv4tui.core.config import DEMO, HostConfig, ServerProfile, Settings
 from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, AgentFailed, ConfigError, UserError
 from dsv4tui.core.server import backends
-from dsv4tui.core.server.launch import FIELD_FLAGS, Launch, build_launch
+from dsv4tui.core.server.launch import FIELD_FLAGS, LaunchPlan, build_launch
 
 if TYPE_CHECKING:
     from dsv4tui.core.hosts.resolve import Host
@@ -247,7 +247,7 @@ def profile_data(foreign: Foreign, api_key_env: str | None = None
     return ordered, notes
 
 
-def _validated(data: dict[str, Any], name: str) -> tuple[ServerProfile, Launch]:
+def _validated(data: dict[str, Any], name: str) -> tuple[ServerProfile, LaunchPlan]:
     try:
         profile = ServerProfile.model_validate(data)
     except ValidationError as exc:
@@ -270,7 +270,7 @@ class Proposal:
     name: str
     data: dict[str, Any]
     profile: ServerProfile
-    launch: Launch
+    launch: LaunchPlan
     foreign: Foreign
     notes: list[str]
     against: str | None  # the profile compared with: the one replaced, else the default

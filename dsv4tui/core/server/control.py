@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from dsv4tui.core.config import HostConfig
 from dsv4tui.core.errors import AgentFailed
 from dsv4tui.core.nodes import control as group_control
-from dsv4tui.core.server.launch import Launch, build_launch
+from dsv4tui.core.server.launch import LaunchPlan, build_launch
 from dsv4tui.core.server.startup import (
     DEFAULT_GRACE_S,
     DEFAULT_TIMEOUT_S,
@@ -38,9 +38,9 @@ __all__ = ["DEFAULT_GRACE_S", "DEFAULT_TIMEOUT_S", "StartResult", "StartupFailed
 
 def plan(config: HostConfig, profile_name: str | None = None,
          backend: str | None = None, *, overrides: Mapping[str, Any] | None = None,
-         sglang_version: str | None = None) -> tuple[str, Launch]:
+         sglang_version: str | None = None) -> tuple[str, LaunchPlan]:
     """Validate a host's profile (with the backend switched, ``overrides``: other profile
-    fields changed for this launch) into a Launch, against SGLang ``sglang_version``'s choice
+    fields changed for this launch) into a LaunchPlan, against SGLang ``sglang_version``'s choice
     lists (the newest when unknown); no connection."""
     name, profile = config.profile(profile_name)
     return name, build_launch(profile, backend, name, overrides=overrides,

@@ -1,4 +1,4 @@
-"""A validated ServerProfile becomes a Launch: the argv list, env and log file for the agent.
+"""A validated ServerProfile becomes a LaunchPlan: the argv list, env and log file for the agent.
 
 Never a shell string. Choices are checked against SGLang 0.5.2x (sglang_choices); known traps
 are refused with the fix named; flags that belong to a profile field are refused in
@@ -45,7 +45,7 @@ _DSV4_SPEC = ("EAGLE", "NEXTN", "DSPARK")
 
 
 @dataclass(frozen=True)
-class Launch:
+class LaunchPlan:
     """What the agent's ``server start`` gets. Relative paths live in the agent's cache dir."""
 
     argv: list[str]
@@ -164,9 +164,9 @@ def _check_choices(p: ServerProfile, sglang_version: str | None
 def build_launch(profile: ServerProfile, backend_override: str | None = None,
                  profile_name: str | None = None, *,
                  overrides: Mapping[str, Any] | None = None,
-                 sglang_version: str | None = None) -> Launch:
+                 sglang_version: str | None = None) -> LaunchPlan:
     """Validate ``profile`` (with ``--moe-runner-backend`` switched, and any other profile
-    field changed by ``overrides``, e.g. ``{"attention_backend": "triton"}``) into a Launch.
+    field changed by ``overrides``, e.g. ``{"attention_backend": "triton"}``) into a LaunchPlan.
     Choice flags are checked against SGLang ``sglang_version``'s lists (the host's), the newest
     shipped when it is unknown; a version without its own lists adds a warning that says so.
 
@@ -242,7 +242,7 @@ def build_launch(profile: ServerProfile, backend_override: str | None = None,
         if name not in changes and value != before:
             changes[name] = {"from": _shown(name, before), "to": _shown(name, value)}
     log_file = p.log_file or f"sglang-{profile_name or 'server'}.log"
-    return Launch(argv=argv, env=dict(p.env), log_file=log_file, port=p.port, changes=changes,
+    return LaunchPlan(argv=argv, env=dict(p.env), log_file=log_file, port=p.port, changes=changes,
                   host=p.host, workdir=p.workdir, api_key_env=p.api_key_env,
                   profile_name=profile_name, backend=p.backend_label,
                   checkpoint=p.checkpoint_label, warnings=warnings,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dsv4tui.core.errors import EXIT_FAILED, UserError
-from dsv4tui.core.server.launch import Launch
+from dsv4tui.core.server.launch import LaunchPlan
 
 if TYPE_CHECKING:
     from dsv4tui.core.store import RunStore
@@ -49,7 +49,7 @@ class StartupStep:
 class StartResult:
     host: str
     profile: str
-    launch: Launch
+    launch: LaunchPlan
     pid: int | None = None
     ready: bool = False
     startup_s: float | None = None  # launch -> ready, the number compared between backends

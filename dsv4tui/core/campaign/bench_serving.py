@@ -240,14 +240,9 @@ def parse_lines(text: str, name: str) -> list[tuple[int, dict[str, Any], dict[st
     """(line number, object, the tiny negative latencies read as 0: key -> value as written)
     of every result line; UserError (one line) naming the line."""
     out = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise UserError(f"runs import: {name} line {no}: not JSON "
-                            f"({str(exc).split(':')[0]})", EXIT_CONFIG) from None
+    from dsv4tui.core.imports.record import json_lines  # here: core.imports imports this module
+
+    for no, obj in json_lines(text, name):
         if not isinstance(obj, dict):
             raise UserError(f"runs import: {name} line {no}: not a JSON object", EXIT_CONFIG)
         if _count(obj, "completed") is None or _num(obj, "duration") is None:

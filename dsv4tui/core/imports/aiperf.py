@@ -174,13 +174,7 @@ def _records(text: str, path: str) -> list[dict[str, Any]]:
     """The profiling records of a profile_export.jsonl as request rows (level 0)."""
     name = os.path.basename(path)
     rows: list[tuple[int, Mapping[str, Any]]] = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise bad(name, f"line {no}", f"not JSON ({str(exc).split(':')[0]})") from None
+    for no, obj in record.json_lines(text, name):
         if not isinstance(obj, dict) or not is_record(obj):
             raise bad(name, f"line {no}", "not an aiperf record (no metadata.request_start_ns)")
         if obj["metadata"].get("benchmark_phase", "profiling") != "profiling":

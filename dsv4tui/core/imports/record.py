@@ -5,9 +5,10 @@ run in one transaction (a file that fails anywhere leaves nothing behind)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -81,6 +82,18 @@ def bad(name: str, where: str | None, what: str) -> UserError:
     """The one-line error of a file that cannot be read: ``runs import: NAME WHERE: WHAT``
     (``where``: ``line 3`` or ``key benchmarks[0].metrics``)."""
     return UserError(f"runs import: {name}{' ' + where if where else ''}: {what}", EXIT_CONFIG)
+
+
+def json_lines(text: str, name: str) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON-lines file; a line that is not
+    JSON is ``bad`` naming it."""
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield no, json.loads(line)
+        except ValueError as exc:
+            raise bad(name, f"line {no}", f"not JSON ({str(exc).split(':')[0]})") from None
 
 
 def number(v: Any) -> float | None:

@@ -44,13 +44,7 @@ def parse(text: str, path: str) -> ImportedRun:
     if isinstance(whole, dict):
         objs.append(("", whole))
     else:  # --append-result: one object a line
-        for no, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise bad(name, f"line {no}", f"not JSON ({str(exc).split(':')[0]})") from None
+        for no, obj in record.json_lines(text, name):
             if not isinstance(obj, dict) or not is_vllm(obj):
                 raise bad(name, f"line {no}", "not a vllm bench serve result (no completed / "
                           "duration / endpoint_type)")

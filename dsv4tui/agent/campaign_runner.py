@@ -240,6 +240,7 @@ def prior_state(journal_path: str) -> Dict[str, Any]:
     ended_variants: Dict[int, str] = {}
     open_runs: Dict[str, Dict[str, Any]] = {}
     runs: Dict[int, List[str]] = {}
+    finished: List[Tuple[int, int]] = []  # (variant, repeat) whose run ended done / partial
     for ev in events(journal_path):
         kind = ev.get("type")
         if kind in ("campaign_start", "campaign_resume"):
@@ -248,11 +249,15 @@ def prior_state(journal_path: str) -> Dict[str, Any]:
             open_runs[str(ev.get("run"))] = ev
             runs.setdefault(int(ev.get("variant") or 0), []).append(str(ev.get("run")))
         elif kind == "run_end":
-            open_runs.pop(str(ev.get("run")), None)
+            started = open_runs.pop(str(ev.get("run")), None)
+            if started is not None and ev.get("status") in ("done", "partial"):
+                finished.append((int(started.get("variant") or 0),
+                                 int(started.get("repeat") or 0)))
         elif kind == "variant_end" and ev.get("state") in ("done", "partial", "failed",
                                                             "skipped"):
             ended_variants[int(ev.get("variant") or 0)] = str(ev.get("state"))
-    return {"attempt": attempt, "ended": ended_variants, "open_runs": open_runs, "runs": runs}
+    return {"attempt": attempt, "ended": ended_variants, "open_runs": open_runs, "runs": runs,
+            "finished": finished}
 
 
 def _start_waiting_for_the_server_lock(args: argparse.Namespace, wait_s: float = 30.0
@@ -309,7 +314,9 @@ class Campaign:
                           on_failure=spec.get("on_failure", "skip"))
         state, reason = "done", None
         try:
-            for vi, variant in enumerate(spec["variants"]):
+            if spec.get("schedule"):  # repeats with a restart each, in the plan's order
+                state, reason = self._scheduled(spec["schedule"])
+            for vi, variant in enumerate(spec["variants"] if not spec.get("schedule") else []):
                 if vi in self.prior["ended"]:
                     if self.prior["ended"][vi] == "failed" and spec.get("on_failure") == "stop":
                         state, reason = "failed", "variant %s had failed (on_failure = stop)" \
@@ -401,11 +408,80 @@ class Campaign:
         self._variant_end(vi, state, reason, lines)
         return state, reason
 
-    def _launch(self, vi: int, variant: Dict[str, Any]) -> Tuple[Optional[str], List[str],
-                                                                   Optional[str]]:
+    def _scheduled(self, schedule: List[List[int]]) -> Tuple[str, Optional[str]]:
+        """``repeats = k`` in a campaign: every (variant, repeat) of the plan's order
+        (interleaved A1 B1 A2 B2 ..., blocked or randomized blocks) restarts the server, so
+        each repeat is a fresh process (the run-to-run spread a verdict needs). A variant
+        starts at its first repeat and ends after its last, or at the first that fails."""
+        spec, variants = self.spec, self.spec["variants"]
+        last = {vi: r for vi, r in schedule}
+        done = set(self.prior.get("finished") or ())
+        worst: Dict[int, str] = {}
+        try:
+            for vi, r in schedule:
+                variant = variants[vi]
+                if vi in self.prior["ended"] or (vi, r) in done:
+                    continue
+                if self.status.data["variants"][vi].get("state") in ENDED + ("skipped",):
+                    continue
+                if vi not in worst:
+                    self._ctx(variant=vi)
+                    protocol.emit("variant_start", variant=vi, name=variant["name"],
+                                  label=variant.get("label"), attempt=self.attempt,
+                                  restart=bool(variant.get("launch")), repeats=last[vi] + 1)
+                    self.status.variant(vi, started_at=time.time())
+                    worst[vi] = "done"
+                self.status.set(current={"variant": vi, "repeat": r, "phase": "starting"})
+                status, why, lines = self._repeat(vi, variant, r)
+                if status == "cancelled":
+                    raise Cancelled()
+                if status == "failed":
+                    self._variant_end(vi, "failed", why, lines)
+                    if spec.get("on_failure") == "stop":
+                        for later, v in enumerate(self.status.data["variants"]):
+                            if v.get("state") not in ENDED + ("skipped",):
+                                self._variant_end(later, "skipped", "the campaign stopped "
+                                                  "(on_failure = stop)", [])
+                        return "failed", "stopped after variant %s failed: %s" % (
+                            variant["name"], why)
+                    continue
+                if status != "done":
+                    worst[vi] = "partial"
+                if r == last[vi]:
+                    self._variant_end(vi, worst[vi], None if worst[vi] == "done" else
+                                      "a run did not complete every request", [])
+        except (KeyboardInterrupt, Cancelled):
+            self.end_open_run("cancelled", "cancelled")
+            for vi in worst:
+                if self.status.data["variants"][vi].get("state") not in ENDED + ("skipped",):
+                    self._variant_end(vi, "cancelled", "cancelled", [])
+            raise Cancelled() from None
+        return "done", None
+
+    def _repeat(self, vi: int, variant: Dict[str, Any], r: int
+                ) -> Tuple[str, Optional[str], List[str]]:
+        """One repeat of a variant: restart, find the server, sanity, sweep."""
+        launch_key = None
+        if variant.get("launch"):
+            why, lines, launch_key = self._launch(vi, variant, "v%d.r%d.a%d" % (
+                vi, r, self.attempt))
+            if why is not None:
+                return "failed", why, lines
+        self._ctx(variant=vi)
+        try:
+            tgt = target.find(variant.get("target") or {"mode": "ours"})
+        except protocol.AgentError as err:
+            return "failed", err.message, []
+        if tgt.get("notice"):
+            protocol.emit("notice", kind="foreign_server", message=tgt["notice"])
+        return self._run(vi, variant, r, "v%d.r%d.a%d" % (vi, r, self.attempt), tgt,
+                         target.describe(tgt), launch_key)
+
+    def _launch(self, vi: int, variant: Dict[str, Any], key: Optional[str] = None
+                ) -> Tuple[Optional[str], List[str], Optional[str]]:
         """Restart the server for this variant: ``(failure reason, error lines, launch key)``."""
         launch = variant["launch"]
-        key = "v%d.a%d" % (vi, self.attempt)
+        key = key or "v%d.a%d" % (vi, self.attempt)
         self._ctx(variant=vi, launch=key)
         self.status.variant(vi, state="restarting")
         protocol.emit("launch_start", launch=key, variant=vi, profile_name=launch.get(

@@ -373,7 +373,12 @@ class CampaignConfig(_Model):
     host: str = Field(..., min_length=1, description="The host the campaign runs on.")
     profile: str | None = Field(None, description="The base launch profile (default: the "
                                 "host's default profile).")
-    repeats: int = Field(1, ge=1, le=100, description="Each variant's sweep this many times.")
+    repeats: int = Field(1, ge=1, le=100, description="Each variant's sweep this many times, "
+                         "each on a freshly restarted server (verdicts need 2 or more).")
+    order: Literal["interleaved", "blocked", "random"] = Field(
+        "interleaved", description="The order of the repeats: interleaved (A1 B1 A2 B2 ...), "
+        "blocked (A1 A2 B1 B2 ...) or random (each round of variants shuffled, seeded).")
+    seed: int = Field(0, description="The seed of order = \"random\".")
     on_failure: Literal["skip", "stop"] = Field(
         "skip", description="A failed variant: skip to the next, or stop the campaign.")
     sweep: dict[str, object] = Field(

@@ -58,12 +58,15 @@ class CampaignPlan:
     sweep: SweepPlan
     cases: list[SanityCase]
     repeats: int = 1
+    order: str = "interleaved"
+    seed: int = 0
     on_failure: str = "skip"
     stop_server: bool = False
     source: str | None = None  # where it was defined
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "host": self.host, "repeats": self.repeats,
+                "order": self.order, "schedule": [list(x) for x in self.schedule()],
                 "on_failure": self.on_failure, "stop_server": self.stop_server,
                 "sweep": self.sweep.model_dump(mode="json"),
                 "sanity": [c.model_dump() for c in self.cases],
@@ -83,10 +86,37 @@ class CampaignPlan:
                            "checkpoint": la.checkpoint, "changes": la.changes,
                            "argv": la.argv, "profile": {"name": v.profile_name, **la.profile}},
                 "target": {"mode": "ours"}})
-        return {"v": SPEC_VERSION, "name": self.name, "kind": "campaign", "host": self.host,
+        out = {"v": SPEC_VERSION, "name": self.name, "kind": "campaign", "host": self.host,
                 "repeats": self.repeats, "on_failure": self.on_failure,
                 "stop_server": self.stop_server, "plan": self.sweep.model_dump(mode="json"),
                 "cases": [c.model_dump() for c in self.cases] or None, "variants": variants}
+        if self.repeats > 1:  # a restart per repeat, in this order (the runner's _scheduled)
+            out.update(order=self.order, schedule=[list(x) for x in self.schedule()])
+        return out
+
+    def schedule(self) -> list[tuple[int, int]]:
+        """(variant, repeat) in the order they run: :func:`schedule`."""
+        return schedule(len(self.variants), self.repeats, self.order, self.seed)
+
+
+def schedule(variants: int, repeats: int, order: str = "interleaved",
+             seed: int = 0) -> list[tuple[int, int]]:
+    """The order of a campaign's repeats, so that drift (a GPU warming up, another job on the
+    host) falls on every variant alike: ``interleaved`` A1 B1 A2 B2 ...; ``blocked`` A1 A2
+    B1 B2 ...; ``random``: each round of the variants in a shuffled order (randomized blocks,
+    ``seed``)."""
+    import random
+
+    if order == "blocked":
+        return [(v, r) for v in range(variants) for r in range(repeats)]
+    rng = random.Random(seed)
+    out = []
+    for r in range(repeats):
+        round_ = list(range(variants))
+        if order == "random":
+            rng.shuffle(round_)
+        out += [(v, r) for v in round_]
+    return out
 
 
 def available(settings: Settings, host: str | None = None) -> dict[str, CampaignConfig]:
@@ -175,7 +205,8 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
     variants = [_variant(config, camp, i, source, prefix) for i in range(len(camp.variants))]
     cases = list(camp.sanity) if camp.sanity is not None else settings.sanity.suite()
     return CampaignPlan(name=name, host=camp.host, variants=variants, sweep=plan, cases=cases,
-                        repeats=camp.repeats, on_failure=camp.on_failure,
+                        repeats=camp.repeats, order=camp.order, seed=camp.seed,
+                        on_failure=camp.on_failure,
                         stop_server=camp.stop_server, source=source)
 
 

@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from dsv4tui.agent import (
     bench,
     bench_lock,
+    canary,
     detach,
     procs,
     protocol,
@@ -291,6 +292,7 @@ class Campaign:
                              self.prior if resume else None)
         self.started_server: Optional[int] = None
         self.open_run: Optional[str] = None  # the run whose run_end is still to come
+        self.canaries: Dict[int, Dict[str, Any]] = {}  # variant -> its canary summary
 
     # the journal's context: which variant / launch / run the events that follow belong to
     def _ctx(self, **fields: Any) -> None:
@@ -422,7 +424,7 @@ class Campaign:
                 variant = variants[vi]
                 if vi in self.prior["ended"] or (vi, r) in done:
                     continue
-                if self.status.data["variants"][vi].get("state") in ENDED + ("skipped",):
+                if self.status.data["variants"][vi].get("state") in (*ENDED, "skipped"):
                     continue
                 if vi not in worst:
                     self._ctx(variant=vi)
@@ -439,7 +441,7 @@ class Campaign:
                     self._variant_end(vi, "failed", why, lines)
                     if spec.get("on_failure") == "stop":
                         for later, v in enumerate(self.status.data["variants"]):
-                            if v.get("state") not in ENDED + ("skipped",):
+                            if v.get("state") not in (*ENDED, "skipped"):
                                 self._variant_end(later, "skipped", "the campaign stopped "
                                                   "(on_failure = stop)", [])
                         return "failed", "stopped after variant %s failed: %s" % (
@@ -453,7 +455,7 @@ class Campaign:
         except (KeyboardInterrupt, Cancelled):
             self.end_open_run("cancelled", "cancelled")
             for vi in worst:
-                if self.status.data["variants"][vi].get("state") not in ENDED + ("skipped",):
+                if self.status.data["variants"][vi].get("state") not in (*ENDED, "skipped"):
                     self._variant_end(vi, "cancelled", "cancelled", [])
             raise Cancelled() from None
         return "done", None
@@ -572,6 +574,10 @@ class Campaign:
             if failed:
                 return self._end_run(key, "failed", "sanity failed: %d of %d cases" % (
                     failed, len(cases)))
+        if spec.get("canary") and repeat == 0:
+            why = self._canary(vi, key, tgt)
+            if why is not None:
+                return self._end_run(key, "failed", why)
         self.status.variant(vi, state="running")
         self.status.set(current={"variant": vi, "run": key, "phase": "sweep"})
         plan = dict(spec.get("plan") or {})
@@ -605,6 +611,41 @@ class Campaign:
             return self._end_run(key, "cancelled", reason or "cancelled")
         return self._end_run(key, status if status in ("done", "partial", "failed") else
                              "failed", reason, lines)
+
+    def _canary(self, vi: int, key: str, tgt: Dict[str, Any]) -> Optional[str]:
+        """The accuracy canary on this variant's first repeat, through the sanity path; its
+        share against the baseline's (variant 0): ``canary_gate``. Returns why the sweep is
+        skipped (a drop over the margin with ``on_drop = skip``), else None."""
+        conf = dict(self.spec.get("canary") or {})
+        self.status.set(current={"variant": vi, "run": key, "phase": "canary"})
+        try:
+            items = canary.load_items(conf["file"]) if conf.get("file") else \
+                canary.builtin_items()
+        except ValueError as exc:
+            return "canary: %s" % exc
+        args = _agent_args("bench", "sanity", *_target_args(tgt), "--timeout", "%g" % float(
+            self.spec.get("sanity_timeout_s") or 120))
+        try:
+            got = bench.run_loop(bench.canary_items(
+                args, items, int(conf.get("concurrency") or 8), int(conf.get("max_tokens") or 32),
+                conf.get("file") or "built-in"))
+        except protocol.AgentError as err:
+            return "canary could not run: %s" % err.message
+        self.canaries[vi] = got
+        base = self.canaries.get(0)
+        if vi == 0 or base is None or not base.get("total") or not got.get("total"):
+            return None
+        drop = 100.0 * (float(base["share"]) - float(got["share"]))
+        margin = float(conf.get("margin") if conf.get("margin") is not None else 5.0)
+        passed = drop <= margin
+        action = conf.get("on_drop") or "mark"
+        text = "canary %d/%d correct against the baseline's %d/%d: %+.1f points (margin %g)" % (
+            got["correct"], got["total"], base["correct"], base["total"], -drop, margin)
+        protocol.emit("canary_gate", variant=vi, passed=passed, drop_points=round(drop, 2),
+                      margin=margin, action=action, text=text)
+        if not passed and action == "skip":
+            return text + "; the sweep is skipped (on_drop = skip)"
+        return None
 
     def _end_run(self, key: str, status: str, reason: Optional[str],
                  lines: Optional[List[str]] = None) -> Tuple[str, Optional[str], List[str]]:

@@ -13,8 +13,10 @@ An item is correct when the last number in the answer equals ``answer`` (commas 
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
+import statistics
 from typing import Any, Dict, List, Optional
 
 SEED = 20261202
@@ -121,3 +123,15 @@ def correct(item: Dict[str, Any], answer: str) -> bool:
         return re.search(str(item["answer_regex"]), answer) is not None
     numbers = _NUMBER_RE.findall(answer)
     return bool(numbers) and _norm(numbers[-1]) == _norm(str(item.get("answer")))
+
+
+def wilson(correct: int, n: int, level: float = 0.95) -> "tuple[float, float]":
+    """Wilson's interval of a share ``correct / n`` (0..1 each)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    z = statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
+    p = correct / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))

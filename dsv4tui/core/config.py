@@ -367,6 +367,24 @@ class CampaignVariant(BaseModel):
         return dict(self.model_extra or {})
 
 
+class CanaryConfig(_Model):
+    """The accuracy canary (agent/canary.py): ~100 exact-answer items per variant at
+    temperature 0, scored as a share correct against the baseline variant's."""
+
+    enabled: bool = Field(True, description="Run it (``canary = true`` is the same).")
+    file: str | None = Field(None, description="A JSONL on the host (prompt, and answer or "
+                             "answer_regex per line) instead of the built-in set.")
+    concurrency: int = Field(8, ge=1, le=256, description="Requests in flight.")
+    max_tokens: int = Field(32, ge=1, description="Tokens per answer.")
+    margin: float = Field(5.0, ge=0, le=100, description="A drop of more than this many "
+                          "points of share correct against the baseline fails the gate.")
+    on_drop: Literal["skip", "mark"] = Field(
+        "mark", description="A failed gate: skip the variant's sweep, or run it and mark it.")
+
+    def agent_spec(self) -> dict[str, object]:
+        return self.model_dump()
+
+
 class CampaignConfig(_Model):
     """Ordered variants of a launch profile on one host: restart -> sanity -> sweep each."""
 
@@ -386,7 +404,18 @@ class CampaignConfig(_Model):
     sanity: list[SanityCase] | None = Field(
         None, description="The sanity suite (default: the config's [sanity]).")
     stop_server: bool = Field(False, description="Stop the server when the campaign ends.")
+    canary: CanaryConfig | None = Field(
+        None, description="The accuracy canary per variant (true, or a table; default off).")
     variants: list[CampaignVariant] = Field(..., min_length=1)
+
+    @field_validator("canary", mode="before")
+    @classmethod
+    def _canary(cls, v: object) -> object:
+        if v is True:
+            return CanaryConfig()
+        if v is False:
+            return None
+        return v
 
     @field_validator("variants")
     @classmethod

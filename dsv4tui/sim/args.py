@@ -79,6 +79,14 @@ def _nonnegative_float(value: str) -> float:
     return num
 
 
+def _env_noise() -> float:
+    """DSV4TUI_SIM_RUN_NOISE: --sim-run-noise's default (a demo host's servers inherit it)."""
+    try:
+        return max(0.0, float(os.environ.get("DSV4TUI_SIM_RUN_NOISE") or 0.0))
+    except ValueError:
+        return 0.0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dsv4tui.sim.sglang",
                                 description="Simulated SGLang launch_server.")
@@ -149,10 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-gpus", type=int, default=int(os.environ.get("DSV4TUI_SIM_GPUS") or 8),
       help="number of simulated GPUs on the host")
     a("--sim-fault", action="append", type=_fault, default=[], metavar="|".join(FAULTS))
-    a("--sim-run-noise", type=_nonnegative_float, default=0.0, metavar="PCT",
+    a("--sim-run-noise", type=_nonnegative_float, default=_env_noise(), metavar="PCT",
       help="run-to-run noise: this process's speed is multiplied by a log-normal factor "
            "(one sd ~PCT %%) drawn once at start, as a fresh SGLang process is faster or "
-           "slower than the last (sim/speed.run_factor)")
+           "slower than the last (sim/speed.run_factor; default $DSV4TUI_SIM_RUN_NOISE or 0)")
     a("--sim-seed", type=int, help="the seed of this process's draws (--sim-run-noise); "
       "without it, a fresh draw per process")
     a("--sim-wrong-rate", type=_share, default=0.0, metavar="P",

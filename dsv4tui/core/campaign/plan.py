@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from dsv4tui.core.config import (
     CampaignConfig,
+    CanaryConfig,
     HostConfig,
     SanityCase,
     ServerProfile,
@@ -63,6 +64,7 @@ class CampaignPlan:
     on_failure: str = "skip"
     stop_server: bool = False
     source: str | None = None  # where it was defined
+    canary: CanaryConfig | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "host": self.host, "repeats": self.repeats,
@@ -70,7 +72,8 @@ class CampaignPlan:
                 "on_failure": self.on_failure, "stop_server": self.stop_server,
                 "sweep": self.sweep.model_dump(mode="json"),
                 "sanity": [c.model_dump() for c in self.cases],
-                "variants": [v.to_json() for v in self.variants], "source": self.source}
+                "variants": [v.to_json() for v in self.variants], "source": self.source,
+                "canary": self.canary.agent_spec() if self.canary else None}
 
     def agent_spec(self) -> dict[str, Any]:
         """What ``agent campaign start`` gets."""
@@ -90,6 +93,8 @@ class CampaignPlan:
                 "repeats": self.repeats, "on_failure": self.on_failure,
                 "stop_server": self.stop_server, "plan": self.sweep.model_dump(mode="json"),
                 "cases": [c.model_dump() for c in self.cases] or None, "variants": variants}
+        if self.canary is not None:
+            out["canary"] = self.canary.agent_spec()
         if self.repeats > 1:  # a restart per repeat, in this order (the runner's _scheduled)
             out.update(order=self.order, schedule=[list(x) for x in self.schedule()])
         return out
@@ -206,7 +211,7 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
     cases = list(camp.sanity) if camp.sanity is not None else settings.sanity.suite()
     return CampaignPlan(name=name, host=camp.host, variants=variants, sweep=plan, cases=cases,
                         repeats=camp.repeats, order=camp.order, seed=camp.seed,
-                        on_failure=camp.on_failure,
+                        on_failure=camp.on_failure, canary=camp.canary,
                         stop_server=camp.stop_server, source=source)
 
 

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dsv4tui.agent.canary import wilson
+
 LEVEL = 0.95
 FASTER, SLOWER, SAME = "faster", "slower", "no detectable difference"
 BETTER, WORSE = "better", "worse"
@@ -217,18 +219,6 @@ def spread_pct(values: Sequence[float | None]) -> float | None:
 
 # -- shares (the accuracy canary) ---------------------------------------------------------------
 
-def wilson(correct: int, n: int, level: float = LEVEL) -> tuple[float, float]:
-    """Wilson's interval of a share ``correct / n`` (0..1 each)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    z = statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
-    p = correct / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
 def share_effect(correct: int, n: int, base_correct: int, base_n: int,
                  level: float = LEVEL) -> Effect:
     """A canary's share correct against the baseline's, in percentage points: Newcombe's
@@ -245,3 +235,152 @@ def share_effect(correct: int, n: int, base_correct: int, base_n: int,
     verdict = BETTER if low > 0 else WORSE if high < 0 else SAME
     return Effect("canary", n, base_n, 100 * d, 100 * low, 100 * high, verdict,
                   100 * max(d - low, high - d))
+
+
+# -- variants (runs grouped by label) against the baseline ---------------------------------------
+
+Load = tuple[int, "float | None"]
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One variant against the baseline at one load: an :class:`Effect` per number."""
+
+    label: str
+    baseline_label: str
+    load: Load
+    run_ids: tuple[int, ...]
+    baseline_run_ids: tuple[int, ...]
+    effects: dict[str, Effect]
+
+    @property
+    def concurrency(self) -> int:
+        return self.load[0]
+
+    @property
+    def headline(self) -> Effect:
+        """Output tok/s: the number the verdict is given on."""
+        return self.effects["output_tok_s"]
+
+    def to_json(self) -> dict[str, Any]:
+        h = self.headline
+        return {"label": self.label, "baseline_label": self.baseline_label,
+                "concurrency": self.load[0], "rate": self.load[1],
+                "run_ids": list(self.run_ids), "baseline_run_ids": list(self.baseline_run_ids),
+                "n_repeats": h.n_repeats, "change_pct": _round(h.change_pct),
+                "ci_low": _round(h.ci_low), "ci_high": _round(h.ci_high),
+                "verdict": h.verdict, "detectable_pct": _round(h.detectable_pct),
+                "note": h.note, "effects": {k: e.to_json() for k, e in self.effects.items()}}
+
+
+def group_verdicts(groups: Sequence[tuple[str, Sequence[tuple[int, Any]]]], baseline: str,
+                   loads: Sequence[Load]) -> list[VerdictRow]:
+    """``groups``: (label, [(run id, {load: point}) per repeat]) in order; ``point.get(key)``
+    gives a number. Every label but ``baseline`` against it, at each load both measured."""
+    by_label = dict(groups)
+    base = by_label.get(baseline)
+    if base is None:
+        return []
+    out = []
+    for label, runs in groups:
+        if label == baseline:
+            continue
+        for load in loads:
+            mine = [(rid, pts[load]) for rid, pts in runs if load in pts]
+            theirs = [(rid, pts[load]) for rid, pts in base if load in pts]
+            if not mine or not theirs:
+                continue
+            effects = {k: speed_effect(k, [p.get(k) for _, p in mine],
+                                       [p.get(k) for _, p in theirs]) for k in VERDICT_KEYS}
+            out.append(VerdictRow(label, baseline, load, tuple(r for r, _ in mine),
+                                  tuple(r for r, _ in theirs), effects))
+    return out
+
+
+def verdict_lines(rows: Sequence[VerdictRow], load_text: Any = None) -> list[str]:
+    """The verdicts as the CLI prints them (one line per variant and load)."""
+    if not rows:
+        return []
+    lt = load_text or (lambda load: f"C={load[0]}")
+    lines = [f"verdicts against {rows[0].baseline_label} (95 % interval across restarts: "
+             "Welch on log values, docs/metrics.md):"]
+    for row in rows:
+        e = row.effects
+        lines.append(f"  {row.label} {lt(row.load)}: tok/s {e['output_tok_s'].text()}")
+        if e["output_tok_s"].ci_low is not None:
+            lines.append(f"      TTFT p50 {e['ttft_p50_ms'].text()}; "
+                         f"TPOT p50 {e['tpot_p50_ms'].text()}")
+    return lines
+
+
+@dataclass(frozen=True)
+class CanaryRow:
+    """One label's accuracy canary, and against the baseline's (None for the baseline)."""
+
+    label: str
+    run_id: int
+    correct: int
+    total: int
+    low: float  # Wilson, 0..1
+    high: float
+    effect: Effect | None  # in points of share correct
+    gate: dict[str, Any] | None  # the runner's canary_gate (passed, drop_points, margin, action)
+
+    @property
+    def share(self) -> float:
+        return self.correct / self.total if self.total else 0.0
+
+    def text(self) -> str:
+        head = (f"{self.label}: {self.correct}/{self.total} correct ({100 * self.share:.1f} % "
+                f"[{100 * self.low:.1f}, {100 * self.high:.1f}])")
+        if self.effect is None:
+            return head + " <- baseline"
+        e = self.effect
+        out = (f"{head}: {e.change_pct:+.1f} points [{e.ci_low:+.1f}, {e.ci_high:+.1f}] "
+               f"{e.verdict}")
+        if self.gate is not None and self.gate.get("passed") is False:
+            out += (f"; gate FAILED (drop {self.gate.get('drop_points')} > margin "
+                    f"{self.gate.get('margin')} points"
+                    + (", sweep skipped)" if self.gate.get("action") == "skip" else
+                       ", marked)"))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.effect
+        return {"label": self.label, "run_id": self.run_id, "correct": self.correct,
+                "total": self.total, "share": round(self.share, 4),
+                "low": round(self.low, 4), "high": round(self.high, 4),
+                "change_points": _round(e.change_pct) if e else None,
+                "ci_low": _round(e.ci_low) if e else None,
+                "ci_high": _round(e.ci_high) if e else None,
+                "verdict": e.verdict if e else None,
+                "gate_passed": None if self.gate is None else self.gate.get("passed"),
+                "gate": self.gate}
+
+
+def canary_rows(runs: Sequence[tuple[str, tuple[int, Any]]], baseline: str) -> list[CanaryRow]:
+    """(label, (run id, stored canary)) in order: the baseline first, then the others."""
+    by = dict(runs)
+    base = by.get(baseline)
+    out = []
+    order = ([baseline] if base else []) + [label for label, _ in runs if label != baseline]
+    for label in order:
+        rid, c = by[label]
+        correct, total = int(c.get("correct") or 0), int(c.get("total") or 0)
+        low, high = wilson(correct, total)
+        effect = None
+        if label != baseline and base is not None:
+            b = base[1]
+            effect = share_effect(correct, total, int(b.get("correct") or 0),
+                                  int(b.get("total") or 0))
+        gate = c.get("gate")
+        out.append(CanaryRow(label, rid, correct, total, low, high, effect,
+                             dict(gate) if isinstance(gate, dict) else None))
+    return out
+
+
+def canary_lines(rows: Sequence[CanaryRow]) -> list[str]:
+    if not rows:
+        return []
+    return ["accuracy canary (share correct, Wilson 95 %; against the baseline: Newcombe):",
+            *[f"  {r.text()}" for r in rows]]

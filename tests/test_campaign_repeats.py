@@ -64,6 +64,19 @@ def test_repeats_restart_the_server_interleaved_and_compare_with_an_interval(
     assert code == 0, out
     assert [(v["name"], v["state"]) for v in out["variants"]] == [
         ("MXFP4_triton", "done"), ("NVFP4_marlin", "done")]
+    # campaign start/status --json: each variant against the first, per level
+    (c2,) = [v for v in out["verdicts"] if v["concurrency"] == 2]
+    assert c2["label"] == "NVFP4_marlin" and c2["baseline_label"] == "MXFP4_triton"
+    assert c2["n_repeats"] == 2 and c2["ci_low"] < c2["change_pct"] < c2["ci_high"]
+    # marlin's model is ~24 % faster than MXFP4/triton's: at 5 % noise, 2 repeats see it
+    assert c2["verdict"] == "faster", c2
+    # planning: the next dry run knows how long a repeat takes and the spread
+    assert main(["campaign", "start", "story", "--dry-run", "--repeats", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "repeats 3 (interleaved, a restart each)" in text
+    assert "time: 6 restarts + sweeps, ~" in text
+    assert "verdicts: the run-to-run spread of MXFP4_triton's 2 repeats" in text
+    assert "with 3 repeats a side the 95 % interval is about ±" in text
     with RunStore() as store:
         runs = sorted(store.runs(), key=lambda r: r.id)
         rows = store.query("SELECT id, variant, repeat_idx, launch_id, campaign_id FROM runs "
@@ -83,3 +96,21 @@ def test_repeats_restart_the_server_interleaved_and_compare_with_an_interval(
     assert len(v) == 1 and v[0]["label"] == "NVFP4_marlin" and v[0]["n_repeats"] == 2
     assert v[0]["ci_low"] is not None and v[0]["ci_low"] < v[0]["ci_high"]
     assert v[0]["verdict"] in ("faster", "slower", "no detectable difference")
+
+
+def test_one_run_each_says_there_is_no_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    write_noisy_config(port, campaign_table(
+        'name = "MXFP4_triton"', 'name = "NVFP4_marlin"\nprofile = "nvfp4"'))
+    assert main(["campaign", "start", "story", "--json"]) == 0
+    out = _json(capsys)
+    assert all(v["ci_low"] is None and v["verdict"] is None and v["n_repeats"] == 1
+               for v in out["verdicts"]) and out["verdicts"]
+    assert main(["campaign", "start", "story", "--dry-run"]) == 0
+    assert "one run per variant gives no interval" in capsys.readouterr().out
+    with RunStore() as store:
+        ids = [str(r.id) for r in sorted(store.runs(), key=lambda r: r.id)]
+    assert main(["runs", "compare", *ids]) == 0
+    text = capsys.readouterr().out
+    assert "NVFP4_marlin C=2: tok/s +" in text
+    assert "(one run each: no interval (repeats = 2 or more gives one))" in text

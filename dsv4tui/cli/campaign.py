@@ -56,6 +56,8 @@ def register(sub: Any) -> None:
                        help="campaign id (default: the one running, else the newest)")
         c.add_argument("--json", action="store_true")
         c.set_defaults(func=_attach if name == "attach" else _status)
+    c.add_argument("--baseline", metavar="VARIANT",
+                   help="the variant the verdicts are against (default: the first)")
     ls = cmds.add_parser("list", help="the host's campaigns")
     ls.add_argument("host", metavar="HOST")
     ls.add_argument("--json", action="store_true")
@@ -191,7 +193,7 @@ def matrix_rows(info: dict[str, Any], store: RunStore) -> tuple[list[str], list[
     return headers, rows
 
 
-def _print_status(info: dict[str, Any], store: RunStore) -> None:
+def _print_status(info: dict[str, Any], store: RunStore, baseline: int = 0) -> None:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.get("created_at") or 0))
     print(f"campaign {info['id']} ({info.get('name')}) on {info.get('host')}: "
           f"{info['state']}  started {when}")
@@ -208,7 +210,7 @@ def _print_status(info: dict[str, Any], store: RunStore) -> None:
     server = info.get("server") or {}
     if server.get("text") and info["state"] != "running":
         print(f"  server: {server['text']}")
-    cmp = campaign_comparison(store, info)
+    cmp = campaign_comparison(store, info, baseline)
     lines = [] if cmp is None else (verdict_lines(cmp.verdicts(), load_text)
                                     + canary_lines(cmp.canary_verdicts()))
     if lines:
@@ -216,10 +218,10 @@ def _print_status(info: dict[str, Any], store: RunStore) -> None:
         print("\n".join(safe_text(line) for line in lines))
 
 
-def with_verdicts(info: dict[str, Any], store: RunStore) -> dict[str, Any]:
+def with_verdicts(info: dict[str, Any], store: RunStore, baseline: int = 0) -> dict[str, Any]:
     """``campaign status --json``'s ``verdicts``: each variant against the first, per level
     (``ci_low``, ``ci_high``, ``verdict``, ``n_repeats``; docs/metrics.md)."""
-    cmp = campaign_comparison(store, info)
+    cmp = campaign_comparison(store, info, baseline)
     return {**info, "verdicts": [] if cmp is None else [v.to_json() for v in cmp.verdicts()],
             "canary": [] if cmp is None else [c.to_json() for c in cmp.canary_verdicts()]}
 
@@ -458,11 +460,16 @@ def _status(args: Any) -> int:
                 return await session.status(host, store, cid)
 
     info = run_async(go())
+    names = [str(v.get("name")) for v in info.get("variants") or []]
+    if args.baseline is not None and args.baseline not in names:
+        raise UserError(f"campaign status: no variant {args.baseline!r} in campaign "
+                        f"{info.get('id')}; it has: {', '.join(names)}", EXIT_CONFIG)
+    base = names.index(args.baseline) if args.baseline is not None else 0
     with RunStore() as store:
         if args.json:
-            print_json(with_verdicts(info, store))
+            print_json(with_verdicts(info, store, base))
         else:
-            _print_status(info, store)
+            _print_status(info, store, base)
     return 0
 
 

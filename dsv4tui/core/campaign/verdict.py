@@ -384,3 +384,28 @@ def canary_lines(rows: Sequence[CanaryRow]) -> list[str]:
         return []
     return ["accuracy canary (share correct, Wilson 95 %; against the baseline: Newcombe):",
             *[f"  {r.text()}" for r in rows]]
+
+
+def _interval(e: Effect) -> str:
+    if e.change_pct is None:
+        return "-"
+    if e.ci_low is None or e.ci_high is None:
+        return f"{e.change_pct:+.1f} % (no interval)"
+    return f"{e.change_pct:+.1f} % [{e.ci_low:+.1f}, {e.ci_high:+.1f}]"
+
+
+VERDICT_HEAD = ("variant", "load", "repeats", "tok/s change [95 %]", "verdict",
+                "could see", "TTFT p50 [95 %]", "TPOT p50 [95 %]")
+
+
+def verdict_table(rows: Sequence[VerdictRow], load_text: Any = None) -> list[list[str]]:
+    """The verdicts as table rows (reports): :data:`VERDICT_HEAD`'s columns."""
+    lt = load_text or (lambda load: f"C={load[0]}")
+    out = []
+    for r in rows:
+        h = r.headline
+        out.append([r.label, lt(r.load), f"{h.n_variant}/{h.n_baseline}", _interval(h),
+                    h.verdict or (h.note or ONE_RUN),
+                    f"±{h.detectable_pct:.1f} %" if h.detectable_pct is not None else "-",
+                    _interval(r.effects["ttft_p50_ms"]), _interval(r.effects["tpot_p50_ms"])])
+    return out

@@ -114,3 +114,20 @@ def test_one_run_each_says_there_is_no_interval(capsys: pytest.CaptureFixture[st
     text = capsys.readouterr().out
     assert "NVFP4_marlin C=2: tok/s +" in text
     assert "(one run each: no interval (repeats = 2 or more gives one))" in text
+
+
+def test_sweep_repeats_are_runs_of_one_label_with_their_spread(
+        known_server: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    srv = known_server(answer="391")
+    code = main(["sweep", "--url", srv.url, "--label", "again", "--levels", "1:2,2:4",
+                 "--output-len", "6", "--input-len", "8", "--repeats", "3"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    with RunStore() as store:
+        rows = store.query("SELECT id, label, repeat_idx, campaign_id FROM runs ORDER BY id")
+    assert [(r["label"], r["repeat_idx"]) for r in rows] == [
+        ("again", 0), ("again", 1), ("again", 2)]
+    assert len({r["campaign_id"] for r in rows}) == 1
+    assert "repeats: runs " + ", ".join(f"#{r['id']}" for r in rows) in text
+    assert "  C=2: " in text and "spread (sd of log)" in text
+    assert main(["sweep", "--url", srv.url, "--label", "x", "--repeats", "0"]) == 2

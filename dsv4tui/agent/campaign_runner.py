@@ -636,7 +636,7 @@ class Campaign:
         if vi == 0 or base is None or not base.get("total") or not got.get("total"):
             return None
         drop = 100.0 * (float(base["share"]) - float(got["share"]))
-        margin = float(conf.get("margin") if conf.get("margin") is not None else 5.0)
+        margin = float(conf["margin"]) if conf.get("margin") is not None else 5.0
         passed = drop <= margin
         action = conf.get("on_drop") or "mark"
         text = "canary %d/%d correct against the baseline's %d/%d: %+.1f points (margin %g)" % (

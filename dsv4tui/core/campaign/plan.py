@@ -261,9 +261,11 @@ def _misfit(profile: ServerProfile) -> str | None:
 
 
 def sweep_spec(*, label: str, plan: SweepPlan, cases: list[SanityCase] | None,
-               target: dict[str, Any], host: str) -> dict[str, Any]:
-    """A single sweep as a one-variant campaign (no restart) for ``agent campaign start``."""
-    return {"v": SPEC_VERSION, "name": label, "kind": "sweep", "host": host, "repeats": 1,
+               target: dict[str, Any], host: str, repeats: int = 1) -> dict[str, Any]:
+    """A single sweep as a one-variant campaign (no restart) for ``agent campaign start``;
+    ``repeats``: the sweep that many times on the same server, a run each."""
+    return {"v": SPEC_VERSION, "name": label, "kind": "sweep", "host": host,
+            "repeats": repeats,
             "on_failure": "stop", "plan": plan.model_dump(mode="json"),
             "cases": [c.model_dump() for c in cases] if cases else None,
             "variants": [{"name": label, "label": label, "target": target}]}

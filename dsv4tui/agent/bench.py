@@ -492,11 +492,7 @@ async def sanity_cases(args: Any, cases: List[Dict[str, Any]]) -> int:
     failed = 0
     try:
         for i, case in enumerate(cases):
-            body = build_body(endpoint, target.model, case["prompt"], case["max_tokens"],
-                              case["temperature"])
-            raw = await client.request(target.endpoint.path(chat_path(endpoint)), body,
-                                       args.timeout, min(args.timeout, 60.0))
-            res = parse_stream(raw, case["max_tokens"])
+            res = await _ask(client, target, endpoint, case, args.timeout)
             passed = res.ok and re.search(case["expect"], res.answer) is not None
             failed += not passed
             protocol.emit("sanity_case", index=i, name=case["name"], prompt=case["prompt"],
@@ -509,6 +505,64 @@ async def sanity_cases(args: Any, cases: List[Dict[str, Any]]) -> int:
         await client.aclose()
     protocol.emit("sanity", passed=failed == 0, total=len(cases), failed=failed)
     return failed
+
+
+async def _ask(client: Any, target: Any, endpoint: str, case: Dict[str, Any],
+               timeout: float) -> StreamResult:
+    """One prompt of a sanity case or a canary item, streamed; its parsed answer."""
+    body = build_body(endpoint, target.model, case["prompt"], case["max_tokens"],
+                      case["temperature"])
+    raw = await client.request(target.endpoint.path(chat_path(endpoint)), body, timeout,
+                               min(timeout, 60.0))
+    return parse_stream(raw, case["max_tokens"])
+
+
+async def canary_items(args: Any, items: List[Dict[str, Any]], concurrency: int = 8,
+                       max_tokens: int = 32, source: str = "built-in") -> Dict[str, Any]:
+    """The accuracy canary (agent/canary.py) through the sanity path: each item at
+    temperature 0, ``concurrency`` in flight; a ``canary_item`` event per item, then the
+    ``canary`` summary (share correct with its Wilson interval), which it returns."""
+    from dsv4tui.agent import canary
+
+    target = await resolve_target(args)
+    endpoint = args.endpoint or "chat"
+    client = make_client(args.transport, target.endpoint, target.api_key, concurrency,
+                         args.connect_timeout)
+    gate = asyncio.Semaphore(concurrency)
+    results: List[Optional[bool]] = [None] * len(items)
+    wrong: List[Dict[str, Any]] = []
+    errors = 0
+
+    async def one(i: int, item: Dict[str, Any]) -> None:
+        nonlocal errors
+        async with gate:
+            res = await _ask(client, target, endpoint, {"prompt": item["prompt"],
+                             "max_tokens": max_tokens, "temperature": 0.0}, args.timeout)
+        ok = res.ok and canary.correct(item, res.answer)
+        errors += not res.ok
+        results[i] = ok
+        if not ok:
+            wrong.append({"index": i, "name": item.get("name"),
+                          "expected": item.get("answer", item.get("answer_regex")),
+                          "answer": (res.answer or "")[:200], "error": res.error})
+        protocol.emit("canary_item", index=i, name=item.get("name"), prompt=item["prompt"],
+                      expected=item.get("answer", item.get("answer_regex")),
+                      answer=res.answer, correct=ok, error=res.error)
+
+    t0 = time.time()
+    try:
+        await asyncio.gather(*(one(i, x) for i, x in enumerate(items)))
+    finally:
+        await client.aclose()
+    correct = sum(1 for r in results if r)
+    low, high = canary.wilson(correct, len(items))
+    summary = {"correct": correct, "total": len(items), "errors": errors,
+               "share": round(correct / len(items), 4) if items else None,
+               "low": round(low, 4), "high": round(high, 4), "source": source,
+               "concurrency": concurrency, "elapsed_s": round(time.time() - t0, 3),
+               "wrong": sorted(wrong, key=lambda w: int(w["index"]))}
+    protocol.emit("canary", **summary)
+    return summary
 
 
 def _rel(t: Optional[float], res: StreamResult) -> Optional[float]:

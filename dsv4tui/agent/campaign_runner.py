@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from dsv4tui.agent import (
     bench,
     bench_lock,
+    canary,
     detach,
     procs,
     protocol,
@@ -258,6 +259,7 @@ def prior_state(journal_path: str) -> Dict[str, Any]:
     ended_variants: Dict[int, str] = {}
     open_runs: Dict[str, Dict[str, Any]] = {}
     runs: Dict[int, List[str]] = {}
+    finished: List[Tuple[int, int]] = []  # (variant, repeat) whose run ended done / partial
     for ev in events(journal_path):
         kind = ev.get("type")
         if kind in ("campaign_start", "campaign_resume"):
@@ -266,11 +268,15 @@ def prior_state(journal_path: str) -> Dict[str, Any]:
             open_runs[str(ev.get("run"))] = ev
             runs.setdefault(int(ev.get("variant") or 0), []).append(str(ev.get("run")))
         elif kind == "run_end":
-            open_runs.pop(str(ev.get("run")), None)
+            started = open_runs.pop(str(ev.get("run")), None)
+            if started is not None and ev.get("status") in ("done", "partial"):
+                finished.append((int(started.get("variant") or 0),
+                                 int(started.get("repeat") or 0)))
         elif kind == "variant_end" and ev.get("state") in ("done", "partial", "failed",
                                                             "skipped"):
             ended_variants[int(ev.get("variant") or 0)] = str(ev.get("state"))
-    return {"attempt": attempt, "ended": ended_variants, "open_runs": open_runs, "runs": runs}
+    return {"attempt": attempt, "ended": ended_variants, "open_runs": open_runs, "runs": runs,
+            "finished": finished}
 
 
 def _start_waiting_for_the_server_lock(args: argparse.Namespace, wait_s: float = 30.0
@@ -304,6 +310,7 @@ class Campaign:
                              self.prior if resume else None)
         self.started_server: Optional[int] = None
         self.open_run: Optional[str] = None  # the run whose run_end is still to come
+        self.canaries: Dict[int, Dict[str, Any]] = {}  # variant -> its canary summary
 
     # the journal's context: which variant / launch / run the events that follow belong to
     def _ctx(self, **fields: Any) -> None:
@@ -327,7 +334,9 @@ class Campaign:
                           on_failure=spec.get("on_failure", "skip"))
         state, reason = "done", None
         try:
-            for vi, variant in enumerate(spec["variants"]):
+            if spec.get("schedule"):  # repeats with a restart each, in the plan's order
+                state, reason = self._scheduled(spec["schedule"])
+            for vi, variant in enumerate(spec["variants"] if not spec.get("schedule") else []):
                 if vi in self.prior["ended"]:
                     if self.prior["ended"][vi] == "failed" and spec.get("on_failure") == "stop":
                         state, reason = "failed", "variant %s had failed (on_failure = stop)" \
@@ -419,11 +428,80 @@ class Campaign:
         self._variant_end(vi, state, reason, lines)
         return state, reason
 
-    def _launch(self, vi: int, variant: Dict[str, Any]) -> Tuple[Optional[str], List[str],
-                                                                   Optional[str]]:
+    def _scheduled(self, schedule: List[List[int]]) -> Tuple[str, Optional[str]]:
+        """``repeats = k`` in a campaign: every (variant, repeat) of the plan's order
+        (interleaved A1 B1 A2 B2 ..., blocked or randomized blocks) restarts the server, so
+        each repeat is a fresh process (the run-to-run spread a verdict needs). A variant
+        starts at its first repeat and ends after its last, or at the first that fails."""
+        spec, variants = self.spec, self.spec["variants"]
+        last = {vi: r for vi, r in schedule}
+        done = set(self.prior.get("finished") or ())
+        worst: Dict[int, str] = {}
+        try:
+            for vi, r in schedule:
+                variant = variants[vi]
+                if vi in self.prior["ended"] or (vi, r) in done:
+                    continue
+                if self.status.data["variants"][vi].get("state") in (*ENDED, "skipped"):
+                    continue
+                if vi not in worst:
+                    self._ctx(variant=vi)
+                    protocol.emit("variant_start", variant=vi, name=variant["name"],
+                                  label=variant.get("label"), attempt=self.attempt,
+                                  restart=bool(variant.get("launch")), repeats=last[vi] + 1)
+                    self.status.variant(vi, started_at=time.time())
+                    worst[vi] = "done"
+                self.status.set(current={"variant": vi, "repeat": r, "phase": "starting"})
+                status, why, lines = self._repeat(vi, variant, r)
+                if status == "cancelled":
+                    raise Cancelled()
+                if status == "failed":
+                    self._variant_end(vi, "failed", why, lines)
+                    if spec.get("on_failure") == "stop":
+                        for later, v in enumerate(self.status.data["variants"]):
+                            if v.get("state") not in (*ENDED, "skipped"):
+                                self._variant_end(later, "skipped", "the campaign stopped "
+                                                  "(on_failure = stop)", [])
+                        return "failed", "stopped after variant %s failed: %s" % (
+                            variant["name"], why)
+                    continue
+                if status != "done":
+                    worst[vi] = "partial"
+                if r == last[vi]:
+                    self._variant_end(vi, worst[vi], None if worst[vi] == "done" else
+                                      "a run did not complete every request", [])
+        except (KeyboardInterrupt, Cancelled):
+            self.end_open_run("cancelled", "cancelled")
+            for vi in worst:
+                if self.status.data["variants"][vi].get("state") not in (*ENDED, "skipped"):
+                    self._variant_end(vi, "cancelled", "cancelled", [])
+            raise Cancelled() from None
+        return "done", None
+
+    def _repeat(self, vi: int, variant: Dict[str, Any], r: int
+                ) -> Tuple[str, Optional[str], List[str]]:
+        """One repeat of a variant: restart, find the server, sanity, sweep."""
+        launch_key = None
+        if variant.get("launch"):
+            why, lines, launch_key = self._launch(vi, variant, "v%d.r%d.a%d" % (
+                vi, r, self.attempt))
+            if why is not None:
+                return "failed", why, lines
+        self._ctx(variant=vi)
+        try:
+            tgt = target.find(variant.get("target") or {"mode": "ours"})
+        except protocol.AgentError as err:
+            return "failed", err.message, []
+        if tgt.get("notice"):
+            protocol.emit("notice", kind="foreign_server", message=tgt["notice"])
+        return self._run(vi, variant, r, "v%d.r%d.a%d" % (vi, r, self.attempt), tgt,
+                         target.describe(tgt), launch_key)
+
+    def _launch(self, vi: int, variant: Dict[str, Any], key: Optional[str] = None
+                ) -> Tuple[Optional[str], List[str], Optional[str]]:
         """Restart the server for this variant: ``(failure reason, error lines, launch key)``."""
         launch = variant["launch"]
-        key = "v%d.a%d" % (vi, self.attempt)
+        key = key or "v%d.a%d" % (vi, self.attempt)
         self._ctx(variant=vi, launch=key)
         self.status.variant(vi, state="restarting")
         protocol.emit("launch_start", launch=key, variant=vi, profile_name=launch.get(
@@ -515,6 +593,10 @@ class Campaign:
             if failed:
                 return self._end_run(key, "failed", "sanity failed: %d of %d cases" % (
                     failed, len(cases)))
+        if spec.get("canary") and repeat == 0:
+            why = self._canary(vi, key, tgt)
+            if why is not None:
+                return self._end_run(key, "failed", why)
         self.status.variant(vi, state="running")
         self.status.set(current={"variant": vi, "run": key, "phase": "sweep"})
         plan = dict(spec.get("plan") or {})
@@ -548,6 +630,41 @@ class Campaign:
             return self._end_run(key, "cancelled", reason or "cancelled")
         return self._end_run(key, status if status in ("done", "partial", "failed") else
                              "failed", reason, lines)
+
+    def _canary(self, vi: int, key: str, tgt: Dict[str, Any]) -> Optional[str]:
+        """The accuracy canary on this variant's first repeat, through the sanity path; its
+        share against the baseline's (variant 0): ``canary_gate``. Returns why the sweep is
+        skipped (a drop over the margin with ``on_drop = skip``), else None."""
+        conf = dict(self.spec.get("canary") or {})
+        self.status.set(current={"variant": vi, "run": key, "phase": "canary"})
+        try:
+            items = canary.load_items(conf["file"]) if conf.get("file") else \
+                canary.builtin_items()
+        except ValueError as exc:
+            return "canary: %s" % exc
+        args = _agent_args("bench", "sanity", *_target_args(tgt), "--timeout", "%g" % float(
+            self.spec.get("sanity_timeout_s") or 120))
+        try:
+            got = bench.run_loop(bench.canary_items(
+                args, items, int(conf.get("concurrency") or 8), int(conf.get("max_tokens") or 32),
+                conf.get("file") or "built-in"))
+        except protocol.AgentError as err:
+            return "canary could not run: %s" % err.message
+        self.canaries[vi] = got
+        base = self.canaries.get(0)
+        if vi == 0 or base is None or not base.get("total") or not got.get("total"):
+            return None
+        drop = 100.0 * (float(base["share"]) - float(got["share"]))
+        margin = float(conf["margin"]) if conf.get("margin") is not None else 5.0
+        passed = drop <= margin
+        action = conf.get("on_drop") or "mark"
+        text = "canary %d/%d correct against the baseline's %d/%d: %+.1f points (margin %g)" % (
+            got["correct"], got["total"], base["correct"], base["total"], -drop, margin)
+        protocol.emit("canary_gate", variant=vi, passed=passed, drop_points=round(drop, 2),
+                      margin=margin, action=action, text=text)
+        if not passed and action == "skip":
+            return text + "; the sweep is skipped (on_drop = skip)"
+        return None
 
     def _end_run(self, key: str, status: str, reason: Optional[str],
                  lines: Optional[List[str]] = None) -> Tuple[str, Optional[str], List[str]]:

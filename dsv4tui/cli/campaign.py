@@ -18,8 +18,10 @@ from typing import Any
 from dsv4tui.cli.output import print_json
 from dsv4tui.core.campaign import plan as cplan
 from dsv4tui.core.campaign import session
+from dsv4tui.core.campaign.compare import campaign_comparison, load_text
 from dsv4tui.core.campaign.ingest import Collected
 from dsv4tui.core.campaign.labels import safe_text
+from dsv4tui.core.campaign.verdict import canary_lines, verdict_lines
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import (
     EXIT_CONFIG,
@@ -44,6 +46,11 @@ def register(sub: Any) -> None:
     s.add_argument("--file", "-f", help="a campaign TOML file")
     s.add_argument("--dry-run", action="store_true",
                    help="print each variant's argv and the sweep plan; connect to nothing")
+    s.add_argument("--repeats", type=_repeats, metavar="K",
+                   help="run each variant K times, each on a freshly restarted server "
+                        "(overrides the campaign's repeats; 2 or more give verdicts)")
+    s.add_argument("--order", choices=("interleaved", "blocked", "random"),
+                   help="the order of the repeats (overrides the campaign's order)")
     s.add_argument("--detach", action="store_true", help="print the id and return")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_start)
@@ -55,6 +62,8 @@ def register(sub: Any) -> None:
                        help="campaign id (default: the one running, else the newest)")
         c.add_argument("--json", action="store_true")
         c.set_defaults(func=_attach if name == "attach" else _status)
+    c.add_argument("--baseline", metavar="VARIANT",
+                   help="the variant the verdicts are against (default: the first)")
     ls = cmds.add_parser("list", help="the host's campaigns")
     ls.add_argument("host", metavar="HOST")
     ls.add_argument("--json", action="store_true")
@@ -85,6 +94,14 @@ def register(sub: Any) -> None:
 
 # -- printing ---------------------------------------------------------------------------------
 
+def _repeats(value: str) -> int:
+    import argparse
+
+    if not value.isdigit() or not 1 <= int(value) <= 100:
+        raise argparse.ArgumentTypeError(f"--repeats must be a whole number 1..100, not {value!r}")
+    return int(value)
+
+
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -111,6 +128,12 @@ class Printer:
             total = len(self.names) or "?"
             _say(f"[{int(ev.get('variant') or 0) + 1}/{total}] {ev.get('name')}"
                  + (": restarting the server" if ev.get("restart") else ""))
+        elif kind == "launch_start" and ".r" in str(ev.get("launch") or ""):
+            repeat = str(ev.get("launch")).split(".r")[1].split(".")[0]
+            if repeat.isdigit() and int(repeat) > 0:
+                _say(f"[{int(ev.get('variant') or 0) + 1}/{len(self.names) or '?'}] "
+                     f"{self._name(ev.get('variant'))}: repeat {int(repeat) + 1}, restarting "
+                     "the server")
         elif kind == "log_event" and (ev.get("event") or {}).get("kind") == "phase":
             inner = ev["event"]
             dur = inner.get("duration_s")
@@ -127,6 +150,11 @@ class Printer:
         elif kind == "sanity_case":
             mark = "PASS" if ev.get("passed") else "FAIL"
             _say(f"    sanity {mark} {ev.get('name')}: {(ev.get('answer') or '').strip()[:40]!r}")
+        elif kind == "canary":
+            _say(f"    canary {ev.get('correct')}/{ev.get('total')} correct "
+                 f"({100 * float(ev.get('share') or 0):.1f} %, {ev.get('source')})")
+        elif kind == "canary_gate":
+            _say(f"    canary gate {'PASS' if ev.get('passed') else 'FAIL'}: {ev.get('text')}")
         elif kind == "level":
             tok = ev.get("output_tok_s")
             _say(f"    C={ev.get('concurrency'):<4} {ev.get('completed')}/{ev.get('requests')} "
@@ -171,7 +199,7 @@ def matrix_rows(info: dict[str, Any], store: RunStore) -> tuple[list[str], list[
     return headers, rows
 
 
-def _print_status(info: dict[str, Any], store: RunStore) -> None:
+def _print_status(info: dict[str, Any], store: RunStore, baseline: int = 0) -> None:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.get("created_at") or 0))
     print(f"campaign {info['id']} ({info.get('name')}) on {info.get('host')}: "
           f"{info['state']}  started {when}")
@@ -188,6 +216,20 @@ def _print_status(info: dict[str, Any], store: RunStore) -> None:
     server = info.get("server") or {}
     if server.get("text") and info["state"] != "running":
         print(f"  server: {server['text']}")
+    cmp = campaign_comparison(store, info, baseline)
+    lines = [] if cmp is None else (verdict_lines(cmp.verdicts(), load_text)
+                                    + canary_lines(cmp.canary_verdicts()))
+    if lines:
+        print()
+        print("\n".join(safe_text(line) for line in lines))
+
+
+def with_verdicts(info: dict[str, Any], store: RunStore, baseline: int = 0) -> dict[str, Any]:
+    """``campaign status --json``'s ``verdicts``: each variant against the first, per level
+    (``ci_low``, ``ci_high``, ``verdict``, ``n_repeats``; docs/metrics.md)."""
+    cmp = campaign_comparison(store, info, baseline)
+    return {**info, "verdicts": [] if cmp is None else [v.to_json() for v in cmp.verdicts()],
+            "canary": [] if cmp is None else [c.to_json() for c in cmp.canary_verdicts()]}
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -198,11 +240,22 @@ def _start(args: Any) -> int:
         raise UserError("campaign start: name a campaign or give --file", EXIT_CONFIG)
     plan = cplan.resolve(settings, args.name, file=Path(args.file) if args.file else None,
                          config_path=cfg_path)
+    if getattr(args, "repeats", None):
+        plan.repeats = args.repeats
+    if getattr(args, "order", None):
+        plan.order = args.order
     if args.dry_run:
-        if args.json:
-            print_json({"dry_run": True, **plan.to_json()})
-            return 0
-        _print_plan(plan)
+        from dsv4tui.core.campaign import planning
+
+        labels = [v.label for v in plan.variants]
+        with RunStore() as store:
+            if args.json:
+                print_json({"dry_run": True, **plan.to_json(),
+                            "repeats_plan": planning.plan_facts(store, labels, plan.repeats)})
+                return 0
+            _print_plan(plan)
+            for line in planning.plan_lines(store, labels, plan.repeats):
+                print(safe_text(line))
         return 0
     spec = plan.agent_spec()
 
@@ -232,8 +285,8 @@ def _print_plan(plan: cplan.CampaignPlan) -> None:
     s = plan.sweep
     levels = ", ".join(f"C={c} n={n}" for c, n in s.levels)
     print(f"campaign {plan.name} on {plan.host}: {len(plan.variants)} variants, repeats "
-          f"{plan.repeats}, on failure {plan.on_failure}" + (f"  ({plan.source})"
-                                                             if plan.source else ""))
+          f"{plan.repeats}" + (f" ({plan.order}, a restart each)" if plan.repeats > 1 else "")
+          + f", on failure {plan.on_failure}" + (f"  ({plan.source})" if plan.source else ""))
     print(f"  sweep: {levels}; input {s.input_len}, output {s.output_len} tokens"
           f"{' (ignore_eos)' if s.ignore_eos else ''}, warm-up {s.warmup}")
     print(f"  sanity: {', '.join(c.name or c.prompt for c in plan.cases) or 'none'}")
@@ -295,7 +348,7 @@ def _finish(args: Any, settings: Any, host_name: str, cid: str,
             if written is not None:
                 info["report"] = str(written)
         if args.json:
-            print_json(info)
+            print_json(with_verdicts(info, store))
         else:
             _print_status(info, store)
             if collected.unstored:
@@ -413,11 +466,16 @@ def _status(args: Any) -> int:
                 return await session.status(host, store, cid)
 
     info = run_async(go())
-    if args.json:
-        print_json(info)
-    else:
-        with RunStore() as store:
-            _print_status(info, store)
+    names = [str(v.get("name")) for v in info.get("variants") or []]
+    if args.baseline is not None and args.baseline not in names:
+        raise UserError(f"campaign status: no variant {args.baseline!r} in campaign "
+                        f"{info.get('id')}; it has: {', '.join(names)}", EXIT_CONFIG)
+    base = names.index(args.baseline) if args.baseline is not None else 0
+    with RunStore() as store:
+        if args.json:
+            print_json(with_verdicts(info, store, base))
+        else:
+            _print_status(info, store, base)
     return 0
 
 

@@ -13,6 +13,7 @@ from dsv4tui.core.campaign import export
 from dsv4tui.core.campaign.columns import change_title, fmt_change
 from dsv4tui.core.campaign.compare import compare_runs, sim_name
 from dsv4tui.core.campaign.labels import safe_text
+from dsv4tui.core.campaign.verdict import canary_lines, verdict_lines
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
 from dsv4tui.core.store import Level, Run, RunStore
 from dsv4tui.core.text_table import table
@@ -271,6 +272,8 @@ def compare_text(cmp: Any) -> str:
     if server:
         lines.append("the servers differ:")
         lines += [f"  {safe_text(d)}" for d in server]
+    said = verdict_lines(cmp.verdicts(), _load_of) + canary_lines(cmp.canary_verdicts())
+    lines += ([""] if said else []) + [safe_text(line) for line in said]
     return "\n".join(lines)
 
 
@@ -282,6 +285,12 @@ def definition_lines(cmp: Any) -> list[str]:
         return []
     return ["definitions (docs/metrics.md):"] + [
         safe_text(n) if n.startswith("warning:") else f"  {safe_text(n)}" for n in notes]
+
+
+def _load_of(load: Any) -> str:
+    from dsv4tui.core.campaign.compare import load_text
+
+    return load_text(load)
 
 
 def distinct_runs(store: RunStore, refs: list[str], what: str) -> None:

@@ -56,6 +56,9 @@ def register(sub: Any) -> None:
                    "(default: from the level and the host's cores)")
     p.add_argument("--no-ignore-eos", action="store_true",
                    help="do not send ignore_eos (servers that reject it, e.g. transformers serve)")
+    p.add_argument("--repeats", type=int, default=1, metavar="K",
+                   help="the sweep K times, a run each (on the same server: a campaign's "
+                        "repeats restart it); prints the run-to-run spread per C")
     p.add_argument("--no-sanity", action="store_true", help="skip the sanity gate")
     p.add_argument("--yes", "-y", action="store_true", help="run a plan estimated to take "
                    "over an hour or over 2 GB of load-generator memory (else refused)")
@@ -274,7 +277,7 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
                 say(f"note: {notice}")
             names = await gpu_names(host.agent) if args.host else []
             spec = sweep_spec(label=args.label, plan=plan, cases=cases, target=tspec,
-                              host=host.name)
+                              host=host.name, repeats=getattr(args, "repeats", 1) or 1)
             started = await session.start(host, spec, store)
             cid = watch.campaign_id = str(started["id"])
             what = (f"measuring {meta.backend or 'unknown'} / {meta.checkpoint or 'unknown'} "
@@ -335,6 +338,8 @@ def run(args: Any) -> int:
 
     check_target(args)
     args.label = check_label(args.label)
+    if not 1 <= args.repeats <= 100:
+        raise UserError(f"sweep: --repeats must be 1..100, not {args.repeats}", EXIT_CONFIG)
     settings, _ = load_settings(args)
     plan = build_plan(settings.sweep, args)
     check_size(plan, args.yes)
@@ -361,6 +366,9 @@ def run(args: Any) -> int:
         if outcome.levels:
             print(level_table(outcome.levels))
         errors = outcome.errors_by_kind()
+        if len(watch.run_ids) > 1:
+            for line in repeat_spread_lines(watch.run_ids):
+                print(line)
         print(f"run {outcome.run_id} ({outcome.label}): {outcome.status}"
               + (f": {outcome.error}" if outcome.error else "")
               + (f" [errors: {', '.join(f'{k} {n}' for k, n in sorted(errors.items()))}]"
@@ -370,3 +378,23 @@ def run(args: Any) -> int:
             print(f"dsv4tui: sweep {outcome.status}: {outcome.error}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def repeat_spread_lines(run_ids: list[int]) -> list[str]:
+    """``sweep --repeats``: each C's output tok/s over the repeats and their spread."""
+    from dsv4tui.core.campaign.verdict import spread_pct
+
+    by_c: dict[int, list[float]] = {}
+    with RunStore() as store:
+        for rid in run_ids:
+            for lv in store.levels(rid):
+                if not lv.stats.get("rate") and lv.output_tok_s:
+                    by_c.setdefault(lv.concurrency, []).append(lv.output_tok_s)
+    lines = [f"repeats: runs {', '.join(f'#{i}' for i in run_ids)} (the same server process; "
+             "a campaign's repeats restart it, which is where most run-to-run spread comes "
+             "from)"]
+    for c, vals in sorted(by_c.items()):
+        s = spread_pct(vals)
+        lines.append(f"  C={c}: " + ", ".join(f"{v:.1f}" for v in vals) + " tok/s"
+                     + (f"; spread (sd of log) {s:.1f} %" if s is not None else ""))
+    return lines

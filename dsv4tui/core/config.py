@@ -379,13 +379,36 @@ class CampaignVariant(BaseModel):
         return dict(self.model_extra or {})
 
 
+class CanaryConfig(_Model):
+    """The accuracy canary (agent/canary.py): ~100 exact-answer items per variant at
+    temperature 0, scored as a share correct against the baseline variant's."""
+
+    enabled: bool = Field(True, description="Run it (``canary = true`` is the same).")
+    file: str | None = Field(None, description="A JSONL on the host (prompt, and answer or "
+                             "answer_regex per line) instead of the built-in set.")
+    concurrency: int = Field(8, ge=1, le=256, description="Requests in flight.")
+    max_tokens: int = Field(32, ge=1, description="Tokens per answer.")
+    margin: float = Field(5.0, ge=0, le=100, description="A drop of more than this many "
+                          "points of share correct against the baseline fails the gate.")
+    on_drop: Literal["skip", "mark"] = Field(
+        "mark", description="A failed gate: skip the variant's sweep, or run it and mark it.")
+
+    def agent_spec(self) -> dict[str, object]:
+        return self.model_dump()
+
+
 class CampaignConfig(_Model):
     """Ordered variants of a launch profile on one host: restart -> sanity -> sweep each."""
 
     host: str = Field(..., min_length=1, description="The host the campaign runs on.")
     profile: str | None = Field(None, description="The base launch profile (default: the "
                                 "host's default profile).")
-    repeats: int = Field(1, ge=1, le=100, description="Each variant's sweep this many times.")
+    repeats: int = Field(1, ge=1, le=100, description="Each variant's sweep this many times, "
+                         "each on a freshly restarted server (verdicts need 2 or more).")
+    order: Literal["interleaved", "blocked", "random"] = Field(
+        "interleaved", description="The order of the repeats: interleaved (A1 B1 A2 B2 ...), "
+        "blocked (A1 A2 B1 B2 ...) or random (each round of variants shuffled, seeded).")
+    seed: int = Field(0, description="The seed of order = \"random\".")
     on_failure: Literal["skip", "stop"] = Field(
         "skip", description="A failed variant: skip to the next, or stop the campaign.")
     sweep: dict[str, object] = Field(
@@ -393,7 +416,18 @@ class CampaignConfig(_Model):
     sanity: list[SanityCase] | None = Field(
         None, description="The sanity suite (default: the config's [sanity]).")
     stop_server: bool = Field(False, description="Stop the server when the campaign ends.")
+    canary: CanaryConfig | None = Field(
+        None, description="The accuracy canary per variant (true, or a table; default off).")
     variants: list[CampaignVariant] = Field(..., min_length=1)
+
+    @field_validator("canary", mode="before")
+    @classmethod
+    def _canary(cls, v: object) -> object:
+        if v is True:
+            return CanaryConfig()
+        if v is False:
+            return None
+        return v
 
     @field_validator("variants")
     @classmethod

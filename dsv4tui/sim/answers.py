@@ -10,6 +10,8 @@ import random
 import re
 from fractions import Fraction
 
+from dsv4tui.agent import canary
+
 _TIMES = "*x\u00d7\u00b7"  # *, x, multiplication sign, middle dot
 _ARITH_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*([" + _TIMES + r"+\-/\u00f7])\s*(-?\d+(?:\.\d+)?)")
 _WORDS = ["the", "model", "routes", "each", "token", "through", "a", "small", "set", "of", "experts", "and", "the", "attention", "layers", "keep", "a", "sliding", "window", "of", "recent", "context", "while", "the", "full", "layers", "see", "the", "whole", "sequence", "so", "memory", "stays", "bounded", "and", "decode", "speed", "depends", "mostly", "on", "how", "fast", "the", "weights", "stream", "from", "memory", "into", "the", "cores", "which", "is", "why", "four", "bit", "weights", "help", "and", "why", "batching", "many", "requests", "together", "raises", "throughput", "until", "the", "kernels", "become", "compute", "bound"]
@@ -57,10 +59,29 @@ def filler(rng: random.Random, n: int) -> list[str]:
     return [(" " if i else "") + _WORDS[(start + i) % len(_WORDS)] for i in range(n)]
 
 
-def answer_tokens(prompt: str, *, wrong: bool = False) -> list[str]:
-    """The tokens the model would emit before its natural end of sequence."""
+def share_of(prompt: str) -> float:
+    """A number in [0, 1) fixed by the prompt (which prompts --sim-wrong-rate gets wrong)."""
+    digest = hashlib.sha256(("wrong-rate:" + prompt).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64
+
+
+def _off_by_one(result: str) -> str:
+    try:
+        return str(int(result) + 1)
+    except ValueError:
+        return result + "1"
+
+
+def answer_tokens(prompt: str, *, wrong: bool = False, off_by_one: bool = False) -> list[str]:
+    """The tokens the model would emit before its natural end of sequence (``off_by_one``:
+    --sim-wrong-rate's subtly wrong backend, the right answer + 1)."""
     rng = _rng(prompt)
+    known = canary.known_answer(prompt)  # the accuracy canary's items: the model knows them
+    if known is not None:
+        return [_off_by_one(known) if off_by_one else known]
     result = arithmetic(prompt)
+    if result is not None and off_by_one and not wrong:
+        result = _off_by_one(result)
     if result is not None:
         if wrong:
             try:

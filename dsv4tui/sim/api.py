@@ -161,7 +161,9 @@ class Api:
                                  "graph": 0.66, "token_capacity": sim.max_total_tokens},
                 "avg_spec_accept_length": eng.last_spec_accept_length if eng else None}],
             "simulated": {"gpu": sim.gpu.name, "checkpoint": sim.checkpoint,
-                          "backend": sim.backend, "faults": sim.args.sim_fault},
+                          "backend": sim.backend, "faults": sim.args.sim_fault,
+                          "run_factor": round(sim.run_factor, 4),
+                          "wrong_rate": sim.wrong_rate},
         })
 
     async def model_info(self, request: HttpRequest) -> Response:
@@ -295,7 +297,7 @@ class Api:
         return Request(prompt=prompt, prompt_tokens=prompt_tokens,
                        max_tokens=max_tokens or _DEFAULT_MAX_TOKENS,
                        ignore_eos=bool(body.get("ignore_eos")), wrong=self.sim.faults.wrong_answer,
-                       stall=self.sim.faults.stall)
+                       stall=self.sim.faults.stall, off_by_one=self.sim.off_by_one(prompt))
 
     async def chat(self, request: HttpRequest) -> Response:
         return await self._complete(request, chat=True)

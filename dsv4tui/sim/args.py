@@ -59,6 +59,34 @@ def _positive_float(value: str) -> float:
     return num
 
 
+def _share(value: str) -> float:
+    try:
+        num = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 0 <= num <= 1:
+        raise argparse.ArgumentTypeError("must be a share between 0 and 1")
+    return num
+
+
+def _nonnegative_float(value: str) -> float:
+    try:
+        num = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if num < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return num
+
+
+def _env_noise() -> float:
+    """DSV4TUI_SIM_RUN_NOISE: --sim-run-noise's default (a demo host's servers inherit it)."""
+    try:
+        return max(0.0, float(os.environ.get("DSV4TUI_SIM_RUN_NOISE") or 0.0))
+    except ValueError:
+        return 0.0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dsv4tui.sim.sglang",
                                 description="Simulated SGLang launch_server.")
@@ -129,6 +157,15 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-gpus", type=int, default=int(os.environ.get("DSV4TUI_SIM_GPUS") or 8),
       help="number of simulated GPUs on the host")
     a("--sim-fault", action="append", type=_fault, default=[], metavar="|".join(FAULTS))
+    a("--sim-run-noise", type=_nonnegative_float, default=_env_noise(), metavar="PCT",
+      help="run-to-run noise: this process's speed is multiplied by a log-normal factor "
+           "(one sd ~PCT %%) drawn once at start, as a fresh SGLang process is faster or "
+           "slower than the last (sim/speed.run_factor; default $DSV4TUI_SIM_RUN_NOISE or 0)")
+    a("--sim-seed", type=int, help="the seed of this process's draws (--sim-run-noise); "
+      "without it, a fresh draw per process")
+    a("--sim-wrong-rate", type=_share, default=0.0, metavar="P",
+      help="a subtly wrong backend: that share of arithmetic / canary answers is off by one "
+           "(the same prompts every time, as at temperature 0)")
     a("--sim-checkpoint", type=str.upper, choices=("MXFP4", "NVFP4"))
     a("--sim-no-children", action="store_true", help="do not fork scheduler processes")
     a("--sim-nice", type=int, default=0,

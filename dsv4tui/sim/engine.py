@@ -46,6 +46,7 @@ class Request:
     ignore_eos: bool = False
     wrong: bool = False
     stall: bool = False
+    off_by_one: bool = False  # --sim-wrong-rate: the answer + 1
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: float = field(default_factory=time.monotonic)
     out: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
@@ -57,7 +58,8 @@ class Request:
     _natural: int = 0
 
     def __post_init__(self) -> None:
-        self._tokens = answers.answer_tokens(self.prompt, wrong=self.wrong)
+        self._tokens = answers.answer_tokens(self.prompt, wrong=self.wrong,
+                                              off_by_one=self.off_by_one)
         self._natural = len(self._tokens)
 
     @property

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import sys
 import time
 from typing import Any, NoReturn
 
+from dsv4tui.sim import answers
 from dsv4tui.sim.args import Faults, faults_of
 from dsv4tui.sim.engine import Engine
 from dsv4tui.sim.log import SimLog
 from dsv4tui.sim.publish import StatePublisher
-from dsv4tui.sim.speed import GpuSpec, SpeedModel, checkpoint_of, gpu_spec, resolve_backend
+from dsv4tui.sim.speed import (
+    GpuSpec,
+    SpeedModel,
+    checkpoint_of,
+    gpu_spec,
+    resolve_backend,
+    run_factor,
+)
 
 VERSION = "0.5.23"
 _GIB = 1024.0
@@ -39,8 +48,12 @@ class SimServer:
                              "DeepseekV3ForCausalLM" if "deepseek" in model else "LlamaForCausalLM")
         self.context_len: int = args.context_length or (1048576 if self.is_dsv4 else 131072)
         self.max_running: int = args.max_running_requests or 256
+        # --sim-run-noise: this process's speed factor, drawn once (sim/speed.run_factor)
+        self.run_factor = run_factor(getattr(args, "sim_run_noise", 0.0), random.Random(
+            args.sim_seed if getattr(args, "sim_seed", None) is not None else None))
+        self.wrong_rate: float = getattr(args, "sim_wrong_rate", 0.0)
         self.speed = SpeedModel(self.backend, self.checkpoint, self.gpu, args.tp_size,
-                                args.sim_decode_speed)
+                                args.sim_decode_speed * self.run_factor)
         # several nodes: this node runs TP ranks [first_tp_rank, first_tp_rank + local_tp)
         self.nnodes = max(int(args.nnodes or 1), 1)
         self.node_rank = int(args.node_rank or 0)
@@ -76,6 +89,11 @@ class SimServer:
         self.profile: dict[str, Any] | None = None
         self.engine: Engine | None = None
         self.publisher = StatePublisher(os.environ.get("DSV4TUI_SIM_STATE"), self.snapshot)
+
+    def off_by_one(self, prompt: str) -> bool:
+        """--sim-wrong-rate P: is this prompt's answer one of the share P answered off by one
+        (decided by the prompt alone, so the same prompts every time)."""
+        return self.wrong_rate > 0 and answers.share_of(prompt) < self.wrong_rate
 
     # -- time and phases ---------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ each request slows down, as on a real server.
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import dataclass
 
 
@@ -124,3 +126,12 @@ class SpeedModel:
         return {"util_gpu": b["util_gpu"], "tensor_active": round(b["tensor_active"] * fill, 2),
                 "sm_active": round(b["sm_active"] * fill, 1),
                 "dram_active": round(b["dram_active"] * fill, 1)}
+
+
+def run_factor(noise_pct: float, rng: random.Random) -> float:
+    """The run-to-run noise model (``--sim-run-noise PCT``): one server process's speed factor,
+    log-normal with a log-sd of ``log(1 + PCT/100)`` (a process ~PCT % faster or slower than
+    the backend's speed, one sd), drawn once when the process starts."""
+    if noise_pct <= 0:
+        return 1.0
+    return math.exp(rng.gauss(0.0, math.log1p(noise_pct / 100.0)))

@@ -59,6 +59,7 @@ class RunInfo:
     sanity_passed: bool | None = None
     plan: Mapping[str, Any] | None = None  # the sweep plan it ran (the workload)
     server: Mapping[str, Any] | None = None  # what the server said it ran (run_server_facts)
+    canary: Mapping[str, Any] | None = None  # its accuracy canary (store.campaigns.canaries)
 
     @classmethod
     def of(cls, run: Run) -> RunInfo:
@@ -352,6 +353,35 @@ class Comparison:
                                       values, changes, rate))
         return out
 
+    def verdicts(self) -> list[Any]:
+        """Each label (a variant; runs sharing a label are its repeats) against the baseline
+        run's label at each load: :class:`dsv4tui.core.campaign.verdict.VerdictRow`."""
+        from dsv4tui.core.campaign.verdict import group_verdicts
+
+        base = self.baseline_run
+        if base is None:
+            return []
+        groups: dict[str, list[tuple[int, Any]]] = {}
+        for run in self.runs:
+            groups.setdefault(run.label, []).append((run.id, self.points.get(run.id, {})))
+        if len(groups) < 2:
+            return []
+        return group_verdicts(list(groups.items()), base.label, self.loads())
+
+    def canary_verdicts(self) -> list[Any]:
+        """Each label's accuracy canary against the baseline label's:
+        :class:`dsv4tui.core.campaign.verdict.CanaryRow`."""
+        from dsv4tui.core.campaign.verdict import canary_rows
+
+        base = self.baseline_run
+        if base is None:
+            return []
+        by_label: dict[str, tuple[int, Mapping[str, Any]]] = {}
+        for run in self.runs:
+            if run.canary and run.canary.get("total") and run.label not in by_label:
+                by_label[run.label] = (run.id, run.canary)
+        return canary_rows(list(by_label.items()), base.label)
+
     def to_json(self) -> dict[str, Any]:
         """``{"baseline": id, "simulated": any run simulated, "runs": [...], "rows":
         [{"concurrency", "run_id", "simulated", "is_baseline", <numbers>, "<key>_change_pct"
@@ -374,7 +404,8 @@ class Comparison:
                 "server_args_differences": self.server_args_differences(limit=200),
                 "definitions": {str(i): d for i, d in self.definitions().items()},
                 "definition_differences": self.definition_differences(),
-                "rows": rows}
+                "rows": rows, "verdicts": [v.to_json() for v in self.verdicts()],
+                "canary": [c.to_json() for c in self.canary_verdicts()]}
 
 
 def _targets(v: Any) -> str:
@@ -420,8 +451,11 @@ def compare_runs(store: RunStore, refs: Sequence[str | int],
         points[run.id] = [Point.of(lv, ceiling.get(lv.concurrency)) for lv in levels]
     base_id = None if baseline is None else store.find_run(baseline).id
     facts = run_server_facts(store, [r.id for r in runs])
-    return Comparison.build([replace(RunInfo.of(r), server=facts.get(r.id)) for r in runs],
-                            points, base_id)
+    from dsv4tui.core.store.campaigns import canaries
+
+    canary = canaries(store, [r.id for r in runs])
+    return Comparison.build([replace(RunInfo.of(r), server=facts.get(r.id),
+                                     canary=canary.get(r.id)) for r in runs], points, base_id)
 
 
 # -- what the server of a run said it ran ------------------------------------------------------
@@ -520,3 +554,31 @@ def server_args_differences(facts: Mapping[int, Mapping[str, Any] | None],
     if len(lines) > limit:
         lines = [*lines[:limit - 1], f"... and {len(lines) - limit + 1} more differences"]
     return lines
+
+
+def campaign_comparison(store: RunStore, info: Mapping[str, Any],
+                        baseline: int = 0) -> Comparison | None:
+    """A campaign's runs compared (those with a finished level or a canary), against the
+    ``baseline`` variant's first such run (default the first variant): None when there is
+    nothing to compare."""
+    from dsv4tui.core.store.campaigns import canaries
+
+    variants = list(info.get("variants") or [])
+    ids = [rid for v in variants for rid in v.get("run_ids") or []]
+    if len(variants) < 2 or not ids:
+        return None
+    base_ids = (variants[baseline].get("run_ids") or []) if baseline < len(variants) else []
+    canary = canaries(store, ids)
+    kept = [rid for rid in ids if rid in canary or store.levels(rid)]
+    base = next((rid for rid in base_ids if rid in kept), None)
+    if base is None or len(kept) < 2:
+        return None
+    return compare_runs(store, kept, base)
+
+
+def campaign_verdicts(store: RunStore, info: Mapping[str, Any],
+                      baseline: int = 0) -> list[Any]:
+    """A campaign's verdicts: each variant's repeats against the ``baseline`` variant's
+    (default the first), per level (``verdict.VerdictRow``)."""
+    cmp = campaign_comparison(store, info, baseline)
+    return cmp.verdicts() if cmp is not None else []

@@ -182,6 +182,12 @@ class Collector:
             rid = self._run_id(ev)
             if rid is not None:
                 store.update_run(rid, sanity_passed=bool(ev.get("passed")))
+        elif kind in ("canary", "canary_gate"):  # the run's accuracy canary and its gate
+            rid = self._run_id(ev)
+            if rid is not None:
+                keep = {k: v for k, v in ev.items()
+                        if k not in ("type", "v", "t", "seq", "run", "variant", "launch")}
+                cstore.set_canary(store, rid, keep if kind == "canary" else {"gate": keep})
         elif kind == "bench_target":
             rid = self._run_id(ev)
             if rid is not None:

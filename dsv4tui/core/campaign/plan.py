@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from dsv4tui.core.config import (
     CampaignConfig,
+    CanaryConfig,
     HostConfig,
     SanityCase,
     ServerProfile,
@@ -58,16 +59,21 @@ class CampaignPlan:
     sweep: SweepPlan
     cases: list[SanityCase]
     repeats: int = 1
+    order: str = "interleaved"
+    seed: int = 0
     on_failure: str = "skip"
     stop_server: bool = False
     source: str | None = None  # where it was defined
+    canary: CanaryConfig | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "host": self.host, "repeats": self.repeats,
+                "order": self.order, "schedule": [list(x) for x in self.schedule()],
                 "on_failure": self.on_failure, "stop_server": self.stop_server,
                 "sweep": self.sweep.model_dump(mode="json"),
                 "sanity": [c.model_dump() for c in self.cases],
-                "variants": [v.to_json() for v in self.variants], "source": self.source}
+                "variants": [v.to_json() for v in self.variants], "source": self.source,
+                "canary": self.canary.agent_spec() if self.canary else None}
 
     def agent_spec(self) -> dict[str, Any]:
         """What ``agent campaign start`` gets."""
@@ -83,10 +89,39 @@ class CampaignPlan:
                            "checkpoint": la.checkpoint, "changes": la.changes,
                            "argv": la.argv, "profile": {"name": v.profile_name, **la.profile}},
                 "target": {"mode": "ours"}})
-        return {"v": SPEC_VERSION, "name": self.name, "kind": "campaign", "host": self.host,
+        out = {"v": SPEC_VERSION, "name": self.name, "kind": "campaign", "host": self.host,
                 "repeats": self.repeats, "on_failure": self.on_failure,
                 "stop_server": self.stop_server, "plan": self.sweep.model_dump(mode="json"),
                 "cases": [c.model_dump() for c in self.cases] or None, "variants": variants}
+        if self.canary is not None:
+            out["canary"] = self.canary.agent_spec()
+        if self.repeats > 1:  # a restart per repeat, in this order (the runner's _scheduled)
+            out.update(order=self.order, schedule=[list(x) for x in self.schedule()])
+        return out
+
+    def schedule(self) -> list[tuple[int, int]]:
+        """(variant, repeat) in the order they run: :func:`schedule`."""
+        return schedule(len(self.variants), self.repeats, self.order, self.seed)
+
+
+def schedule(variants: int, repeats: int, order: str = "interleaved",
+             seed: int = 0) -> list[tuple[int, int]]:
+    """The order of a campaign's repeats, so that drift (a GPU warming up, another job on the
+    host) falls on every variant alike: ``interleaved`` A1 B1 A2 B2 ...; ``blocked`` A1 A2
+    B1 B2 ...; ``random``: each round of the variants in a shuffled order (randomized blocks,
+    ``seed``)."""
+    import random
+
+    if order == "blocked":
+        return [(v, r) for v in range(variants) for r in range(repeats)]
+    rng = random.Random(seed)
+    out = []
+    for r in range(repeats):
+        round_ = list(range(variants))
+        if order == "random":
+            rng.shuffle(round_)
+        out += [(v, r) for v in round_]
+    return out
 
 
 def available(settings: Settings, host: str | None = None) -> dict[str, CampaignConfig]:
@@ -175,7 +210,8 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
     variants = [_variant(config, camp, i, source, prefix) for i in range(len(camp.variants))]
     cases = list(camp.sanity) if camp.sanity is not None else settings.sanity.suite()
     return CampaignPlan(name=name, host=camp.host, variants=variants, sweep=plan, cases=cases,
-                        repeats=camp.repeats, on_failure=camp.on_failure,
+                        repeats=camp.repeats, order=camp.order, seed=camp.seed,
+                        on_failure=camp.on_failure, canary=camp.canary,
                         stop_server=camp.stop_server, source=source)
 
 
@@ -225,9 +261,11 @@ def _misfit(profile: ServerProfile) -> str | None:
 
 
 def sweep_spec(*, label: str, plan: SweepPlan, cases: list[SanityCase] | None,
-               target: dict[str, Any], host: str) -> dict[str, Any]:
-    """A single sweep as a one-variant campaign (no restart) for ``agent campaign start``."""
-    return {"v": SPEC_VERSION, "name": label, "kind": "sweep", "host": host, "repeats": 1,
+               target: dict[str, Any], host: str, repeats: int = 1) -> dict[str, Any]:
+    """A single sweep as a one-variant campaign (no restart) for ``agent campaign start``;
+    ``repeats``: the sweep that many times on the same server, a run each."""
+    return {"v": SPEC_VERSION, "name": label, "kind": "sweep", "host": host,
+            "repeats": repeats,
             "on_failure": "stop", "plan": plan.model_dump(mode="json"),
             "cases": [c.model_dump() for c in cases] if cases else None,
             "variants": [{"name": label, "label": label, "target": target}]}

@@ -551,7 +551,7 @@ def to_html(report: Report, theme: str = "light") -> str:
                   f'#{base.id if base else "-"} {_e(base.label if base else "")}; TTFT and TPOT '
                   "are p50 / p99 over the level's requests; tensor: mean tensor-pipe activity "
                   "over the GPUs; tok/s/kW: output tok/s per kW of the GPUs' summed power.</p>",
-                  _compare_html(report), "<h2>Charts</h2>"]
+                  _compare_html(report), *_verdicts_html(report), "<h2>Charts</h2>"]
         drawn, missing = [], []
         for spec, svg in ch.charts(cmp, theme):
             if svg is None:
@@ -574,6 +574,49 @@ def to_html(report: Report, theme: str = "light") -> str:
                       for f in kern]
     parts += [_json_script(cmp.to_json()), "</body></html>"]
     return "\n".join(parts) + "\n"
+
+
+def _verdict_parts(report: Report) -> tuple[list[Any], list[Any]]:
+    cmp = report.comparison
+    return cmp.verdicts(), cmp.canary_verdicts()
+
+
+def _verdicts_html(report: Report) -> list[str]:
+    """Each variant against the baseline across its repeats (core/campaign/verdict.py)."""
+    from dsv4tui.core.campaign.compare import load_text
+    from dsv4tui.core.campaign.verdict import VERDICT_HEAD, verdict_table
+
+    rows, canary = _verdict_parts(report)
+    if not rows and not canary:
+        return []
+    out = ["<h2>Verdicts</h2>", '<p class="muted">95 % intervals across restarts (Welch on '
+           "the logs of the per-repeat values; docs/metrics.md). One run a side gives no "
+           "interval.</p>"]
+    if rows:
+        out.append('<table id="verdicts"><tr>' + "".join(f"<th>{_e(h)}</th>"
+                                                         for h in VERDICT_HEAD) + "</tr>")
+        out += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
+                for row in verdict_table(rows, load_text)]
+        out.append("</table>")
+    if canary:
+        out.append('<ul id="canary">' + "".join(f"<li>{_e(c.text())}</li>" for c in canary)
+                   + "</ul>")
+    return out
+
+
+def _verdicts_md(report: Report) -> list[str]:
+    from dsv4tui.core.campaign.compare import load_text
+    from dsv4tui.core.campaign.verdict import VERDICT_HEAD, verdict_table
+
+    rows, canary = _verdict_parts(report)
+    if not rows and not canary:
+        return []
+    lines = ["## Verdicts", "", "95 % intervals across restarts (Welch on the logs of the "
+             "per-repeat values; docs/metrics.md).", ""]
+    if rows:
+        lines += _md_table(VERDICT_HEAD, verdict_table(rows, load_text))
+    lines += [f"- canary: {md_cell(c.text())}" for c in canary]
+    return [*lines, ""] if canary else lines
 
 
 # --- Markdown -------------------------------------------------------------------------------
@@ -627,6 +670,7 @@ def to_markdown(report: Report, stem: str, theme: str = "light"
                   f"{md_cell(base.label if base else '')}", ""]
         lines += _md_table(compare_header(cmp), [[t for t, _, _ in cells]
                                                  for _, cells in compare_cells(report)])
+        lines += _verdicts_md(report)
         lines += ["## Charts", ""]
         for spec, svg in ch.charts(cmp, theme):
             if svg is None:

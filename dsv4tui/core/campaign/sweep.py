@@ -81,6 +81,7 @@ class SweepWatch:
         self.notices: list[str] = []
         self.meta: dict[str, Any] = {}
         self.end_state: str | None = None
+        self.run_ids: list[int] = []  # every run (sweep --repeats: one per repeat)
 
     def __call__(self, ev: dict[str, Any]) -> None:
         kind = ev.get("type")
@@ -94,6 +95,8 @@ class SweepWatch:
             self.meta = dict(ev.get("meta") or {})
         elif kind == "run_stored":
             self.run_id = ev.get("run_id")
+            if isinstance(self.run_id, int) and self.run_id not in self.run_ids:
+                self.run_ids.append(self.run_id)
         elif kind == "run_end":
             self.status, self.reason = str(ev.get("status") or "failed"), ev.get("reason")
             if self.status == "failed" and (self.reason or "").startswith("sanity could not"):

@@ -230,3 +230,36 @@ def set_run_meta(store: RunStore, run_id: int, **cols: Any) -> None:
         return
     with store.transaction() as db:
         db.execute(*sql.update("runs", run_id, cols))
+
+
+def set_canary(store: RunStore, run_id: int, canary: Mapping[str, Any]) -> None:
+    """A run's accuracy canary (its summary; a later ``gate`` is merged in)."""
+    import json
+
+    rows = store.query("SELECT canary_json FROM runs WHERE id = ?", (run_id,))
+    old: dict[str, Any] = {}
+    if rows and rows[0]["canary_json"]:
+        try:
+            old = dict(json.loads(rows[0]["canary_json"]))
+        except (ValueError, TypeError):
+            old = {}
+    with store.transaction() as db:
+        db.execute("UPDATE runs SET canary_json = ? WHERE id = ?",
+                   (json.dumps({**old, **canary}), run_id))
+
+
+def canaries(store: RunStore, run_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """run id -> its stored canary (runs without one are left out)."""
+    import json
+
+    if not run_ids:
+        return {}
+    marks = ",".join("?" for _ in run_ids)
+    out: dict[int, dict[str, Any]] = {}
+    for row in store.query(f"SELECT id, canary_json FROM runs WHERE id IN ({marks}) AND "
+                           "canary_json IS NOT NULL", list(run_ids)):
+        try:
+            out[int(row["id"])] = dict(json.loads(row["canary_json"]))
+        except (ValueError, TypeError):
+            continue
+    return out

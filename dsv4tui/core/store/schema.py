@@ -255,6 +255,8 @@ MIGRATIONS: list[tuple[Step, ...]] = [
     (_runs_autoincrement,),
     # 5 -> 6: the kernel_profiles table becomes kernels, with the columns added after it shipped
     (_kernels_table,),
+    # 6 -> 7: a run's accuracy canary (share correct, Wilson interval, its items' answers)
+    ("ALTER TABLE runs ADD COLUMN canary_json TEXT",),
 ]
 
 LATEST = len(MIGRATIONS)

@@ -5,7 +5,6 @@ process, then for each client and C in 1, 16, 64 runs one level and compares the
 mean TTFT, mean ITL and output tok/s with what the server's own clock says:
 
 - ``raw``   : ``python -m dsv4tui.agent bench sweep --transport raw`` (the default client)
-- ``httpx`` : the same agent with ``--transport httpx``
 - ``plain`` : a plain httpx client (one shared AsyncClient, ``aiter_lines`` + ``json.loads``
   per line, no pre-opened connections), the baseline the issue describes
 
@@ -187,7 +186,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--plain-client", nargs=3, metavar=("URL", "C", "N"))
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--clients", default="raw,httpx,plain")
+    p.add_argument("--clients", default="raw,plain")
     p.add_argument("--levels", default="1,16,64")
     p.add_argument("--capacity", default="64,128,256,384,512", help="'' to skip")
     p.add_argument("--no-peer", action="store_true")

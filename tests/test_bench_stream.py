@@ -23,7 +23,7 @@ from dsv4tui.agent.openai_stream import (
     parse_stream,
 )
 
-TRANSPORTS = ["raw", "httpx"]
+TRANSPORTS = ["raw"]  # the one transport (httpx left the product: issue 24)
 PATH = "/v1/chat/completions"
 
 
@@ -316,9 +316,9 @@ def test_stamping_loop_times_reads_at_poll_return(script_server: ScriptServer) -
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_the_agents_connections_never_wait_for_nagle(script_server: ScriptServer,
                                                            transport: str) -> None:
-    """httpx writes a request's headers and body as two writes; with Nagle on, the body
-    would wait for the server's delayed ACK of the headers (~40 ms) on a kept-alive
-    connection. Both transports' sockets have TCP_NODELAY."""
+    """A request's headers and body may go as two writes; with Nagle on, the body would
+    wait for the server's delayed ACK of the headers (~40 ms) on a kept-alive connection.
+    The transport's sockets have TCP_NODELAY."""
     import socket
 
     script_server.responses = [normal_stream(2), normal_stream(2)]
@@ -327,13 +327,24 @@ async def test_the_agents_connections_never_wait_for_nagle(script_server: Script
     try:
         for _ in range(2):
             assert parse_stream(await client.request(PATH, body, 5.0, 5.0)).ok
-        if transport == "raw":
-            socks = [c.transport.get_extra_info("socket") for c in client._all]
-        else:  # httpcore's pool: its connections' network streams
-            pool = client._client._transport._pool
-            socks = [c._connection._network_stream.get_extra_info("socket")
-                     for c in pool.connections]
+        socks = [c.transport.get_extra_info("socket") for c in client._all]
         assert socks
         assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in socks)
     finally:
         await client.aclose()
+
+
+def test_the_httpx_transport_is_gone_from_the_agent() -> None:
+    """One HTTP transport in the product: asking for httpx is refused, by the client factory and
+    by the agent's command line (one usage error, exit 2)."""
+    import subprocess
+    import sys
+
+    with pytest.raises(ValueError, match="unknown transport 'httpx'"):
+        make_client("httpx", Endpoint("http://127.0.0.1:9"))
+    proc = subprocess.run([sys.executable, "-m", "dsv4tui.agent", "bench", "sweep", "--url",
+                           "http://127.0.0.1:9", "--transport", "httpx"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    out = proc.stdout + proc.stderr  # the agent speaks JSON lines: a usage error event
+    assert "invalid choice: 'httpx'" in out and "Traceback" not in out

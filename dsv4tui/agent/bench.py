@@ -716,8 +716,6 @@ class Sweep:
         return fut.result()
 
     def _workers_for(self, shape: Dict[str, Any]) -> int:
-        if self.args.transport != "raw" and self.plan["workers"] is None:
-            return 1
         if not workers.can_fork():
             return 1
         return workers.choose(self.plan["workers"], _streams(shape))

@@ -32,7 +32,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from dsv4tui.agent import protocol, trace_parse
-from dsv4tui.agent.openai_stream import Endpoint, build_body, chat_path, make_client, parse_stream
+from dsv4tui.agent.openai_stream import (TRANSPORTS, Endpoint, build_body, chat_path, make_client,
+                                          parse_stream)
 
 DEFAULT_STEPS = 5
 DEFAULT_CONCURRENCY = 16
@@ -87,7 +88,7 @@ def add_parser(sub: Any) -> None:
                      help="send profile_by_stage (SGLang writes -EXTEND/-DECODE files)")
     run.add_argument("--model", help="model name for the load (default: discovered)")
     run.add_argument("--api-key-env", help="env var holding the API key")
-    run.add_argument("--transport", choices=("raw", "httpx"), default="raw")
+    run.add_argument("--transport", choices=TRANSPORTS, default="raw")
     run.add_argument("--connect-timeout", type=float, default=10.0)
     run.set_defaults(func=run_kernels)
 

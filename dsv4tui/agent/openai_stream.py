@@ -1,4 +1,4 @@
-"""Streaming OpenAI client for the agent: two transports, one SSE parser.
+"""Streaming OpenAI client for the agent: one transport, one SSE parser.
 
 How a request is measured (docs/metrics.md):
 
@@ -9,12 +9,11 @@ How a request is measured (docs/metrics.md):
 - Connections are HTTP/1.1 keep-alive, opened before a level starts (:meth:`warm`) and
   reused; the pool is as large as the concurrency.
 
-Transports:
-
-- ``raw`` (default): an asyncio ``Protocol`` per connection with an incremental HTTP/1.1
-  response parser (chunked, content-length or close-delimited bodies). About 5 µs of Python
-  per streamed chunk; see benchmarks/bench_accuracy.py for why it is the default.
-- ``httpx``: the same interface on ``httpx.AsyncClient.stream`` + ``aiter_raw``.
+The transport (``raw``): an asyncio ``Protocol`` per connection with an incremental HTTP/1.1
+response parser (chunked, content-length or close-delimited bodies). About 5 µs of Python
+per streamed chunk; an httpx client measured +1,300 % TTFT error at C=64, so it is no longer
+in the product (benchmarks/bench_accuracy.py keeps a plain httpx client for comparison).
+httpx stays for the plain GETs (:func:`get_json`).
 
 Python >= 3.9, stdlib + httpx only.
 """
@@ -31,7 +30,7 @@ from urllib.parse import urlsplit
 
 perf = time.perf_counter
 
-TRANSPORTS = ("raw", "httpx")
+TRANSPORTS = ("raw",)  # the httpx comparison lives in benchmarks/bench_accuracy.py (plain)
 _MAX_HEAD = 64 * 1024
 _ERROR_BODY = 2000
 # Usage counts a server can mean: an int 0..MAX_USAGE_TOKENS, and completion_tokens at most
@@ -717,91 +716,10 @@ def _why(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
-# --- httpx transport ---------------------------------------------------------------------
-
-
-class HttpxClient:
-    """The same interface on httpx (streams read with ``aiter_raw``)."""
-
-    def __init__(self, endpoint: Endpoint, api_key: Optional[str] = None,
-                 connect_timeout: float = 10.0, pool_size: int = 100) -> None:
-        import httpx
-
-        self._httpx = httpx
-        self.endpoint = endpoint
-        headers = {"Accept": "text/event-stream", "Content-Type": "application/json",
-                   "Accept-Encoding": "identity", "User-Agent": "dsv4tui-agent"}
-        if api_key:
-            headers["Authorization"] = "Bearer " + api_key
-        self.connect_timeout = connect_timeout
-        self._client = httpx.AsyncClient(
-            base_url=endpoint.scheme + "://" + endpoint.netloc, headers=headers,
-            limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size),
-            timeout=httpx.Timeout(connect_timeout), trust_env=False)  # no proxy on loopback
-
-    async def warm(self, n: int) -> None:
-        """Hold ``n`` concurrent GETs open so that the pool keeps ``n`` connections."""
-        gate = asyncio.Event()
-        opened: List[int] = []
-
-        async def hold() -> None:
-            async with self._client.stream("GET", self.endpoint.path("/v1/models")) as resp:
-                opened.append(resp.status_code)
-                if len(opened) >= n:
-                    gate.set()
-                await gate.wait()
-                await resp.aread()
-
-        await asyncio.wait_for(asyncio.gather(*(hold() for _ in range(n))),
-                               self.connect_timeout + 30)
-
-    async def request(self, path: str, body: bytes, timeout: float, stall: float,
-                      data: Optional[bytes] = None, on_send: Optional[OnSend] = None
-                      ) -> RawResponse:
-        raw = RawResponse(perf())
-        if on_send is not None:
-            on_send(raw)
-        try:
-            await asyncio.wait_for(self._stream(raw, path, body, stall), timeout)
-        except asyncio.TimeoutError:
-            raw.error_kind, raw.error = "timeout", "no complete answer after %.1f s" % timeout
-            raw.t_end = perf()
-        return raw
-
-    async def _stream(self, raw: RawResponse, path: str, body: bytes, stall: float) -> None:
-        httpx = self._httpx
-        timeout = httpx.Timeout(self.connect_timeout, read=stall)
-        pieces = raw.pieces
-        try:
-            raw.t_send = perf()
-            async with self._client.stream("POST", path, content=body, timeout=timeout) as resp:
-                raw.status = resp.status_code
-                raw.headers = {k.lower(): v for k, v in resp.headers.items()}
-                async for data in resp.aiter_raw():
-                    pieces.append((perf(), data))
-            raw.complete = True
-        except httpx.ConnectError as exc:
-            raw.error_kind = "connect"
-            raw.error = "cannot connect to %s: %s" % (self.endpoint.base, exc)
-        except httpx.ReadTimeout:
-            raw.error_kind, raw.error = "stall", "no bytes for %.1f s" % stall
-        except httpx.TimeoutException as exc:
-            raw.error_kind, raw.error = "timeout", str(exc) or type(exc).__name__
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            raw.error_kind = "disconnected"
-            raw.error = "the connection closed mid-response: %s" % (exc or type(exc).__name__)
-        except httpx.HTTPError as exc:
-            raw.error_kind, raw.error = "http_client", "%s: %s" % (type(exc).__name__, exc)
-        raw.t_end = pieces[-1][0] if pieces and raw.complete else perf()
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-
 def make_client(transport: str, endpoint: Endpoint, api_key: Optional[str] = None,
                 pool_size: int = 100, connect_timeout: float = 10.0) -> Any:
-    if transport == "httpx":
-        return HttpxClient(endpoint, api_key, connect_timeout, pool_size)
+    if transport not in TRANSPORTS:
+        raise ValueError("unknown transport %r (only %s)" % (transport, ", ".join(TRANSPORTS)))
     return RawClient(endpoint, api_key, connect_timeout)
 
 

@@ -19,7 +19,7 @@ def add_target_args(p: Any) -> None:
     p.add_argument("--profile", help="server profile on HOST (default: the host's default)")
     p.add_argument("--model", help="model name to send (default: the profile's, or discovered)")
     p.add_argument("--api-key-env", help="env var (on the host) holding the API key")
-    p.add_argument("--transport", choices=("raw", "httpx"), default="raw",
+    p.add_argument("--transport", choices=("raw",), default="raw",
                    help="the agent's HTTP client (default raw; see docs/metrics.md)")
 
 

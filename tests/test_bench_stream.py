@@ -334,6 +334,7 @@ async def test_the_agents_connections_never_wait_for_nagle(script_server: Script
         await client.aclose()
 
 
+@pytest.mark.e2e
 def test_the_httpx_transport_is_gone_from_the_agent() -> None:
     """One HTTP transport in the product: asking for httpx is refused, by the client factory and
     by the agent's command line (one usage error, exit 2)."""

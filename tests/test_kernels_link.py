@@ -89,7 +89,7 @@ def test_a_store_with_the_old_kernel_profiles_table_migrates(tmp_path: Path) -> 
                "VALUES (7, 'ct200', 'triton', 1.0, '{\"basis\": \"decode\"}')")
     db.close()
     with RunStore(path) as store:
-        assert store.schema_version == 6
+        assert store.schema_version == 7  # 7: the runs table gained canary_json
         old = kernel_store.get_capture(store, 7)
         assert old is not None and old.backend == "triton" and old.summary == {"basis": "decode"}
         new = kernel_store.save_capture(store, SUMMARY, host="ct200", server_pid=9)

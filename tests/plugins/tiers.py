@@ -38,6 +38,7 @@ E2E_MODULES = frozenset({
     "test_sim", "test_sim_metrics", "test_sim_nodes", "test_ssh_hosts", "test_ssh_jump",
     "test_supervisor_reconnect", "test_sweep_honesty", "test_telemetry_cli",
     "test_telemetry_reconnect", "test_sweep_identity", "test_cli_startup", "test_exit_codes",
+    "test_canary", "test_campaign_repeats", "test_sim_noise",
 })
 
 MARK = "e2e"

@@ -140,10 +140,18 @@ def _rank_command(launch: Launch, dynamic_addr: bool) -> str:
         else:
             words.append(shlex.quote(arg))
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in launch.env.items())
-    cmd = ("exec env " + env + " " if env else "exec ") + " ".join(words)
+    cmd = ("env " + env + " " if env else "") + " ".join(words)
     if launch.workdir:
         cmd = f"cd {shlex.quote(launch.workdir)} && {cmd}"
     return cmd
+
+
+def _rank_case(rank: int, launch: Launch, dynamic_addr: bool) -> str:
+    """The rank's command, then a line in its log saying how it ended (status, when):
+    which rank died first is read from there once the job has ended (no accounting needed)."""
+    return (f"{rank}) {_rank_command(launch, dynamic_addr)}; rc=$?; echo \"dsv4tui: rank "
+            f"{rank} on $SLURMD_NODENAME exited with status $rc at $(date +%s.%N)\"; "
+            "exit $rc ;;")
 
 
 def render_script(p: SlurmPlan) -> str:
@@ -173,8 +181,7 @@ def render_script(p: SlurmPlan) -> str:
             f'export {HEAD_VAR}="${{head_addr:-$head_node}}"',
             f'echo "dsv4tui: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, dist init address '
             f'${HEAD_VAR}:{p.dist_port}"']
-    cases = " ".join(f"{r}) {_rank_command(launch, dynamic)} ;;"
-                     for r, launch in enumerate(p.ranks))
+    cases = " ".join(_rank_case(r, launch, dynamic) for r, launch in enumerate(p.ranks))
     body = (f'case "$SLURM_NODEID" in {cases} *) echo "no rank for node $SLURM_NODEID" >&2; '
             "exit 2 ;; esac")
     rank_log = f"{p.log_dir}/{_stem(p.launch.log_file)}-%j-node%n.log"
@@ -276,6 +283,7 @@ async def job_state(host: Host, job_id: str) -> JobState:
 
 
 _SRUN_ERROR = re.compile(r"srun: error: (\S+): task (\d+): (.+)")
+_RANK_END = re.compile(r"dsv4tui: rank (\d+) on (\S+) exited with status (\d+) at ([\d.]+)")
 
 
 async def output_tail(host: Host, path: str, lines: int = 40) -> list[str]:
@@ -283,13 +291,49 @@ async def output_tail(host: Host, path: str, lines: int = 40) -> list[str]:
     return out.splitlines() if code == 0 else []
 
 
-def failed_task(lines: list[str]) -> dict[str, Any] | None:
-    """The first task srun reported as failed, from the job's output."""
-    for line in lines:
+def _status_text(code: int) -> str:
+    if code > 128:
+        import signal
+
+        try:
+            name = signal.Signals(code - 128).name
+        except ValueError:
+            name = f"signal {code - 128}"
+        return f"killed by {name} (status {code})"
+    return f"exit code {code}"
+
+
+def failed_task(output: list[str], rank_logs: list[list[str]] | None = None
+                ) -> dict[str, Any] | None:
+    """The rank that failed first: from the line each rank's log ends with (the earliest
+    non-zero status), else the first task srun reported as failed in the job's output."""
+    ends = []
+    silent = []  # ranks whose log has no end line: killed together with their wrapper
+    for rank, lines in enumerate(rank_logs or []):
+        said = [m for m in map(_RANK_END.search, lines) if m]
+        if not said:
+            silent.append(rank)
+        for m in said:
+            if int(m.group(3)) != 0:
+                ends.append((float(m.group(4)), int(m.group(1)), m.group(2), int(m.group(3))))
+    if ends:
+        _, rank, node, code = min(ends)
+        return {"node": node, "task": rank, "status": code, "what": _status_text(code)}
+    for line in output:
         m = _SRUN_ERROR.search(line)
         if m:
             return {"node": m.group(1), "task": int(m.group(2)), "what": m.group(3).strip()}
+    if silent and len(silent) < len(rank_logs or []):
+        return {"node": f"SLURM_NODEID={silent[0]}", "task": silent[0], "status": None,
+                "what": "ended without an exit status (killed with its step)"}
     return None
+
+
+async def _failure(host: Host, output: str, rank_logs: list[str]
+                   ) -> tuple[list[str], list[list[str]], dict[str, Any] | None]:
+    tail = await output_tail(host, output)
+    logs = [await output_tail(host, log, 40) for log in rank_logs]
+    return tail, logs, failed_task(tail, logs)
 
 
 async def _health(host: Host, addr: str, port: int) -> int | None:
@@ -364,8 +408,10 @@ async def status(host: Host, profile_name: str | None = None,
     else:
         out["state"] = "ended" if js.state != "GONE" else "stopped"
     if not js.active and js.state not in ("GONE",) and prof.get("slurm_output"):
-        tail = await output_tail(host, str(prof["slurm_output"]))
-        out["failed"] = failed_task(tail)
+        tail, _, failed = await _failure(host, str(prof["slurm_output"]),
+                                         [str(x) for x in prof.get("slurm_rank_logs") or []])
+        if js.state != "CANCELLED":  # a stop: every task was terminated, none failed
+            out["failed"] = failed
         out["output_tail"] = tail[-10:]
     return out
 
@@ -388,7 +434,8 @@ def status_text(host: str, ev: Mapping[str, Any]) -> str:
              + (f" ({ev['reason']})" if ev.get("reason") else "")]
     failed = ev.get("failed")
     if failed:
-        lines.append(f"  node {failed['node']} (task {failed['task']}): {failed['what']}")
+        lines.append(f"  failed first: node {failed['node']} (rank {failed['task']}): "
+                     f"{failed['what']}")
     if ev.get("job_state") == "TIMEOUT":
         lines.append("  the job hit its time limit (slurm.time)")
     lines += [f"  | {line}" for line in (ev.get("output_tail") or [])[-5:]]
@@ -541,13 +588,11 @@ async def _follow(host: Host, p: SlurmPlan, job: str, result: StartResult, t0: f
             step(f"RUNNING on {', '.join(js.nodes)}; node 0 ({js.nodes[0]}) serves "
                  f"{_url(addr, port)}")
         if not js.active:
-            tail = await output_tail(host, p.output(job))
-            failed = failed_task(tail)
-            where = (f"node {failed['node']} (task {failed['task']}): {failed['what']}; "
+            tail, rank_tails, failed = await _failure(host, p.output(job), p.rank_logs(job))
+            where = (f"node {failed['node']} (rank {failed['task']}): {failed['what']}; "
                      if failed else "")
-            logs = []
-            for r, log in enumerate(p.rank_logs(job)):
-                logs += [f"[rank {r}] {line}" for line in (await output_tail(host, log, 8))]
+            logs = [f"[rank {r}] {line}" for r, lines in enumerate(rank_tails)
+                    for line in lines[-8:]]
             raise StartupFailed(f"{host.name}: Slurm job {job} ended {js.state} before ready "
                                 f"({where}exit code {js.exit_code or '?'})", kind="crashed",
                                 excerpt=tail[-10:] + logs, result=result)

@@ -258,10 +258,11 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
     try:
         host = await sup.wait_connected()
         job: dict[str, Any] | None = None  # a Slurm host: its job (node 0's URL, launch id)
+        tspec: dict[str, Any]
         if not args.url and host.config.slurm is not None:
             tspec, job = await slurm_target(host, args.profile, args.model, args.api_key_env)
         elif args.url:
-            tspec: dict[str, Any] = {"mode": "url", "url": args.url, "model": args.model,
+            tspec = {"mode": "url", "url": args.url, "model": args.model,
                                      "api_key_env": args.api_key_env}
         else:
             tspec = bench_target(host.config, args.profile)

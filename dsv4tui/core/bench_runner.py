@@ -208,10 +208,11 @@ async def open_bench(settings: Settings, *, host: str | None = None, url: str | 
 
     async with open_host(host or LOCAL, settings) as h:
         job: dict[str, Any] | None = None
+        spec: dict[str, Any]
         if not url and h.config.slurm is not None:
             spec, job = await slurm_target(h, profile, model, api_key_env)
         elif url:
-            spec: dict[str, Any] = {"mode": "url", "url": url, "model": model,
+            spec = {"mode": "url", "url": url, "model": model,
                                     "api_key_env": api_key_env}
         else:
             spec = bench_target(h.config, profile)

@@ -262,7 +262,7 @@ async def job_state(host: Host, job_id: str) -> JobState:
     code, out, _ = await _run(host, ["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N"])
     line = out.strip().splitlines()[0] if code == 0 and out.strip() else ""
     if line:
-        state, reason, node_list = (line.split("|") + ["", ""])[:3]
+        state, reason, node_list = [*line.split("|"), "", ""][:3]
         js = JobState(job_id, state, reason if reason and reason != "None" else None,
                       node_list or None, in_queue=True)
         if state in ("RUNNING", "COMPLETING") and node_list:
@@ -272,10 +272,10 @@ async def job_state(host: Host, job_id: str) -> JobState:
     f = parse_fields(out) if code == 0 else {}
     if not f.get("JobState"):
         return JobState(job_id, "GONE")
-    reason = f.get("Reason")
-    node_list = f.get("NodeList")
-    js = JobState(job_id, f["JobState"], reason if reason and reason != "None" else None,
-                  node_list if node_list and node_list != "(null)" else None,
+    why = f.get("Reason")
+    listed = f.get("NodeList")
+    js = JobState(job_id, f["JobState"], why if why and why != "None" else None,
+                  listed if listed and listed != "(null)" else None,
                   exit_code=f.get("ExitCode"), in_queue=f["JobState"] in ACTIVE)
     if js.node_list:
         js.nodes = await hostnames(host, js.node_list)
@@ -320,9 +320,10 @@ def failed_task(output: list[str], rank_logs: list[list[str]] | None = None
         _, rank, node, code = min(ends)
         return {"node": node, "task": rank, "status": code, "what": _status_text(code)}
     for line in output:
-        m = _SRUN_ERROR.search(line)
-        if m:
-            return {"node": m.group(1), "task": int(m.group(2)), "what": m.group(3).strip()}
+        err = _SRUN_ERROR.search(line)
+        if err:
+            return {"node": err.group(1), "task": int(err.group(2)),
+                    "what": err.group(3).strip()}
     if silent and len(silent) < len(rank_logs or []):
         return {"node": f"SLURM_NODEID={silent[0]}", "task": silent[0], "status": None,
                 "what": "ended without an exit status (killed with its step)"}
@@ -596,8 +597,8 @@ async def _follow(host: Host, p: SlurmPlan, job: str, result: StartResult, t0: f
             raise StartupFailed(f"{host.name}: Slurm job {job} ended {js.state} before ready "
                                 f"({where}exit code {js.exit_code or '?'})", kind="crashed",
                                 excerpt=tail[-10:] + logs, result=result)
-        if running_at is not None and addr is not None:
-            if await _health(host, addr, port) == 200:
+        if running_at is not None and addr is not None and \
+                await _health(host, addr, port) == 200:
                 result.ready = True
                 result.startup_s = round(time.monotonic() - running_at, 2)
                 result.slurm = {**(result.slurm or {}), "nodes": js.nodes,

@@ -7,6 +7,7 @@ pytest_plugins = [
     "plugins.bench_server",
     "plugins.relay",
     "plugins.campaigns",
+    "plugins.slurm",
     "plugins.tiers",
     "pytester",
 ]

@@ -114,6 +114,8 @@ def _dry_run(args: Any) -> int:
     misfit = check_backend(spec.config, args.profile, args.backend, args.force)
     if spec.group:
         return _dry_run_nodes(args, spec, misfit)
+    if spec.config.slurm is not None:
+        return _dry_run_slurm(args, spec, misfit)
     _, launch = server_control.plan(spec.config, args.profile, args.backend)
     if args.json:
         print_json({"host": args.host, "dry_run": True, "backend_misfit": misfit,
@@ -150,6 +152,29 @@ def _dry_run_nodes(args: Any, spec: Any, misfit: str | None) -> int:
                         f"{p.launch.command_line()}"))
     print(safe_text(f"  log file:  {plans[0].launch.log_file} on each node  (relative paths: in "
                     "the agent's cache dir)"))
+    return 0
+
+
+def _dry_run_slurm(args: Any, spec: Any, misfit: str | None) -> int:
+    """--dry-run on a Slurm host: the sbatch script and each rank's argv."""
+    from dsv4tui.core.launchers import slurm
+
+    p = slurm.plan(spec.config, args.host, args.profile, args.backend,
+                   local=spec.kind != "ssh")
+    if args.json:
+        print_json({"dry_run": True, "backend_misfit": misfit, **p.to_json()})
+        return 0
+    _print_plan(args.host, p.launch, args.restart)
+    print(safe_text(f"  one Slurm job of {len(p.ranks)} nodes (sbatch --parsable, srun "
+                    f"--kill-on-bad-exit=1); dist init address "
+                    f"{p.dist_addr or f'node 0 address:{p.dist_port}'}"))
+    if misfit:
+        print(f"  warning: {safe_text(misfit)} (--force)")
+    for r, launch in enumerate(p.ranks):
+        print(safe_text(f"  rank {r} (SLURM_NODEID={r}) would run: {launch.command_line()}"))
+    print("  sbatch script:")
+    for line in p.script.splitlines():
+        print(safe_text(f"    {line}"))
     return 0
 
 
@@ -199,6 +224,8 @@ class _Printer:
                        f"{stage}")
         elif step.kind == "error":
             self._line(f"  ! {safe_text(step.name)}: {safe_text(step.text)}")
+        elif step.kind == "slurm":
+            self._line(f"  {safe_text(step.text)}")
 
 
 def _start(args: Any) -> int:
@@ -218,6 +245,14 @@ def _start(args: Any) -> int:
 
         async with open_host(args.host, settings) as host:
             _, prof = host.config.profile(args.profile)
+            if host.config.slurm is not None:  # the GPUs are the job's, not the login node's
+                if not args.json:
+                    _print_plan(args.host, server_control.plan(
+                        host.config, args.profile, args.backend)[1], args.restart)
+                return await server_control.start(
+                    host, args.profile, args.backend, replace=args.restart,
+                    wait=not getattr(args, "no_wait", False), timeout=args.timeout,
+                    on_step=None if args.json else _Printer(), store=store)
             # the GPUs: a backend whose kernels do not run there is refused before the
             # running server is stopped (the checkpoint was checked before connecting)
             gpu = refuse_backend(prof, args.backend, await host_facts.capability(host),
@@ -258,6 +293,15 @@ def _start(args: Any) -> int:
               file=sys.stderr)
     if args.json:
         print_json({"ok": True, **result.to_json()})
+    elif result.slurm is not None:
+        job = result.slurm["job_id"]
+        if result.ready:
+            print(f"ready: {startup_text(result.startup_s)} (RUNNING -> node 0 answers), "
+                  f"Slurm job {job} on {', '.join(result.slurm.get('nodes') or [])}, queue "
+                  f"wait {result.slurm.get('queue_wait_s', 0):.1f} s")
+        else:
+            print(f"submitted Slurm job {job} (not waiting for ready; `dsv4tui server status "
+                  f"{args.host}` follows it)")
     elif result.nodes is not None and result.ready:
         print(f"ready: {startup_text(result.startup_s)} (launch -> every node ready), "
               f"port {result.launch.port} on node {result.nodes[0]['node']}")
@@ -326,6 +370,10 @@ def _stop(args: Any) -> int:
     ev = run_async(go())
     if args.json:
         print_json({k: v for k, v in ev.items() if k not in ("type", "v")})
+    elif "job_id" in ev or host_spec(args.host, settings).config.slurm is not None:
+        from dsv4tui.core.launchers import slurm
+
+        print(safe_text(slurm.stop_text(args.host, ev)))
     elif ev.get("nodes") is not None:
         for n in ev["nodes"]:
             text = n["error"] if n.get("error") else stop_text(n)
@@ -423,6 +471,14 @@ def _status(args: Any) -> int:
             return await server_control.status(host, args.profile)
 
     ev = run_async(go())
+    if ev.get("slurm"):
+        from dsv4tui.core.launchers import slurm
+
+        if args.json:
+            print_json({k: v for k, v in ev.items() if k not in ("type", "v")})
+        else:
+            print(safe_text(slurm.status_text(args.host, ev), keep_newlines=True))
+        return 0
     if ev.get("nodes") is not None:
         from dsv4tui.core.nodes import watch as group_watch
 

@@ -249,7 +249,7 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
                         watch: SweepWatch, say: Any) -> SweepOutcome:
     """Start the sweep as a one-variant campaign on the host and collect it to its end,
     reconnecting when the link drops; Ctrl-C cancels it on the host."""
-    from dsv4tui.core.bench_runner import find_target, gpu_names
+    from dsv4tui.core.bench_runner import find_target, gpu_names, slurm_target
     from dsv4tui.core.campaign import session
     from dsv4tui.core.campaign.plan import bench_target, sweep_spec
     from dsv4tui.core.config import LOCAL
@@ -260,8 +260,12 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
     sup = HostSupervisor(host_spec(name, settings))
     try:
         host = await sup.wait_connected()
-        if args.url:
-            tspec: dict[str, Any] = {"mode": "url", "url": args.url, "model": args.model,
+        job: dict[str, Any] | None = None  # a Slurm host: its job (node 0's URL, launch id)
+        tspec: dict[str, Any]
+        if not args.url and host.config.slurm is not None:
+            tspec, job = await slurm_target(host, args.profile, args.model, args.api_key_env)
+        elif args.url:
+            tspec = {"mode": "url", "url": args.url, "model": args.model,
                                      "api_key_env": args.api_key_env}
         else:
             tspec = bench_target(host.config, args.profile)
@@ -275,7 +279,7 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
                                                 simulated=host.simulated, store=store)
             if notice:
                 say(f"note: {notice}")
-            names = await gpu_names(host.agent) if args.host else []
+            names = await gpu_names(host.agent) if args.host and job is None else []
             spec = sweep_spec(label=args.label, plan=plan, cases=cases, target=tspec,
                               host=host.name, repeats=getattr(args, "repeats", 1) or 1)
             started = await session.start(host, spec, store)
@@ -285,12 +289,16 @@ async def sweep_on_host(settings: Any, args: Any, plan: SweepPlan, cases: Any,
                     if meta.source != "unknown" else
                     "what the server runs is unknown (no launch record, no /server_info)")
             say(f"sweep {args.label!r} runs on {host.name} (campaign {cid}); {what}"
-                + ("; the server is SIMULATED" if meta.simulated else ""))
+                + ("; the server is SIMULATED" if meta.simulated else "")
+                + (f"; Slurm job {job['job_id']}, node 0 at {job['url']}" if job else ""))
             try:
                 await session.follow_to_end(
                     sup.wait_connected, store, cid, on_event=watch, gpu_names=names,
                     on_link=lambda why: say(f"link lost ({why}); the sweep goes on on "
                                             f"{host.name}; reconnecting ..."))
+                if job is not None:  # its runs measured the job's launch (its job id)
+                    for row in store.query("SELECT id FROM runs WHERE campaign_id = ?", (cid,)):
+                        store.update_run(int(row["id"]), launch_id=job["launch_id"])
             except asyncio.CancelledError:  # Ctrl-C: stop it on the host, keep what finished
                 say("cancelling the sweep on the host ...")
                 with contextlib.suppress(UserError, OSError):

@@ -207,8 +207,12 @@ async def open_bench(settings: Settings, *, host: str | None = None, url: str | 
     from dsv4tui.core.hosts.resolve import open_host
 
     async with open_host(host or LOCAL, settings) as h:
-        if url:
-            spec: dict[str, Any] = {"mode": "url", "url": url, "model": model,
+        job: dict[str, Any] | None = None
+        spec: dict[str, Any]
+        if not url and h.config.slurm is not None:
+            spec, job = await slurm_target(h, profile, model, api_key_env)
+        elif url:
+            spec = {"mode": "url", "url": url, "model": model,
                                     "api_key_env": api_key_env}
         else:
             spec = bench_target(h.config, profile)
@@ -219,9 +223,36 @@ async def open_bench(settings: Settings, *, host: str | None = None, url: str | 
         target, meta, notice = await find_target(h.agent, spec, host=h.name,
                                                  transport=transport, simulated=h.simulated,
                                                  store=store)
-        if not url:
+        if job is not None:  # the job's launch, stored at submission (its job id)
+            prof = job.get("profile") or {}
+            meta.launch_id = job.get("launch_id")
+            meta.profile_name = meta.profile_name or prof.get("name")
+            meta.backend = prof.get("moe_runner_backend") or meta.backend or "auto"
+            meta.checkpoint = prof.get("checkpoint") or prof.get("quantization") or \
+                meta.checkpoint
+            meta.argv = prof.get("argv") or meta.argv
+            meta.source = "launch"
+        elif not url:
             meta.gpu_names = await gpu_names(h.agent)
         yield BenchSetup(h.agent, target, meta, h, spec, notice)
+
+
+async def slurm_target(h: Any, profile: str | None, model: str | None,
+                        api_key_env: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Slurm host: node 0 of its running job, reached from the login node (a URL target;
+    the job is ours by its id); AgentFailed ``no_server`` when no job of ours is ready."""
+    from dsv4tui.core.launchers import slurm
+
+    job = await slurm.status(h, profile)
+    if job.get("state") != "ready":
+        what = (f"Slurm job {job['job_id']} is {job.get('job_state')}" if job.get("job_id")
+                else "no Slurm job was launched from here")
+        raise AgentFailed("no_server", f"{h.name}: {what}, node 0 does not serve; start one "
+                          f"first (dsv4tui server start {h.name})")
+    _, prof = h.config.profile(profile)
+    return ({"mode": "url", "url": job["url"],
+             "model": model or prof.served_model_name or prof.model_path,
+             "api_key_env": api_key_env or prof.api_key_env}, job)
 
 
 async def gpu_names(agent: Any) -> list[str]:

@@ -288,6 +288,66 @@ class SanitySettings(_Model):
         return ([DEFAULT_SANITY] if self.include_default else []) + list(self.cases)
 
 
+_SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,\-\[\]]+$")
+
+
+class SlurmConfig(_Model):
+    """What a Slurm job of this host asks for (``[hosts.NAME.slurm]``): its launches are one
+    ``sbatch`` job running one rank per node with ``srun``."""
+
+    partition: str | None = Field(None, description="#SBATCH --partition (default: the "
+                                  "cluster's default partition).")
+    nodes: int = Field(1, ge=1, description="#SBATCH --nodes: the nodes of one launch (one "
+                       "SGLang rank each).")
+    gpus_per_node: int | None = Field(None, ge=1, description="#SBATCH --gpus-per-node (also "
+                                      "checks tp/ep sizes).")
+    time: str | None = Field(None, description="#SBATCH --time, e.g. \"04:00:00\" or "
+                             "\"1-00:00:00\".")
+    account: str | None = Field(None, description="#SBATCH --account.")
+    sbatch: list[str] = Field(default_factory=list, description="More #SBATCH options, one "
+                              "each, e.g. [\"--exclusive\", \"--qos=high\"].")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment exported on "
+                                "every node of the job (e.g. NCCL_IB_HCA).")
+    job_name: str | None = Field(None, description="#SBATCH --job-name (default dsv4tui-HOST).")
+
+    @field_validator("partition", "account", "job_name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _SLURM_NAME.match(v):
+            raise ValueError(f"{v!r} is not a Slurm name (letters, digits, _ . , - [ ])")
+        return v
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, v: str | None) -> str | None:
+        if v is not None and not _SLURM_TIME.match(v):
+            raise ValueError(f"{v!r} is not a Slurm time limit (MM, HH:MM:SS, D-HH:MM:SS)")
+        return v
+
+    @field_validator("sbatch")
+    @classmethod
+    def _sbatch(cls, v: list[str]) -> list[str]:
+        for opt in v:
+            if not opt.startswith("-") or any(c in opt for c in "\n\r\x00"):
+                raise ValueError(f"{opt!r}: each entry is one sbatch option, starting with -")
+            if opt.split("=", 1)[0] in ("--nodes", "-N", "--ntasks-per-node", "--job-name",
+                                        "-J", "--output", "-o", "--parsable"):
+                raise ValueError(f"{opt!r} is set by dsv4tui (nodes: the slurm table's "
+                                 "nodes)")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+            if "\x00" in value:
+                raise ValueError(f"{key} contains a NUL byte")
+        return v
+
+
 class HostConfig(_Model):
     """A GPU host."""
 
@@ -303,6 +363,40 @@ class HostConfig(_Model):
     gpus: int | None = Field(None, ge=1, description="GPUs of this host (of each node, for a "
                              "host made of nodes), when known: tp/ep sizes are checked "
                              "against it.")
+    slurm: SlurmConfig | None = Field(
+        None, description="A Slurm host: ssh names its login node (none or \"local\": this "
+        "machine), and each launch is one sbatch job of slurm.nodes nodes.")
+
+    @property
+    def is_slurm(self) -> bool:
+        return self.slurm is not None
+
+    @model_validator(mode="after")
+    def _slurm(self) -> HostConfig:
+        if self.slurm is None:
+            return self
+        if self.nodes is not None:
+            raise ValueError("a Slurm host gets its nodes from Slurm: leave out nodes "
+                             "(slurm.nodes says how many)")
+        n = self.slurm.nodes
+        per_node = self.slurm.gpus_per_node or self.gpus
+        for name, prof in self.profiles.items():
+            where = f"profiles.{name}"
+            if prof.nnodes is not None and prof.nnodes != n:
+                raise ValueError(f"{where}.nnodes = {prof.nnodes} does not match slurm.nodes "
+                                 f"= {n}; leave it out")
+            if prof.node_rank is not None:
+                raise ValueError(f"{where}.node_rank: each node's rank is its SLURM_NODEID; "
+                                 "leave it out")
+            for field in ("tp_size", "ep_size"):
+                size = getattr(prof, field)
+                if size is not None and size % n:
+                    raise ValueError(f"{where}.{field} = {size} does not divide over the {n} "
+                                     "nodes")
+                if size is not None and per_node is not None and size // n > per_node:
+                    raise ValueError(f"{where}.{field} = {size} needs {size // n} GPUs on each "
+                                     f"of the {n} nodes; they have {per_node}")
+        return self
 
     @model_validator(mode="after")
     def _group(self) -> HostConfig:

@@ -28,6 +28,7 @@ import pytest
 E2E_FIXTURES = frozenset({
     "sims", "agent_env", "script_server", "known_server", "relay",
     "ssh_server", "sshd_server", "sshd_sim_server", "ssh_bastion",
+    "slurm_cluster", "slurm",
 })
 # scenario modules: (nearly) every test in them drives real processes end to end
 E2E_MODULES = frozenset({

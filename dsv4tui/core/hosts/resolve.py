@@ -151,6 +151,11 @@ def host_spec(name: str, settings: Settings, *, accept_new: bool = False) -> Hos
                         env={"DSV4TUI_AGENT_HOME": str(paths.local_agent_state_dir())})
     if name in settings.hosts and settings.hosts[name].nodes:
         return group_spec(name, settings, accept_new=accept_new)
+    if name in settings.hosts and settings.hosts[name].slurm is not None \
+            and settings.hosts[name].ssh in (None, LOCAL):
+        # a Slurm host whose login node is this machine
+        return HostSpec(name, settings.hosts[name], "local",
+                        env={"DSV4TUI_AGENT_HOME": str(paths.local_agent_state_dir())})
     if name in settings.hosts:
         cfg = settings.hosts[name]
         return HostSpec(name, cfg, "ssh", target=cfg.ssh or name, accept_new=accept_new)

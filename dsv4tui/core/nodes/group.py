@@ -65,15 +65,25 @@ def plan_nodes(config: HostConfig, specs: list[HostSpec], profile_name: str | No
         raise ConfigError("the rank list does not match the nodes")
     name, profile = config.profile(profile_name)
     addr = dist_init_addr(profile, specs)
+    launches = rank_launches(profile, name, config.nodes, addr, backend, overrides=overrides,
+                             sglang_version=sglang_version)
+    return [NodeLaunch(node, rank, spec, launch) for rank, (node, spec, launch)
+            in enumerate(zip(config.nodes, specs, launches, strict=True))]
+
+
+def rank_launches(profile: ServerProfile, name: str, nodes: list[str], addr: str,
+                  backend: str | None = None, *, overrides: Mapping[str, Any] | None = None,
+                  sglang_version: str | None = None) -> list[Launch]:
+    """One profile as one validated Launch per rank (``--nnodes len(nodes) --node-rank i
+    --dist-init-addr addr``): what the SSH fan-out runs on each node, and what a Slurm job's
+    ranks run (core/launchers/slurm) -- one launch model, two backends."""
     out = []
-    n = len(config.nodes)
-    for rank, (node, spec) in enumerate(zip(config.nodes, specs, strict=True)):
-        per_node = profile.model_copy(update={"nnodes": n, "node_rank": rank,
+    for rank, node in enumerate(nodes):
+        per_node = profile.model_copy(update={"nnodes": len(nodes), "node_rank": rank,
                                               "dist_init_addr": addr})
         try:
-            launch = build_launch(per_node, backend, name, overrides=overrides,
-                                  sglang_version=sglang_version)
+            out.append(build_launch(per_node, backend, name, overrides=overrides,
+                                    sglang_version=sglang_version))
         except ConfigError as exc:
             raise ConfigError(f"node {node} (rank {rank}): {exc}") from None
-        out.append(NodeLaunch(node, rank, spec, launch))
     return out

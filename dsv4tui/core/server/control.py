@@ -64,6 +64,12 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
     """
     from dsv4tui.core.server import sglang_version
 
+    if host.config.slurm is not None:  # a Slurm host: one job (launchers/slurm)
+        from dsv4tui.core.launchers import slurm
+
+        return await slurm.start(host, profile_name, backend, replace=replace, wait=wait,
+                                 timeout=timeout, on_step=on_step, store=store,
+                                 overrides=overrides)
     if host.spec.group:  # a host made of nodes: every node (group_control)
         return await group_control.start(
             host, profile_name, backend, replace=replace, wait=wait, grace=grace,
@@ -109,7 +115,11 @@ async def restart(host: Host, profile_name: str | None = None, backend: str | No
 
 async def stop(host: Host, grace: float = DEFAULT_GRACE_S) -> dict[str, Any]:
     """Stop the server we started on ``host``; the ``stopped`` event (a host made of
-    nodes: every node's, in ``nodes``)."""
+    nodes: every node's, in ``nodes``; a Slurm host: scancel, ``job_id``)."""
+    if host.config.slurm is not None:
+        from dsv4tui.core.launchers import slurm
+
+        return await slurm.stop(host, grace)
     if host.spec.group:
         return await group_control.stop(host, grace)
     events = await host.agent.call("server", "stop", "--grace", f"{grace:g}")
@@ -130,6 +140,10 @@ def running_backend(status: Mapping[str, Any]) -> str | None:
 async def status(host: Host, profile_name: str | None = None) -> dict[str, Any]:
     """The ``status`` event; the port/host checked for a foreign server come from the profile
     (a host made of nodes: the group's state, every node's in ``nodes``)."""
+    if host.config.slurm is not None:  # its job's state (``slurm``: True, ``job_id``)
+        from dsv4tui.core.launchers import slurm
+
+        return await slurm.status(host, profile_name)
     if host.spec.group:
         return await group_control.status(host, profile_name)
     args = ["server", "status"]

@@ -60,6 +60,7 @@ class StartResult:
     started_at: float | None = None  # when the server process started (the host's clock)
     store_error: str | None = None
     nodes: list[dict[str, Any]] | None = None  # a host made of nodes: node, rank, pid, argv
+    slurm: dict[str, Any] | None = None  # a Slurm host: job_id, output, nodes, queue_wait_s
 
     @property
     def other_s(self) -> float | None:
@@ -70,7 +71,9 @@ class StartResult:
         return round(max(0.0, self.startup_s - spent), 3)
 
     def to_json(self) -> dict[str, Any]:
-        extra = {"nodes": self.nodes} if self.nodes is not None else {}
+        extra: dict[str, Any] = {"nodes": self.nodes} if self.nodes is not None else {}
+        if self.slurm is not None:
+            extra["slurm"] = self.slurm
         return {**extra, "host": self.host, "profile": self.profile, "pid": self.pid,
                 "ready": self.ready,
                 "launch_id": self.launch_id,

@@ -1,0 +1,210 @@
+"""Launches as Slurm jobs, against a real two-node Slurm on this machine (tests/plugins/slurm:
+munged + slurmctld + slurmd -N node0 / -N node1): the simulator's ranks on both nodes as one
+job, its state the way a cluster user reads it, a rank killed, stop = scancel, a PENDING job."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plugins.sim import REPO, TEST_DECODE_SPEED, TEST_SPEED, free_port
+from plugins.slurm import NODES, PARTITION, SlurmCluster
+
+from dsv4tui import main as cli
+from dsv4tui.core import paths
+from dsv4tui.core.store import RunStore
+
+
+def test_the_test_cluster_runs_one_task_per_node(slurm: SlurmCluster) -> None:
+    out = slurm.run("srun", "-N2", "--ntasks-per-node=1", "bash", "-c",
+                    'echo "$SLURMD_NODENAME $SLURM_NODEID"', timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.split("\n")[:2]) == ["node0 0", "node1 1"]
+    assert set(slurm.node_states()) == set(NODES)
+
+
+# -- a Slurm host through the CLI ------------------------------------------------------------
+
+def write_config(port: int, init_port: int, nodes: int = 2, tp: int = 16) -> None:
+    args = ["--sim-speed", f"{TEST_SPEED:g}", "--sim-decode-speed", f"{TEST_DECODE_SPEED:g}",
+            "--sim-gpu", "H200", "--dist-timeout", "30"]
+    paths.config_file().write_text(
+        '[hosts.cluster]\n'
+        '[hosts.cluster.slurm]\n'
+        f'partition = "{PARTITION}"\nnodes = {nodes}\ntime = "00:20:00"\n'
+        'env = { DSV4TUI_TEST_NOTE = "it\'s two words" }\n'
+        '[hosts.cluster.profiles.sim]\n'
+        f'python = {json.dumps(sys.executable)}\nmodule = "dsv4tui.sim.sglang"\n'
+        'model_path = "/models/DeepSeek-V4-Flash"\nserved_model_name = "dsv4-sim"\n'
+        f'port = {port}\ntp_size = {tp}\nmoe_runner_backend = "triton"\n'
+        f'dist_init_port = {init_port}\n'
+        f'extra_args = {json.dumps(args)}\n'
+        f'env = {{ PYTHONPATH = {json.dumps(str(REPO))} }}\n')
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def status(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, "server", "status", "cluster", "--json")
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def _cmdline(pid: str) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [w.decode(errors="replace") for w in raw.split(b"\0") if w]
+
+
+def _parent(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return "0"
+
+
+def rank_pids(port: int, rank: int | None = None) -> list[int]:
+    """The simulator processes of the job serving ``port`` (of one rank: its main process,
+    the child of the rank's bash wrapper)."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        argv = _cmdline(pid)
+        if "dsv4tui.sim.sglang" not in argv or "--port" not in argv or \
+                argv[argv.index("--port") + 1] != str(port):
+            continue
+        if rank is not None:
+            if argv[argv.index("--node-rank") + 1] != str(rank):
+                continue
+            parent = _cmdline(_parent(pid))
+            if not parent or not parent[0].endswith("bash"):
+                continue
+        found.append(int(pid))
+    return found
+
+
+def _wait(pred: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        assert time.monotonic() < deadline, what
+        time.sleep(0.3)
+
+
+def test_dry_run_prints_the_sbatch_script_and_each_ranks_argv(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(31990, 31991)
+    code, out, err = run_cli(capsys, "server", "start", "cluster", "--dry-run")
+    assert code == 0, err
+    assert "one Slurm job of 2 nodes" in out
+    assert "rank 0 (SLURM_NODEID=0) would run:" in out and "--node-rank 0" in out
+    assert "rank 1 (SLURM_NODEID=1) would run:" in out and "--node-rank 1" in out
+    assert "#SBATCH --nodes=2" in out and "#SBATCH --partition=gpu" in out
+    assert "#SBATCH --time=00:20:00" in out
+    # a value with a quote and a space is one shell word, quoted
+    assert "export DSV4TUI_TEST_NOTE='it'\"'\"'s two words'" in out
+    code, out, _ = run_cli(capsys, "server", "start", "cluster", "--dry-run", "--json")
+    plan = json.loads(out)
+    ranks = plan["ranks"]
+    assert [r["argv"][r["argv"].index("--node-rank") + 1] for r in ranks] == ["0", "1"]
+    assert all(r["argv"][r["argv"].index("--nnodes") + 1] == "2" for r in ranks)
+    srun = plan["script"].splitlines()[-1]
+    words = shlex.split(srun)
+    assert words[:3] == ["exec", "srun", "--kill-on-bad-exit=1"]
+    assert words[-3:-1] == ["bash", "-c"]  # the rank body: one word, picked by SLURM_NODEID
+    assert words[-1].startswith('case "$SLURM_NODEID" in 0) env PYTHONPATH=')
+
+
+def test_a_slurm_host_with_nodes_listed_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    paths.config_file().write_text('[hosts.cluster]\nnodes = ["a", "b"]\n'
+                                   '[hosts.cluster.slurm]\nnodes = 2\n')
+    code, _, err = run_cli(capsys, "server", "status", "cluster")
+    assert code == 2
+    assert "a Slurm host gets its nodes from Slurm" in err and "Traceback" not in err
+
+
+def test_submit_ready_sweep_with_the_job_id_then_stop_leaves_nothing(
+        slurm: SlurmCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    code, out, err = run_cli(capsys, "server", "start", "cluster", "--timeout", "120")
+    assert code == 0, out + err
+    assert "submitted Slurm job" in out and "RUNNING on node0, node1" in out
+    assert "ready: startup" in out
+    st = status(capsys)
+    job = st["job_id"]
+    assert st["state"] == "ready" and st["job_state"] == "RUNNING"
+    assert st["nodes"] == ["node0", "node1"]
+    assert slurm.queue() == [job]
+    assert len(rank_pids(port, 0)) == 1 and len(rank_pids(port, 1)) == 1  # one rank a node
+    code, out, _ = run_cli(capsys, "server", "status", "cluster")
+    assert f"Slurm job {job} RUNNING on node0, node1: ready" in out
+
+    code, out, err = run_cli(capsys, "sweep", "cluster", "--label", "on-slurm", "--levels",
+                             "1:2", "--input-len", "16", "--output-len", "8", "--no-sanity",
+                             "--yes")
+    assert code == 0, out + err
+    assert f"Slurm job {job}, node 0 at http://127.0.0.1:{port}" in out + err
+    with RunStore() as store:
+        run = store.runs(label="on-slurm")[0]
+        assert run.launch_id is not None
+        launch = next(la for la in store.launches("cluster") if la.id == run.launch_id)
+    assert launch.profile is not None and launch.profile["slurm_job_id"] == job
+    assert launch.ok and launch.startup_s is not None
+
+    code, out, err = run_cli(capsys, "server", "stop", "cluster")
+    assert code == 0, out + err
+    assert f"scancel {job}: the job left the queue" in out
+    assert slurm.queue() == []
+    _wait(lambda: not rank_pids(port), 30, "a rank process outlived scancel")
+    assert status(capsys)["job_state"] == "CANCELLED"
+
+
+def test_a_rank_sigkilled_ends_the_job_and_status_names_its_node(
+        slurm: SlurmCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    code, out, err = run_cli(capsys, "server", "start", "cluster", "--timeout", "120")
+    assert code == 0, out + err
+    (pid,) = rank_pids(port, 1)
+    os.kill(pid, signal.SIGKILL)
+    _wait(lambda: not slurm.queue(), 60, "the job outlived its killed rank")
+    st = _wait(lambda: (s := status(capsys))["job_state"] != "RUNNING" and s, 30, "no end")
+    assert st["job_state"] == "FAILED" and st["state"] == "ended"
+    assert st["failed"]["node"] == "node1" and st["failed"]["task"] == 1
+    assert st["failed"]["status"] == 137
+    code, out, _ = run_cli(capsys, "server", "status", "cluster")
+    assert f"Slurm job {st['job_id']} FAILED" in out
+    assert "failed first: node node1 (rank 1): killed by SIGKILL (status 137)" in out
+    _wait(lambda: not rank_pids(port), 30, "rank 0 outlived the job")
+
+
+def test_a_pending_job_shows_its_reason_and_is_cancellable(
+        slurm: SlurmCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    write_config(free_port(), free_port(), nodes=3, tp=24)  # three nodes of two
+    code, out, err = run_cli(capsys, "server", "start", "cluster", "--no-wait")
+    assert code == 0, out + err
+    st = _wait(lambda: (s := status(capsys))["reason"] and s, 30, "no reason")
+    assert st["state"] == "pending" and st["job_state"] == "PENDING"
+    assert st["reason"] == "PartitionConfig"
+    code, out, _ = run_cli(capsys, "server", "status", "cluster")
+    assert f"Slurm job {st['job_id']} PENDING (PartitionConfig) - waiting in the queue" in out
+    code, out, err = run_cli(capsys, "server", "start", "cluster", "--no-wait")
+    assert code != 0 and "PENDING" in err  # one job at a time: a second start is refused
+    code, out, _ = run_cli(capsys, "server", "stop", "cluster")
+    assert code == 0 and "the job left the queue (CANCELLED)" in out
+    assert slurm.queue() == []

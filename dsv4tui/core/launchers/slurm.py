@@ -32,7 +32,7 @@ from dsv4tui.core import paths
 from dsv4tui.core.config import HostConfig, SlurmConfig
 from dsv4tui.core.errors import EXIT_FAILED, ConfigError, UserError
 from dsv4tui.core.nodes.group import DEFAULT_DIST_PORT, rank_launches
-from dsv4tui.core.server.launch import Launch
+from dsv4tui.core.server.launch import LaunchPlan
 from dsv4tui.core.server.startup import (
     DEFAULT_TIMEOUT_S,
     StartResult,
@@ -59,20 +59,20 @@ class SlurmError(UserError):
 
 @dataclass(frozen=True)
 class SlurmPlan:
-    """One launch as a Slurm job: each rank's Launch and the sbatch script that runs them."""
+    """One launch as a Slurm job: each rank's LaunchPlan and the sbatch script that runs them."""
 
     host: str
     profile_name: str
     slurm: SlurmConfig
     job_name: str
-    ranks: list[Launch]
+    ranks: list[LaunchPlan]
     dist_port: int
     dist_addr: str | None  # the profile's own --dist-init-addr, else node 0's at run time
     log_dir: str
     script: str
 
     @property
-    def launch(self) -> Launch:
+    def launch(self) -> LaunchPlan:
         return self.ranks[0]
 
     def rank_logs(self, job_id: str) -> list[str]:
@@ -130,7 +130,7 @@ def plan(config: HostConfig, host: str, profile_name: str | None = None,
                      render_script(draft))
 
 
-def _rank_command(launch: Launch, dynamic_addr: bool) -> str:
+def _rank_command(launch: LaunchPlan, dynamic_addr: bool) -> str:
     """One rank's command line for the script: every word quoted, node 0's address the one
     variable (``"$DSV4TUI_HEAD_ADDR":PORT``) where the profile does not name its own."""
     words = []
@@ -146,7 +146,7 @@ def _rank_command(launch: Launch, dynamic_addr: bool) -> str:
     return cmd
 
 
-def _rank_case(rank: int, launch: Launch, dynamic_addr: bool) -> str:
+def _rank_case(rank: int, launch: LaunchPlan, dynamic_addr: bool) -> str:
     """The rank's command, then a line in its log saying how it ended (status, when):
     which rank died first is read from there once the job has ended (no accounting needed)."""
     return (f"{rank}) {_rank_command(launch, dynamic_addr)}; rc=$?; echo \"dsv4tui: rank "

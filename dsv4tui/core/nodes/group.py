@@ -73,8 +73,8 @@ def plan_nodes(config: HostConfig, specs: list[HostSpec], profile_name: str | No
 
 def rank_launches(profile: ServerProfile, name: str, nodes: list[str], addr: str,
                   backend: str | None = None, *, overrides: Mapping[str, Any] | None = None,
-                  sglang_version: str | None = None) -> list[Launch]:
-    """One profile as one validated Launch per rank (``--nnodes len(nodes) --node-rank i
+                  sglang_version: str | None = None) -> list[LaunchPlan]:
+    """One profile as one validated LaunchPlan per rank (``--nnodes len(nodes) --node-rank i
     --dist-init-addr addr``): what the SSH fan-out runs on each node, and what a Slurm job's
     ranks run (core/launchers/slurm) -- one launch model, two backends."""
     out = []

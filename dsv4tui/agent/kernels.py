@@ -32,8 +32,14 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from dsv4tui.agent import protocol, trace_parse
-from dsv4tui.agent.openai_stream import (TRANSPORTS, Endpoint, build_body, chat_path, make_client,
-                                          parse_stream)
+from dsv4tui.agent.openai_stream import (
+    TRANSPORTS,
+    Endpoint,
+    build_body,
+    chat_path,
+    make_client,
+    parse_stream,
+)
 
 DEFAULT_STEPS = 5
 DEFAULT_CONCURRENCY = 16

@@ -214,3 +214,37 @@ def test_parse_log_bad_input(bad: str, tmp_path: Path, capsys: pytest.CaptureFix
     code, out, err = run_cli(capsys, "parse-log", str(path))
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_lines_class_comes_from_the_agent_end_to_end(tmp_path: Path) -> None:
+    """The real agent (`logs FILE`, a subprocess) classifies each line as it reads it; the
+    console's ring keeps the class it was given (a traceback block, a WARNING, a TP rank)."""
+
+    import subprocess
+    import sys
+
+    from dsv4tui.core.view import model as m
+    from dsv4tui.core.view.log_lines import ERROR, INFO, WARNING
+    from dsv4tui.core.view.streams import LogFeed
+
+    log = tmp_path / "server.log"
+    log.write_text("[2025-11-30 12:00:00 TP3] Load weight begin. avail mem=70.00 GB\n"
+                   "[2025-11-30 12:00:01 TP1] WARNING: something is deprecated\n"
+                   "Traceback (most recent call last):\n"
+                   '  File "x.py", line 1, in <module>\n'
+                   "RuntimeError: boom\n"
+                   "[2025-11-30 12:00:02 TP0] fine again\n")
+    proc = subprocess.run([sys.executable, "-m", "dsv4tui.agent", "logs", str(log),
+                           "--from-start"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    [batch] = [e for e in events if e["type"] == "lines"]
+    assert batch["levels"] == [INFO, WARNING, ERROR, ERROR, ERROR, INFO]
+    assert batch["tps"] == [3, 1, None, None, None, 0]
+    model = m.UiModel()
+    batch["levels"][5] = WARNING  # what the agent says is what the ring keeps
+    LogFeed().add(model, batch)
+    got = [model.logs.get(i) for i in range(model.logs.first, model.logs.next)]
+    assert [(g.level, g.tp) for g in got if g] == [(INFO, 3), (WARNING, 1), (ERROR, None),
+                                                   (ERROR, None), (ERROR, None), (WARNING, 0)]
+    assert model.logs.ranks == {0, 1, 3} and model.logs.errors == 3

@@ -10,7 +10,8 @@ header: a log captured mid-way, or a launcher that prints only the message). A t
 whose header was cut (it starts at a ``File "...", line N`` frame) is still a traceback.
 :func:`parse_line` classifies one line; :class:`LogParser` feeds lines in order, tracks the
 startup phases and multi-line tracebacks, and emits event dicts (``kind`` + fields).
-:func:`summarize` runs a whole log and returns the ``parse-log`` JSON.
+:func:`summarize` runs a whole log and returns the ``parse-log`` JSON. :class:`LineLevels`
+gives each line its class for the log view (level, TP rank): the only place lines are classified.
 """
 
 from __future__ import annotations
@@ -246,6 +247,48 @@ def _classify(msg: str) -> Optional[Event]:
     if _HIT_EXCEPTION_RE.search(msg):  # Scheduler, TokenizerManager, TpModelWorkerClient ...
         return {"kind": "fatal", "message": msg.strip()}
     return None
+
+
+# -- each line's class, for the console's log view (level filter, TP-rank filter) -------------
+# The one classifier of raw log lines: the agent runs it as it reads (the ``lines`` events carry
+# ``levels`` and ``tps``), the console only for lines of its own or from an older agent.
+LEVEL_INFO, LEVEL_WARNING, LEVEL_ERROR = 0, 1, 2
+_LEVEL_ERROR_RE = re.compile(
+    r"Traceback \(most recent call last\)|\bERROR\b|\bCRITICAL\b|\bFATAL\b|"
+    r"^\s*[A-Za-z_][\w.]*(?:Error|Exception)\b|\b[A-Z]\w*(?:Error|Exception): |"
+    r"CUDA out of memory|NCCL error|no kernel image|Killed|core dumped|"
+    r"[Ff]ailed to|exited with code [1-9]|Received sigquit")
+_LEVEL_WARNING_RE = re.compile(r"\bWARNING\b|\bWARN\b|\bWarning\b|\bdeprecated\b",
+                               re.IGNORECASE)
+_ERROR_HINTS = ("error", "exception", "traceback", "critical", "fatal", "out of memory", "nccl",
+                "no kernel", "killed", "core dumped", "failed to", "exited with code", "sigquit")
+_TRACE_CONT_RE = re.compile(r"^(?:\s+\S|File \"|During handling|The above exception)")
+
+
+class LineLevels:
+    """Feed lines in order; get each one's ``(level, TP rank or None)``. A traceback's
+    unprefixed continuation lines (frames, source, the exception) are errors like its header."""
+
+    def __init__(self) -> None:
+        self._in_traceback = False
+
+    def classify(self, text: str) -> Tuple[int, Optional[int]]:
+        if "\r" in text:  # tqdm repaints: the class of what a terminal shows
+            text = text.rsplit("\r", 1)[-1]
+        ts, prefix, _ = split_prefix(text) if text[:1] == "[" or text[:1].isdigit() \
+            else (None, "", text)
+        tp = ranks(prefix).get("TP") if prefix else None
+        if self._in_traceback and ts is None and _TRACE_CONT_RE.match(text):
+            return LEVEL_ERROR, tp
+        self._in_traceback = False
+        low = text.lower()
+        # cheap substring checks first: most lines are neither (a flood is 2,000 lines/s)
+        if any(k in low for k in _ERROR_HINTS) and _LEVEL_ERROR_RE.search(text):
+            self._in_traceback = "Traceback" in text
+            return LEVEL_ERROR, tp
+        if ("warn" in low or "deprecat" in low) and _LEVEL_WARNING_RE.search(text):
+            return LEVEL_WARNING, tp
+        return LEVEL_INFO, tp
 
 
 def parse_line(line: str) -> Optional[Event]:

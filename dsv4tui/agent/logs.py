@@ -1,6 +1,7 @@
 """``logs [FILE] [--follow] [--from-start | --lines N]``: stream a server log, raw and parsed.
 
-Events: ``lines`` (a batch of raw lines), ``log_event`` (one parsed event from
+Events: ``lines`` (a batch of raw lines, with each one's class: ``levels`` 0 info / 1 warning /
+2 error and ``tps`` the TP rank or null, from :class:`~dsv4tui.agent.logparse.LineLevels`), ``log_event`` (one parsed event from
 :mod:`dsv4tui.agent.logparse`), ``log_rotated`` (the file was replaced or truncated),
 ``log_waiting`` (following a file that does not exist yet), ``log_end`` (not following).
 FILE defaults to the log of the server this agent started (or adopted), else -- ``--port`` --
@@ -134,6 +135,7 @@ class ParsedTail:
         self.tail = LogTail(path)
         self.redact = redactor(secrets or [])
         self.parser = logparse.LogParser()
+        self.levels = logparse.LineLevels()
         self._progress: Dict[Tuple[str, Any], int] = {}
 
     def _keep(self, ev: Dict[str, Any]) -> bool:
@@ -152,6 +154,7 @@ class ParsedTail:
         partial = self.redact(partial) if partial else partial
         if self.tail.rotated:
             self.parser = logparse.LogParser()
+            self.levels = logparse.LineLevels()
             self._progress = {}
         events: List[Dict[str, Any]] = []
         for line in lines:
@@ -235,6 +238,7 @@ def run(args: Any) -> int:
 
 def _stream(tail: ParsedTail, path: str, follow: bool, parse: bool) -> int:
     batch: List[str] = []
+    classes: List[Tuple[int, Optional[int]]] = []
     events: List[Dict[str, Any]] = []
     batch_start = time.monotonic()
     first_line = 1
@@ -242,18 +246,19 @@ def _stream(tail: ParsedTail, path: str, follow: bool, parse: bool) -> int:
         lines, evs = tail.poll()
         if tail.tail.rotated:
             tail.tail.rotated = False
-            _flush(path, batch, events, first_line, parse)
+            _flush(path, batch, classes, events, first_line, parse)
             first_line = 1 + tail.parser.line_no - len(lines)
-            batch, events = [], []
+            batch, classes, events = [], [], []
             protocol.emit("log_rotated", path=path)
         batch.extend(lines)
+        classes.extend(tail.levels.classify(line) for line in lines)
         events.extend(evs)
         full = len(batch) >= BATCH_LINES
         if full or ((batch or events) and time.monotonic() - batch_start >= BATCH_S) or \
                 (not follow and not lines):
-            _flush(path, batch, events, first_line, parse)
+            _flush(path, batch, classes, events, first_line, parse)
             first_line += len(batch)
-            batch, events = [], []
+            batch, classes, events = [], [], []
             batch_start = time.monotonic()
         if not follow and not lines:
             protocol.emit("log_end", path=path, lines=tail.parser.line_no)
@@ -262,11 +267,13 @@ def _stream(tail: ParsedTail, path: str, follow: bool, parse: bool) -> int:
             time.sleep(POLL_S)
 
 
-def _flush(path: str, batch: List[str], events: List[Dict[str, Any]], first_line: int,
-           parse: bool) -> None:
+def _flush(path: str, batch: List[str], classes: List[Tuple[int, Optional[int]]],
+           events: List[Dict[str, Any]], first_line: int, parse: bool) -> None:
     for i in range(0, len(batch), BATCH_LINES):
+        part = classes[i:i + BATCH_LINES]
         protocol.emit("lines", path=path, first_line=first_line + i,
-                      lines=batch[i:i + BATCH_LINES])
+                      lines=batch[i:i + BATCH_LINES], levels=[c[0] for c in part],
+                      tps=[c[1] for c in part])
     if parse:
         for ev in events:
             protocol.emit("log_event", event=ev)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dsv4tui.core.nodes import fanout
 from dsv4tui.core.nodes.telemetry import NodeFrames
 from dsv4tui.core.telemetry import Frame, FrameError, HostTelemetry
+from dsv4tui.core.view.log_lines import Class, classes_of
 
 if TYPE_CHECKING:
     from dsv4tui.core.hosts.resolve import HostSpec
@@ -40,7 +41,7 @@ def node_column(node: str, width: int, line: str) -> str:
 
 class NodeStreams:
     def __init__(self, spec: HostSpec, telemetry: HostTelemetry, interval: float, *,
-                 on_frame: Callable[[Frame], None], on_lines: Callable[[list[str]], None],
+                 on_frame: Callable[[Frame], None], on_lines: Callable[[list[str], list[Class] | None], None],
                  on_node_error: Callable[[str, str], None]) -> None:
         self.spec = spec
         self.names = [s.name for s in spec.group]
@@ -111,7 +112,7 @@ class NodeStreams:
 
     def _log_event(self, node: str, ev: dict[str, Any]) -> None:
         if ev.get("type") == "lines":
-            self.on_lines(self.lines(node, list(ev.get("lines") or [])))
+            self.on_lines(self.lines(node, list(ev.get("lines") or [])), classes_of(ev))
         elif ev.get("type") == "log_event":
             inner = ev.get("event") or {}
             if inner.get("kind") in _ERROR_KINDS:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dsv4tui.core.errors import ConnectError, UserError
 from dsv4tui.core.view import model as m
 from dsv4tui.core.view import streams
+from dsv4tui.core.view.log_lines import Class
 from dsv4tui.core.view.parts import CONN, LOGS, PROFILES, SERVER
 
 if TYPE_CHECKING:
@@ -62,8 +63,8 @@ class HostLink:
 
         model = self.model
 
-        def on_lines(lines: list[str]) -> None:
-            model.logs.extend(lines)
+        def on_lines(lines: list[str], classes: list[Class] | None) -> None:
+            model.logs.extend(lines, classes)
             self.mark(LOGS)
 
         def on_node_error(node: str, text: str) -> None:

@@ -1,4 +1,8 @@
-"""A bounded ring of server-log lines, each classified once (level, TP rank) on arrival.
+"""A bounded ring of server-log lines with their class (level, TP rank, node).
+
+The class comes from the agent, which classifies each line as it reads it
+(:class:`dsv4tui.agent.logparse.LineLevels`); a line of the console's own goes through the same
+classifier here.
 
 Pure Python (no textual): the App appends batches from the ``logs --follow`` stream, the
 :class:`~dsv4tui.tui.widgets.log_view.LogView` reads lines by absolute sequence number. Memory is
@@ -8,28 +12,29 @@ bounded by ``capacity`` whatever the log's size or rate; the oldest lines fall o
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from dsv4tui.agent.logparse import LEVEL_ERROR as ERROR
+from dsv4tui.agent.logparse import LEVEL_INFO as INFO
+from dsv4tui.agent.logparse import LEVEL_WARNING as WARNING
+from dsv4tui.agent.logparse import LineLevels
 from dsv4tui.core.campaign.labels import safe_line
 
-INFO, WARNING, ERROR = 0, 1, 2
 LEVEL_NAMES = {INFO: "all", WARNING: "warnings+", ERROR: "errors"}
 MAX_LINE = 2000  # longer lines are cut (a 1 MB line must not become a 1 MB strip)
-
-_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<prefix>(?: [A-Z]{2,4}\d+)*)\]")
-_TP = re.compile(r"\bTP(\d+)\b")
 # a host made of nodes: the console puts each line's node in a column, ``h200b │ [...] ...``
 _NODE = re.compile(r"^(?P<node>[\w.@-]{1,40}) *│ ")
-_ERROR = re.compile(
-    r"Traceback \(most recent call last\)|\bERROR\b|\bCRITICAL\b|\bFATAL\b|"
-    r"^\s*[A-Za-z_][\w.]*(?:Error|Exception)\b|\b[A-Z]\w*(?:Error|Exception): |"
-    r"CUDA out of memory|NCCL error|no kernel image|Killed|core dumped|"
-    r"[Ff]ailed to|exited with code [1-9]|Received sigquit")
-_WARNING = re.compile(r"\bWARNING\b|\bWARN\b|\bWarning\b|\bdeprecated\b", re.IGNORECASE)
-_ERROR_HINTS = ("error", "exception", "traceback", "critical", "fatal", "out of memory", "nccl",
-                "no kernel", "killed", "core dumped", "failed to", "exited with code", "sigquit")
-_TRACE_CONT = re.compile(r"^(?:\s+\S|File \"|During handling|The above exception)")
+Class = tuple[int, "int | None"]  # (level, TP rank), as the agent's ``lines`` events carry it
+
+
+def classes_of(ev: dict) -> list[Class] | None:
+    """The classes a ``lines`` event carries (``levels``, ``tps``), or None (an older agent)."""
+    levels, tps, lines = ev.get("levels"), ev.get("tps"), ev.get("lines") or []
+    if not isinstance(levels, list) or not isinstance(tps, list) \
+            or not len(levels) == len(tps) == len(lines):
+        return None
+    return [(int(lv), None if tp is None else int(tp)) for lv, tp in zip(levels, tps, strict=True)]
 
 
 class LogLine(NamedTuple):
@@ -57,40 +62,13 @@ class LogLines:
         self.ranks: set[int] = set()
         self.nodes: list[str] = []  # in the order first seen
         self.errors = 0
-        self._in_traceback = False
+        self._levels = LineLevels()  # lines that did not come through the agent's classifier
 
     def __len__(self) -> int:
         return self.next - self.first
 
-    def classify(self, text: str) -> LogLine:
-        full, node = text, None
-        if "│" in text:
-            n = _NODE.match(text)
-            if n:
-                node, text = n.group("node"), text[n.end():]
-        line = self._classify(text)
-        return LogLine(full, line.level, line.tp, node)
-
-    def _classify(self, text: str) -> LogLine:
-        m = _PREFIX.match(text) if text.startswith("[") else None
-        tp: int | None = None
-        if m and m.group("prefix"):
-            t = _TP.search(m.group("prefix"))
-            if t:
-                tp = int(t.group(1))
-        if self._in_traceback and not m and _TRACE_CONT.match(text):
-            return LogLine(text, ERROR, tp)
-        self._in_traceback = False
-        low = text.lower()
-        # cheap substring checks first: most lines are neither (a flood is 2,000 lines/s)
-        if any(k in low for k in _ERROR_HINTS) and _ERROR.search(text):
-            self._in_traceback = "Traceback" in text
-            return LogLine(text, ERROR, tp)
-        if ("warn" in low or "deprecat" in low) and _WARNING.search(text):
-            return LogLine(text, WARNING, tp)
-        return LogLine(text, INFO, tp)
-
-    def append(self, text: str) -> LogLine:
+    def append(self, text: str, cls: Class | None = None) -> LogLine:
+        """Keep one line; ``cls``: its class from the agent (else the same classifier, here)."""
         text = text.rstrip("\r\n")
         if "\r" in text:  # tqdm repaints: show what a terminal would
             text = text.rsplit("\r", 1)[-1]
@@ -100,7 +78,13 @@ class LogLines:
             text = text.expandtabs(4)
         if not text.isprintable():  # colour codes dropped, other controls shown as escapes:
             text = safe_line(text)  # a server's log line cannot drive the terminal
-        line = self.classify(text)
+        node, own = None, text
+        n = _NODE.match(text) if "│" in text else None
+        if n:
+            node, own = n.group("node"), text[n.end():]
+        if cls is None:
+            cls = self._levels.classify(own)
+        line = LogLine(text, cls[0], cls[1], node)
         self._ring[self.next % self.capacity] = (line[0], line[1], line[2], line[3])
         self.next += 1
         if self.next - self.first > self.capacity:
@@ -115,10 +99,10 @@ class LogLines:
             self.errors += 1
         return line
 
-    def extend(self, texts: Iterable[str]) -> int:
+    def extend(self, texts: Iterable[str], classes: Sequence[Class] | None = None) -> int:
         n = 0
-        for text in texts:
-            self.append(text)
+        for i, text in enumerate(texts):
+            self.append(text, None if classes is None else classes[i])
             n += 1
         return n
 
@@ -133,7 +117,7 @@ class LogLines:
         self.first = self.next = self.max_width = self.errors = 0
         self.ranks.clear()
         self.nodes.clear()
-        self._in_traceback = False
+        self._levels = LineLevels()
 
     def tail(self, n: int, min_level: int = INFO) -> list[str]:
         out: list[str] = []

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dsv4tui.core.view import model as m
+from dsv4tui.core.view.log_lines import classes_of
 from dsv4tui.core.view.parts import GPU, LOGS, METRICS
 
 if TYPE_CHECKING:
@@ -114,12 +115,16 @@ class LogFeed:
         kind = ev.get("type")
         if kind == "lines":
             lines = ev.get("lines") or []
+            classes = classes_of(ev)  # each line's class, from the agent
             if relabel is not None:
                 lines = relabel(lines)
             if ev.get("first_line") == 1 and len(model.logs) and self._resent:
-                lines = skip_seen(model.logs.tail(20), lines)
+                kept = skip_seen(model.logs.tail(20), lines)
+                if classes is not None:
+                    classes = classes[len(lines) - len(kept):]
+                lines = kept
             self._resent = True
-            model.logs.extend(lines)
+            model.logs.extend(lines, classes)
             return LOGS
         if kind == "log_event":
             return m.apply_log_event(model, ev.get("event") or {}, model.mono())

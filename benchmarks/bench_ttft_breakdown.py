@@ -26,7 +26,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dsv4tui.agent import bench, loadgen  # noqa: E402
+from dsv4tui.agent.bench import loadgen  # noqa: E402
+from dsv4tui.agent.bench import sweep as bench  # noqa: E402
 
 
 class Collect:

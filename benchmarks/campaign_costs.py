@@ -1,7 +1,7 @@
 """What running sweeps through the host-side campaign runner costs, measured.
 
 1. The journal's cost per request event: a realistic ``request`` event (256 chunk gaps) written
-   through ``protocol.emit`` into a :class:`dsv4tui.agent.journal.Journal` (the runner's path:
+   through ``protocol.emit`` into a :class:`dsv4tui.agent.campaign.journal.Journal` (the runner's path:
    JSON encode + one write + flush), in µs per event, and the bytes it adds.
 2. Measurement is not disturbed: against benchmarks/known_timing_server.py (TTFT 100 ms, 10 ms
    per token, 64 tokens), the mean TTFT, mean ITL and output tok/s error against the server's
@@ -49,7 +49,7 @@ def request_event(i: int) -> dict:
 
 def journal_cost(n: int) -> None:
     from dsv4tui.agent import protocol
-    from dsv4tui.agent.journal import Journal
+    from dsv4tui.agent.campaign.journal import Journal
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "journal.jsonl")
@@ -144,7 +144,7 @@ def accuracy(levels: list[tuple[int, int]]) -> None:
 
 
 def backfill(n: int) -> None:
-    from dsv4tui.agent import stats
+    from dsv4tui.agent.bench import stats
     from dsv4tui.core.campaign.ingest import Collector, collect
     from dsv4tui.core.hosts.agent_runner import AgentRunner
     from dsv4tui.core.hosts.local import LocalSession

@@ -130,7 +130,7 @@ def _response_bytes(kind: str, model: str, max_tokens: int, ignore_eos: bool, an
 
 class StampingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
     """Notes when each poll returns: a request read in that loop iteration had arrived by
-    then, however many other sockets the loop served first. (dsv4tui.agent.openai_stream
+    then, however many other sockets the loop served first. (dsv4tui.agent.bench.openai_stream
     has the same, for the client side.)"""
 
     woke = 0.0

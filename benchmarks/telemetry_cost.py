@@ -36,10 +36,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "data" / "telemetry"))
 
-from dsv4tui.agent.gpu_source import Source  # noqa: E402
-from dsv4tui.agent.nvml_source import NvmlSource  # noqa: E402
+from dsv4tui.agent.host.gpu_source import Source  # noqa: E402
+from dsv4tui.agent.host.nvml_source import NvmlSource  # noqa: E402
+from dsv4tui.agent.host.sim_source import SimSource  # noqa: E402
 from dsv4tui.agent.protocol import make_event  # noqa: E402
-from dsv4tui.agent.sim_source import SimSource  # noqa: E402
 
 GPUS = 8
 PROCESSES_EVERY_TICKS = 5  # the agent's default: every 5 s at 1 Hz

@@ -370,7 +370,7 @@ def test_adopting_a_server_dsv4tui_once_started_keeps_its_launch_id(
         tmp_path: Path, sims: list[SimProcess], capsys: pytest.CaptureFixture[str]) -> None:
     """A server dsv4tui started whose record was lost (a wiped cache dir) still carries its
     launch's id, and so does a daemon it left outside its tree: adopted, a stop ends both."""
-    from dsv4tui.agent.procs import LAUNCH_ID_VAR
+    from dsv4tui.agent.host.procs import LAUNCH_ID_VAR
 
     port = free_port()
     env = subprocess_env(**{LAUNCH_ID_VAR: "0123456789abcdef0123456789abcdef"})

@@ -22,7 +22,7 @@ from plugins.bench_server import (
 )
 from plugins.sim import free_port, start_sim
 
-from dsv4tui.agent import bench
+from dsv4tui.agent.bench import sweep as bench
 from dsv4tui.agent.protocol import parse_event
 from dsv4tui.core.config import DEFAULT_SANITY, SweepPlan
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 from dsv4tui.core.bench_runner import BenchTarget
 from dsv4tui.core.campaign.ingest import Collector
 from dsv4tui.core.campaign.plan import bench_target

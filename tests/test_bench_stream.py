@@ -13,7 +13,7 @@ import pytest
 from plugins.bench_server import ScriptServer, delta, http_json, normal_stream, sse, usage
 from plugins.sim import free_port
 
-from dsv4tui.agent.openai_stream import (
+from dsv4tui.agent.bench.openai_stream import (
     Endpoint,
     RawResponse,
     StreamResult,
@@ -294,7 +294,7 @@ def test_endpoint_forms() -> None:
 
 
 def test_stamping_loop_times_reads_at_poll_return(script_server: ScriptServer) -> None:
-    from dsv4tui.agent import openai_stream
+    from dsv4tui.agent.bench import openai_stream
 
     script_server.responses = [normal_stream(3)]
 

@@ -62,7 +62,7 @@ def test_no_import_loops() -> None:
     contract is about packages, stricter than this.)"""
     graph = pytest.importorskip("grimp").build_graph(
         "dsv4tui", exclude_type_checking_imports=True, cache_dir=None)
-    assert "dsv4tui.agent.server" in graph.modules and "dsv4tui.core.store" in graph.modules
+    assert "dsv4tui.agent.host.server" in graph.modules and "dsv4tui.core.store" in graph.modules
     imported = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
     try:
         graphlib.TopologicalSorter(imported).prepare()
@@ -166,15 +166,15 @@ def test_the_private_name_check_sees_a_violation(tmp_path: Path) -> None:
     tree = ast.parse("from dsv4tui.agent import bench\nbench._Sink()\n")
     attrs = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
     assert [ast.unparse(a) for a in attrs if a.attr.startswith("_")] == ["bench._Sink"]
-    assert "dsv4tui.agent.bench" in _own_modules()
+    assert "dsv4tui.agent.bench.sweep" in _own_modules()
 
 
 def test_one_reading_of_a_process_start_time() -> None:
     """A process's start time (what tells a live process from a reused pid) is read by
-    dsv4tui.agent.procs.proc_start only: the agent, the console and the tests' helpers ask
+    dsv4tui.agent.host.procs.proc_start only: the agent, the console and the tests' helpers ask
     it, none parses /proc/PID/stat for it on its own."""
     root = PKG.parent
-    own = PKG / "agent" / "procs.py"
+    own = PKG / "agent" / "host" / "procs.py"
     bad = []
     for path in sorted([*PKG.rglob("*.py"), *(root / "tests").rglob("*.py"),
                         *(root / "benchmarks").rglob("*.py")]):

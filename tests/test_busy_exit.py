@@ -20,7 +20,7 @@ from dsv4tui.core.errors import EXIT_BUSY
 from dsv4tui.core.hosts.agent_runner import AgentRunner
 from dsv4tui.core.hosts.local import LocalSession
 
-HOLD = ("import sys; from dsv4tui.agent.server import ServerLock; "
+HOLD = ("import sys; from dsv4tui.agent.host.server import ServerLock; "
         "lock = ServerLock('restart').__enter__(); print('held', flush=True); sys.stdin.read()")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsv4tui.agent.hello import nvml_gpus
+from dsv4tui.agent.host.hello import nvml_gpus
 from dsv4tui.main import main
 
 

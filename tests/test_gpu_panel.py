@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from textual.app import App, ComposeResult
 
-from dsv4tui.agent.smi_source import FIELD_SETS, parse_query_line
+from dsv4tui.agent.host.smi_source import FIELD_SETS, parse_query_line
 from dsv4tui.core.telemetry import Frame, GpuSample, HostTelemetry
 from dsv4tui.tui.widgets.cells import bar_cells, level_char, spark_chars
 from dsv4tui.tui.widgets.gpu_panel import COLUMNS, GpuFrame, GpuPanel, cell_value, plan_layout

@@ -19,7 +19,7 @@ from plugins.bench_server import (
     sse,
 )
 
-from dsv4tui.agent.openai_stream import MAX_USAGE_TOKENS
+from dsv4tui.agent.bench.openai_stream import MAX_USAGE_TOKENS
 from dsv4tui.core.store import RunStore
 from dsv4tui.main import main
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dsv4tui.agent import trace_parse as tp
+from dsv4tui.agent.kernels import trace_parse as tp
 from dsv4tui.core.campaign import report
 from dsv4tui.core.campaign.kernel_launch import NOT_IN_CAPTURE, launch_cells, launch_lines
 from dsv4tui.core.campaign.kernels import ServerContext, store_capture

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from plugins.sim import AgentEnv, SimProcess, event, free_port, start_sim, subprocess_env
 
-from dsv4tui.agent import kernels as agent_kernels
+from dsv4tui.agent.kernels import capture as agent_kernels
 
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "tests" / "data" / "traces" / "torch_standin.py"

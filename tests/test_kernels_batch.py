@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from plugins.sim import AgentEnv, SimProcess, event, start_sim, subprocess_env
 
-from dsv4tui.agent import kernels as agent_kernels
+from dsv4tui.agent.kernels import capture as agent_kernels
 from dsv4tui.cli import kernels as cmd
 from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.store import RunStore

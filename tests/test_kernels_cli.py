@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from plugins.sim import SimProcess, start_sim, subprocess_env
 
-from dsv4tui.agent import trace_parse
+from dsv4tui.agent.kernels import trace_parse
 from dsv4tui.cli import kernels as cmd
 from dsv4tui.core.errors import AgentFailed
 from dsv4tui.core.store import RunStore

@@ -9,7 +9,7 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from dsv4tui.agent import trace_parse
+from dsv4tui.agent.kernels import trace_parse
 from dsv4tui.sim.trace import write_trace
 from dsv4tui.tui.screens.kernels import KernelsScreen
 from dsv4tui.tui.widgets.kernel_families import FamilyBars, bar, family_rows

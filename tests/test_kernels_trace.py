@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dsv4tui.agent import trace_parse as tp
+from dsv4tui.agent.kernels import trace_parse as tp
 from dsv4tui.sim.trace import write_trace
 
 DATA = Path(__file__).parent / "data" / "traces"

@@ -15,7 +15,8 @@ import pytest
 from plugins.bench_server import KnownServer, ScriptServer, agent_run, normal_stream, of_type
 from plugins.sim import SimProcess, free_port, sim_argv, start_sim, subprocess_env
 
-from dsv4tui.agent import arrivals, bench, datasets, stats
+from dsv4tui.agent.bench import arrivals, datasets, stats
+from dsv4tui.agent.bench import sweep as bench
 from dsv4tui.core.campaign.load_text import parse_goodput, parse_levels, parse_rates
 from dsv4tui.core.config import SweepPlan
 from dsv4tui.main import main
@@ -430,7 +431,7 @@ def test_the_queue_sampler_ends_when_its_agent_dies(tmp_path: Path) -> None:
     from plugins.sim import REPO, free_port
 
     code = ("import os, sys\n"
-            "from dsv4tui.agent.saturation import MetricsSampler\n"
+            "from dsv4tui.agent.bench.saturation import MetricsSampler\n"
             f"s = MetricsSampler('http://127.0.0.1:{free_port()}', interval_s=0.2).start()\n"
             "print(s.pid, flush=True)\n"
             "os._exit(0)  # killed: no stop()\n")

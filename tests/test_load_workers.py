@@ -17,7 +17,7 @@ import pytest
 from plugins.bench_server import REPO, KnownServer
 from plugins.sim import subprocess_env
 
-from dsv4tui.agent import workers
+from dsv4tui.agent.bench import workers
 from dsv4tui.agent.protocol import parse_event
 from dsv4tui.core.store import RunStore
 from dsv4tui.main import main

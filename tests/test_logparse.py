@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dsv4tui import main as cli
-from dsv4tui.agent import logparse
-from dsv4tui.agent.logs import ParsedTail
+from dsv4tui.agent.host import logparse
+from dsv4tui.agent.host.logs import ParsedTail
 
 DATA = Path(__file__).parent / "data" / "sglang_logs"
 
@@ -216,6 +216,7 @@ def test_parse_log_bad_input(bad: str, tmp_path: Path, capsys: pytest.CaptureFix
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.e2e
 def test_a_lines_class_comes_from_the_agent_end_to_end(tmp_path: Path) -> None:
     """The real agent (`logs FILE`, a subprocess) classifies each line as it reads it; the
     console's ring keeps the class it was given (a traceback block, a WARNING, a TP rank)."""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dsv4tui import main as cli
-from dsv4tui.agent import logparse
+from dsv4tui.agent.host import logparse
 from dsv4tui.core.server import control as server_control
 
 REAL = Path(__file__).parent / "data" / "sglang_logs" / "real"
@@ -164,7 +164,7 @@ def test_the_log_stream_and_a_crash_report_see_a_bare_exception(tmp_path: Path) 
     step = server_control.startup_step({"type": "log_event", "event": err})
     assert step is not None and step.kind == "error" and step.name == "exception"
     assert step.text == "ValueError: Unsupported architectures: LlavaQwenForCausalLM"
-    from dsv4tui.agent import server
+    from dsv4tui.agent.host import server
 
     info = server._parse_log(str(log), [])
     assert logparse.root_cause(info["events"]) == step.text

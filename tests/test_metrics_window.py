@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsv4tui.agent import server_metrics as sm
+from dsv4tui.agent.host import server_metrics as sm
 from dsv4tui.core.campaign.columns import SERVER_TTFT_P50
 from dsv4tui.core.server.metrics_window import (
     MetricsWindow,

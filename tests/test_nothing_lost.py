@@ -29,7 +29,7 @@ import pytest
 from plugins.campaigns import campaign_dirs, wait_ended
 from plugins.sim import REPO, SimProcess, start_sim, subprocess_env
 
-from dsv4tui.agent.journal import Journal, events
+from dsv4tui.agent.campaign.journal import Journal, events
 from dsv4tui.core import paths
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.store import campaigns as cstore

@@ -22,7 +22,7 @@ from plugins.bench_server import (
     of_type,
 )
 
-from dsv4tui.agent import plan_size
+from dsv4tui.agent.bench import plan_size
 from dsv4tui.agent.protocol import parse_event
 from dsv4tui.core.config import SweepPlan
 from dsv4tui.core.store import RunStore

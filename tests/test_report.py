@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 from dsv4tui.core.campaign import charts, report
 from dsv4tui.core.campaign.columns import COMPARE_COLUMNS, fmt_change
 from dsv4tui.core.campaign.compare import compare_runs

@@ -1,7 +1,7 @@
 """A slow /metrics and the campaign runner's server-side view of a level.
 
 The runner reads the server's /metrics when a level starts (after its warm-up) and when it
-ends (agent/campaign_runner.py, RunSink), from the sweep's own loop. Both reads come when no
+ends (agent/campaign/runner.py, RunSink), from the sweep's own loop. Both reads come when no
 request of the sweep is in flight, and each must be answered before the next traffic: the
 one at the start before the level's first request, or the server's counters would take in
 the level's first finishes; the one at the end before the next level's idle probe, or they

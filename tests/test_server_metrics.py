@@ -6,7 +6,7 @@ import pytest
 from plugins.bench_server import ScriptServer
 from plugins.sim import free_port
 
-from dsv4tui.agent import server_metrics as sm
+from dsv4tui.agent.host import server_metrics as sm
 
 # SGLang 0.5.2x, plain TP 8: one series per gauge, from TP0.
 SGLANG_TP = """\

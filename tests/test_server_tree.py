@@ -17,8 +17,8 @@ import pytest
 from plugins.sim import AgentEnv, event, free_port, group_alive, sim_argv, subprocess_env
 
 from dsv4tui import main as cli
-from dsv4tui.agent import procs
-from dsv4tui.agent import server as agent_server
+from dsv4tui.agent.host import procs
+from dsv4tui.agent.host import server as agent_server
 from dsv4tui.cli import server as server_cli
 from dsv4tui.core import paths
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from plugins.sim import SimProcess, free_port, start_sim, subprocess_env
 
-from dsv4tui.agent import logparse
+from dsv4tui.agent.host import logparse
 from dsv4tui.sim.speed import SpeedModel, gpu_spec
 
 KEY = "sk-test-key"
@@ -403,7 +403,7 @@ def _stream_in_thread(url: str, body: dict, first: threading.Event, done: thread
 def test_metrics_count_what_it_serves_from_any_client(tmp_path: Path) -> None:
     """/metrics running + queued = the requests in flight, whoever sent them: a request being
     prefilled is running (it showed as neither before), the rest of the batch limit queues."""
-    from dsv4tui.agent.server_metrics import scrape
+    from dsv4tui.agent.host.server_metrics import scrape
 
     proc = start_sim(tmp_path, "--max-running-requests", "2")
     try:
@@ -451,7 +451,7 @@ def test_a_reused_keep_alive_connection_gets_its_first_token_as_soon_as_a_fresh_
     import socket
     import statistics
 
-    from dsv4tui.agent import openai_stream as oss
+    from dsv4tui.agent.bench import openai_stream as oss
 
     sim = start_sim(tmp_path, decode_speed=100.0)  # TTFT of a short prompt: a few ms
     sims.append(sim)

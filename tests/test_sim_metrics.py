@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 from plugins.sim import start_sim
 
-from dsv4tui.agent.server_metrics import histogram_delta, parse, scrape
+from dsv4tui.agent.host.server_metrics import histogram_delta, parse, scrape
 
 
 def _complete(url: str, max_tokens: int) -> dict:

@@ -11,7 +11,7 @@ import sys
 import httpx
 from plugins.sim import SimProcess, sims, start_sim  # noqa: F401  (fixture)
 
-from dsv4tui.agent import canary
+from dsv4tui.agent.bench import canary
 from dsv4tui.sim.speed import run_factor
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.view import model as m
 from dsv4tui.main import main

@@ -208,3 +208,21 @@ def test_a_pending_job_shows_its_reason_and_is_cancellable(
     code, out, _ = run_cli(capsys, "server", "stop", "cluster")
     assert code == 0 and "the job left the queue (CANCELLED)" in out
     assert slurm.queue() == []
+
+
+def test_the_first_failure_is_the_one_srun_reported_first() -> None:
+    """Under load rank 1's end line can be lost (killed with its step) while rank 0, killed by
+    --kill-on-bad-exit afterwards, writes its own: srun's first error line says who was first."""
+    from dsv4tui.core.launchers.slurm import failed_task
+
+    output = ["srun: error: node1: task 1: Killed", "srun: Terminating StepId=7.0",
+              "srun: error: node0: task 0: Killed"]
+    rank0 = ["dsv4tui: rank 0 on node0 exited with status 137 at 100.5"]
+    assert failed_task(output, [rank0, []]) == {
+        "node": "node1", "task": 1, "what": "Killed"}
+    rank1 = ["dsv4tui: rank 1 on node1 exited with status 137 at 100.2"]
+    assert failed_task(output, [rank0, rank1])["status"] == 137
+    assert failed_task(output, [rank0, rank1])["node"] == "node1"
+    # no srun line: the earliest non-zero status of the rank logs
+    assert failed_task([], [rank0, rank1])["task"] == 1
+    assert failed_task([], [rank0, []])["node"] == "node0"

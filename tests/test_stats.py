@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 
 
 def test_percentile_interpolates_like_numpy() -> None:

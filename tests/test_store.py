@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 from dsv4tui.core import paths
 from dsv4tui.core.store import SCHEMA_VERSION, GpuWindow, RunStore, StoreError, compare_runs, schema
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 from dsv4tui.core.store import RunStore
 from dsv4tui.main import main
 
@@ -31,7 +31,7 @@ def _req(level: int, index: int, ok: bool = True) -> dict:
 KILLED = f"""
 import os, signal, sys
 sys.path.insert(0, {str(ROOT)!r})
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 from dsv4tui.core.store import RunStore
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_store_recovery import PLAN, _req

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 from dsv4tui.core import paths
 from dsv4tui.core.store import RunStore, normalise_level, schema
 

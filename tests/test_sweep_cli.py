@@ -16,7 +16,7 @@ import pytest
 from plugins.bench_server import REPO, KnownServer
 from plugins.sim import free_port
 
-from dsv4tui.agent.stats import LEVEL_JSON_KEYS
+from dsv4tui.agent.bench.stats import LEVEL_JSON_KEYS
 from dsv4tui.core import paths
 from dsv4tui.core.store import RunStore
 from dsv4tui.main import main

@@ -25,7 +25,7 @@ from plugins.bench_server import (
 )
 from plugins.sim import AgentEnv, SimProcess, event, free_port, sim_argv, start_sim
 
-from dsv4tui.agent.server_metrics import scrape
+from dsv4tui.agent.host.server_metrics import scrape
 
 
 def sweep_of(events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 from plugins.sim import AgentEnv, SimProcess, sim_profile, start_sim
 
 from dsv4tui import main as cli
-from dsv4tui.agent import procs
+from dsv4tui.agent.host import procs
 from dsv4tui.core import paths
 from dsv4tui.core.hosts import demo, resolve
 from dsv4tui.core.store import RunStore

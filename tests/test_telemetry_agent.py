@@ -22,16 +22,16 @@ from typing import Any
 import pytest
 
 from dsv4tui.agent import protocol
-from dsv4tui.agent import telemetry as agent_telemetry
-from dsv4tui.agent.gpu_source import (
+from dsv4tui.agent.host import telemetry as agent_telemetry
+from dsv4tui.agent.host.gpu_source import (
     GPM_FIELDS,
     GPU_FIELDS,
     Source,
     SourceUnavailable,
     clock_event_names,
 )
-from dsv4tui.agent.nvml_source import GPM_METRICS, NvmlSource
-from dsv4tui.agent.telemetry import open_source, stream
+from dsv4tui.agent.host.nvml_source import GPM_METRICS, NvmlSource
+from dsv4tui.agent.host.telemetry import open_source, stream
 
 sys.path.insert(0, str(Path(__file__).parent / "data" / "telemetry"))
 import loaders

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from dsv4tui.agent.nvml_source import NvmlSource
-from dsv4tui.agent.telemetry import stream
+from dsv4tui.agent.host.nvml_source import NvmlSource
+from dsv4tui.agent.host.telemetry import stream
 from dsv4tui.core.telemetry import CLI_GPU_KEYS, Frame
 
 sys.path.insert(0, str(Path(__file__).parent / "data" / "telemetry"))

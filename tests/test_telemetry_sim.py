@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from dsv4tui.agent.gpu_source import GPM_FIELDS, GPU_FIELDS
-from dsv4tui.agent.sim_source import DEFAULT_MEM_MIB, SimSource
+from dsv4tui.agent.host.gpu_source import GPM_FIELDS, GPU_FIELDS
+from dsv4tui.agent.host.sim_source import DEFAULT_MEM_MIB, SimSource
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.agent import protocol, smi_source
-from dsv4tui.agent.gpu_source import GPM_FIELDS, SourceUnavailable
-from dsv4tui.agent.smi_source import (
+from dsv4tui.agent import protocol
+from dsv4tui.agent.host import smi_source
+from dsv4tui.agent.host.gpu_source import GPM_FIELDS, SourceUnavailable
+from dsv4tui.agent.host.smi_source import (
     BASE_FIELDS,
     FIELD_SETS,
     SmiSource,

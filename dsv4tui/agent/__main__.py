@@ -17,17 +17,10 @@ from dsv4tui.agent import commands, protocol
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dsv4tui.agent import (
-        bench,
-        campaign,
-        hello,
-        kernels,
-        logs,
-        server,
-        server_metrics,
-        target,
-        telemetry,
-    )
+    from dsv4tui.agent.bench import sweep as bench
+    from dsv4tui.agent.campaign import command as campaign
+    from dsv4tui.agent.host import hello, logs, server, server_metrics, target, telemetry
+    from dsv4tui.agent.kernels import capture as kernels
 
     return commands.build_parser((hello, telemetry, server, logs, bench, kernels, campaign,
                                   target, server_metrics))

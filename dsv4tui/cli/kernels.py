@@ -323,7 +323,7 @@ def _show(args: Any) -> int:
 
 
 def _trace(args: Any) -> int:
-    from dsv4tui.agent import trace_parse
+    from dsv4tui.agent.kernels import trace_parse
 
     try:
         summary = trace_parse.parse_traces(args.trace, top=args.top)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dsv4tui.agent.logparse import summarize_text
+from dsv4tui.agent.host.logparse import summarize_text
 from dsv4tui.cli.output import print_json
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError

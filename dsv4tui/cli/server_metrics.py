@@ -176,7 +176,7 @@ def render(where: str, s: dict[str, Any], simulated: bool) -> str:
 
 async def _url_samples(url: str, interval: float, count: int | None
                        ) -> AsyncIterator[dict[str, Any]]:
-    from dsv4tui.agent.server_metrics import scrape
+    from dsv4tui.agent.host.server_metrics import scrape
 
     sent = 0
     while count is None or sent < count:

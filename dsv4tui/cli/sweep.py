@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dsv4tui.agent.stats import level_json
+from dsv4tui.agent.bench.stats import level_json
 from dsv4tui.cli.output import print_json
 from dsv4tui.cli.sanity import add_target_args, check_target, print_sanity
 from dsv4tui.core.campaign.load_text import parse_goodput, parse_levels, parse_rates
@@ -109,7 +109,7 @@ def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
     if getattr(args, "output_len", None) is not None and plan.dataset_prompts:
         # --output-len given: it wins over the lengths the file set (a ShareGPT answer's, a
         # line's output_len), as bench_serving's --sharegpt-output-len
-        from dsv4tui.agent.datasets import without_lengths
+        from dsv4tui.agent.bench.datasets import without_lengths
 
         plan = plan.model_copy(update={"dataset_prompts": without_lengths(
             [tuple(e) for e in plan.dataset_prompts])})  # type: ignore[misc]

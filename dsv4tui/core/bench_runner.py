@@ -1,7 +1,7 @@
 """Reaching a host's server for a benchmark, and the sanity prompts (CLI and dashboard).
 
 Which server a benchmark measures is decided on the host (the agent's ``target`` command,
-:mod:`dsv4tui.agent.target`): the server dsv4tui started there, whichever profile, else what
+:mod:`dsv4tui.agent.host.target`): the server dsv4tui started there, whichever profile, else what
 answers on the default profile's port (said to be someone else's), else a clear "no server
 running". What that server runs (backend, checkpoint, argv, version, simulated) comes from its
 launch record or its ``/server_info``, never from the console's config (:class:`RunMeta`).
@@ -51,7 +51,7 @@ class BenchTarget:
         return out
 
     def spec(self) -> dict[str, Any]:
-        """The host runner's target (``dsv4tui.agent.target.find``): this URL."""
+        """The host runner's target (``dsv4tui.agent.host.target.find``): this URL."""
         return {"mode": "url", "url": self.url, "model": self.model,
                 "api_key_env": self.api_key_env}
 

@@ -26,9 +26,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from dsv4tui.agent import datasets
-from dsv4tui.agent.levels import check_level
-from dsv4tui.agent.sanity_cases import DEFAULT_CASES
+from dsv4tui.agent.bench import datasets
+from dsv4tui.agent.bench.levels import check_level
+from dsv4tui.agent.bench.sanity_cases import DEFAULT_CASES
 from dsv4tui.core import actions, paths, theme_names
 from dsv4tui.core.errors import ConfigError
 from dsv4tui.core.server import sglang_choices
@@ -242,7 +242,7 @@ class SweepPlan(_Model):
     @classmethod
     def _levels(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
         for c, n in v:
-            check_level(c, n)  # the agent's own check of its --levels (agent/levels.py)
+            check_level(c, n)  # the agent's own check of its --levels (agent/bench/levels.py)
         return v
 
     @field_validator("rates")
@@ -474,7 +474,7 @@ class CampaignVariant(BaseModel):
 
 
 class CanaryConfig(_Model):
-    """The accuracy canary (agent/canary.py): ~100 exact-answer items per variant at
+    """The accuracy canary (agent/bench/canary.py): ~100 exact-answer items per variant at
     temperature 0, scored as a share correct against the baseline variant's."""
 
     enabled: bool = Field(True, description="Run it (``canary = true`` is the same).")

@@ -1,7 +1,7 @@
 """Console side of GPU telemetry: the frame model, per-GPU history rings, stale detection.
 
 The agent's ``telemetry`` command sends one ``frame`` event per tick (see
-``dsv4tui/agent/telemetry.py``). Here it becomes a :class:`Frame` of :class:`GpuSample`;
+``dsv4tui/agent/host/telemetry.py``). Here it becomes a :class:`Frame` of :class:`GpuSample`;
 :class:`HostTelemetry` keeps the latest frame of one host, a :class:`TelemetryHistory` of
 ring buffers (one per GPU and metric, >= 10 minutes at 1 Hz) and, per GPU, when it was last
 seen, so a GPU whose frames stop for three intervals reads as stale with its age.

@@ -10,7 +10,7 @@ import random
 import re
 from fractions import Fraction
 
-from dsv4tui.agent import canary
+from dsv4tui.agent.bench import canary
 
 _TIMES = "*x\u00d7\u00b7"  # *, x, multiplication sign, middle dot
 _ARITH_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*([" + _TIMES + r"+\-/\u00f7])\s*(-?\d+(?:\.\d+)?)")

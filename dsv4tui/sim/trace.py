@@ -199,7 +199,7 @@ def write_trace(output_dir: str, backend: str, checkpoint: str, num_steps: int |
 
 def _gpu_props(gpu_name: str) -> dict[str, int]:
     """What the CUDA runtime would report of the simulated GPU (SM count: the agent's table)."""
-    from dsv4tui.agent.trace_parse import sm_count_by_name
+    from dsv4tui.agent.kernels.trace_parse import sm_count_by_name
     from dsv4tui.sim.speed import gpu_spec
 
     try:

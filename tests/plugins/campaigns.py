@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv4tui.agent import procs
+from dsv4tui.agent.host import procs
 from plugins.sim import reap_server
 
 

@@ -36,7 +36,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
 from dsv4tui.core.imports.record import Imported
 
@@ -336,7 +336,7 @@ def _server_meta(lines: Sequence[tuple[int, Mapping[str, Any], Any]], name: str
     """What the lines' ``server_info`` says served them (the agent's ``describe`` fields,
     source ``imported``) and notes; UserError when the lines name different servers (one run
     is one server: a file bench_serving appended to across launches is imported per server)."""
-    from dsv4tui.agent.target import from_server_info
+    from dsv4tui.agent.host.target import from_server_info
     from dsv4tui.core.campaign.compare import server_args_differences
 
     metas = {no: from_server_info(info) for no, obj, _ in lines

@@ -2,7 +2,7 @@
 the findings -- for every face: ``dsv4tui kernels`` (text), the Kernels screen (a column and
 the findings panel), the comparison of two captures and the campaign report.
 
-The numbers are the agent's (``agent/trace_parse.py``: ``kernel["launch"]``,
+The numbers are the agent's (``agent/kernels/trace_parse.py``: ``kernel["launch"]``,
 ``summary["launch"]``); nothing here recomputes them. A capture stored before the agent read
 launch fields, or a trace without them, reads "not in this trace", never a guessed number.
 """

@@ -1,6 +1,6 @@
 """How a kernel capture's load is named wherever it is shown: the CLI (``dsv4tui kernels``,
 ``--list``, ``--show``), the Kernels screen and the stored listing. The agent records the
-batch a capture measured and flags one far from the load's C (``agent/kernels.py``,
+batch a capture measured and flags one far from the load's C (``agent/kernels/capture.py``,
 ``measured_batch``); this says it in words."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from dsv4tui.core.config import (
 from dsv4tui.core.errors import ConfigError, UserError
 from dsv4tui.core.server.launch import LaunchPlan, build_launch
 
-SPEC_VERSION = 1  # dsv4tui.agent.campaign.SPEC_VERSION
+SPEC_VERSION = 1  # dsv4tui.agent.campaign.command.SPEC_VERSION
 GRACE_S = 60.0
 STARTUP_TIMEOUT_S = 1800.0
 
@@ -275,7 +275,7 @@ def bench_target(config: HostConfig, profile: str | None = None) -> dict[str, An
     """Where a sweep/sanity on a host aims: with ``profile``, that profile's server; without,
     the server dsv4tui started there (whichever profile), else whatever answers on the default
     profile's port (reported as not ours). Either way the host checks that the server answering
-    is the one described (``dsv4tui.agent.target.identity_problem``): the profile's model, and
+    is the one described (``dsv4tui.agent.host.target.identity_problem``): the profile's model, and
     for a profile that launches the simulator (the demo), only a server dsv4tui started."""
     if profile is not None:
         _, prof = config.profile(profile)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsv4tui.agent import plan_size, stats
+from dsv4tui.agent.bench import plan_size, stats
 from dsv4tui.core.bench_runner import SanityOutcome
 
 
@@ -19,7 +19,7 @@ def plan_estimate(plan: Any) -> dict[str, Any]:
     """What a sweep plan (a ``config.SweepPlan``) costs before it runs: requests, a floor
     of its duration, the host's memory for its biggest level, and ``confirm`` (why it needs
     a yes: over an hour, over 2 GB; empty when none). The CLI's ``--yes`` and the Bench
-    dialog's question both read this (agent/plan_size.py)."""
+    dialog's question both read this (agent/bench/plan_size.py)."""
     return plan_size.estimate(plan.model_dump())
 
 

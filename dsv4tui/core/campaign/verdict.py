@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dsv4tui.agent.canary import wilson
+from dsv4tui.agent.bench.canary import wilson
 
 LEVEL = 0.95
 FASTER, SLOWER, SAME = "faster", "slower", "no detectable difference"

@@ -96,7 +96,7 @@ def _demo_runs_on(port: int) -> bool:
     """Does the server a demo started (its agent's launch record) run on ``port``?"""
     import json
 
-    from dsv4tui.agent import procs
+    from dsv4tui.agent.host import procs
 
     for node in (None, DEMO_NODES[0]):
         try:
@@ -116,7 +116,7 @@ def claim_demo_port() -> tuple[int, str]:
     one (kept from now on) -- never a port a server the demo did not start listens on, which
     it would measure. ``$DSV4TUI_DEMO_PORT`` is taken as given (a server there that the demo
     did not start is refused by the sweep's check, never measured)."""
-    from dsv4tui.agent import health
+    from dsv4tui.agent.host import health
     from dsv4tui.core.hosts import demo
 
     port = demo.demo_port()

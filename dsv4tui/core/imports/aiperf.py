@@ -214,7 +214,7 @@ def _records(text: str, path: str) -> list[dict[str, Any]]:
 def parse_records(text: str, path: str) -> ImportedRun:
     """A profile_export.jsonl alone: the level computed from its records (with the
     aggregate beside it, when there, for the load and the tool's version)."""
-    from dsv4tui.agent import stats
+    from dsv4tui.agent.bench import stats
 
     name = os.path.basename(path)
     reqs = _records(text, path)

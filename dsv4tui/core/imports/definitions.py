@@ -47,7 +47,7 @@ DEFINITIONS: dict[str, ToolDefinitions] = {
         itl=Definition("per-token", "each chunk gap / the tokens it carried"),
         output_tokens=Definition("usage", "server usage, else counted chunks"),
         output_tok_s=Definition(_SPAN, "tokens / (first send -> last finish)"),
-        source="dsv4tui/agent/stats.py, dsv4tui/agent/openai_stream.py"),
+        source="dsv4tui/agent/bench/stats.py, dsv4tui/agent/bench/openai_stream.py"),
     "sglang bench_serving": ToolDefinitions(
         "sglang bench_serving",
         ttft=Definition("first-content", "first chunk with non-empty content/text "

@@ -115,7 +115,7 @@ def _level(obj: Mapping[str, Any], idx: int, name: str, where: str | None
     reqs = _requests(obj, idx, name, where)
     e2e = stats("e2el")
     if e2e["mean"] is None and reqs:
-        from dsv4tui.agent import stats as agent_stats
+        from dsv4tui.agent.bench import stats as agent_stats
 
         e2e = agent_stats.summarize((r["e2e_s"] for r in reqs if r["ok"]), 1000.0)
     good = num("request_goodput")

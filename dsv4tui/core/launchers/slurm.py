@@ -305,9 +305,13 @@ def _status_text(code: int) -> str:
 
 def failed_task(output: list[str], rank_logs: list[list[str]] | None = None
                 ) -> dict[str, Any] | None:
-    """The rank that failed first: from the line each rank's log ends with (the earliest
-    non-zero status), else the first task srun reported as failed in the job's output."""
-    ends = []
+    """The rank that failed first. srun reports each task's end in the order it saw them
+    (``srun: error: node1: task 1: Killed``), and with --kill-on-bad-exit the others are only
+    killed after the first, so its first error line names the first failure; the line each
+    rank's log ends with gives that rank's status. Without an srun line, the earliest non-zero
+    status in the rank logs (a rank killed with the step may never write its end line, and
+    the order of two end lines is only as good as the clocks of two nodes)."""
+    ends: dict[int, tuple[float, str, int]] = {}
     silent = []  # ranks whose log has no end line: killed together with their wrapper
     for rank, lines in enumerate(rank_logs or []):
         said = [m for m in map(_RANK_END.search, lines) if m]
@@ -315,15 +319,18 @@ def failed_task(output: list[str], rank_logs: list[list[str]] | None = None
             silent.append(rank)
         for m in said:
             if int(m.group(3)) != 0:
-                ends.append((float(m.group(4)), int(m.group(1)), m.group(2), int(m.group(3))))
-    if ends:
-        _, rank, node, code = min(ends)
-        return {"node": node, "task": rank, "status": code, "what": _status_text(code)}
+                ends[int(m.group(1))] = (float(m.group(4)), m.group(2), int(m.group(3)))
     for line in output:
         err = _SRUN_ERROR.search(line)
         if err:
-            return {"node": err.group(1), "task": int(err.group(2)),
-                    "what": err.group(3).strip()}
+            node, task = err.group(1), int(err.group(2))
+            if task in ends:
+                code = ends[task][2]
+                return {"node": node, "task": task, "status": code, "what": _status_text(code)}
+            return {"node": node, "task": task, "what": err.group(3).strip()}
+    if ends:
+        rank, (_, node, code) = min(ends.items(), key=lambda kv: kv[1][0])
+        return {"node": node, "task": rank, "status": code, "what": _status_text(code)}
     if silent and len(silent) < len(rank_logs or []):
         return {"node": f"SLURM_NODEID={silent[0]}", "task": silent[0], "status": None,
                 "what": "ended without an exit status (killed with its step)"}

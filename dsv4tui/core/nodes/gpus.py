@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from dsv4tui.agent.gpu_window import GpuWindow
+from dsv4tui.agent.host.gpu_window import GpuWindow
 
 if TYPE_CHECKING:
     from dsv4tui.core.hosts.resolve import Host

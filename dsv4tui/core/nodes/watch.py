@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dsv4tui.agent import procs
+from dsv4tui.agent.host import procs
 from dsv4tui.core import paths
 from dsv4tui.core.nodes import fanout
 

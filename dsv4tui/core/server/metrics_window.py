@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dsv4tui.agent.server_metrics import (
+from dsv4tui.agent.host.server_metrics import (
     histogram_delta,
     mean,
     quantile,

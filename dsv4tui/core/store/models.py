@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dsv4tui.agent import stats as _stats
+from dsv4tui.agent.bench import stats as _stats
 from dsv4tui.core.store import sql
 from dsv4tui.core.store.owner import owner_state, parse_owner
 

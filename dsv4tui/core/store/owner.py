@@ -11,7 +11,7 @@ import os
 import socket
 from typing import Literal
 
-from dsv4tui.agent import procs
+from dsv4tui.agent.host import procs
 
 OwnerState = Literal["alive", "gone", "elsewhere"]
 

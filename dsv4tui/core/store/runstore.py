@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dsv4tui.agent import stats
+from dsv4tui.agent.bench import stats
 from dsv4tui.core import paths
 from dsv4tui.core.errors import EXIT_BUSY
 from dsv4tui.core.store import schema, sql

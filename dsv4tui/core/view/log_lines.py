@@ -1,7 +1,7 @@
 """A bounded ring of server-log lines with their class (level, TP rank, node).
 
 The class comes from the agent, which classifies each line as it reads it
-(:class:`dsv4tui.agent.logparse.LineLevels`); a line of the console's own goes through the same
+(:class:`dsv4tui.agent.host.logparse.LineLevels`); a line of the console's own goes through the same
 classifier here.
 
 Pure Python (no textual): the App appends batches from the ``logs --follow`` stream, the
@@ -15,10 +15,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from dsv4tui.agent.logparse import LEVEL_ERROR as ERROR
-from dsv4tui.agent.logparse import LEVEL_INFO as INFO
-from dsv4tui.agent.logparse import LEVEL_WARNING as WARNING
-from dsv4tui.agent.logparse import LineLevels
+from dsv4tui.agent.host.logparse import LEVEL_ERROR as ERROR
+from dsv4tui.agent.host.logparse import LEVEL_INFO as INFO
+from dsv4tui.agent.host.logparse import LEVEL_WARNING as WARNING
+from dsv4tui.agent.host.logparse import LineLevels
 from dsv4tui.core.campaign.labels import safe_line
 
 LEVEL_NAMES = {INFO: "all", WARNING: "warnings+", ERROR: "errors"}

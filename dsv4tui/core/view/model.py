@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsv4tui.agent import logparse
+from dsv4tui.agent.host import logparse
 from dsv4tui.core.campaign.compare import Comparison, Point
 from dsv4tui.core.campaign.view import CampaignView
 from dsv4tui.core.server.metrics_window import MetricsWindow
@@ -724,7 +724,7 @@ def fill_level(lv: LevelRow, metrics: dict[str, Any]) -> None:
 
 def refresh_live_levels(sw: SweepView, live: dict[int, LiveLevel]) -> bool:
     """Recompute the running levels' numbers from their requests (at most a few times/s)."""
-    from dsv4tui.agent import stats
+    from dsv4tui.agent.bench import stats
 
     changed = False
     for idx, rec in live.items():

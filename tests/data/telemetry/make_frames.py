@@ -14,8 +14,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from dsv4tui.agent.nvml_source import NvmlSource  # noqa: E402
-from dsv4tui.agent.telemetry import stream  # noqa: E402
+from dsv4tui.agent.host.nvml_source import NvmlSource  # noqa: E402
+from dsv4tui.agent.host.telemetry import stream  # noqa: E402
 
 
 def load_fake():  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ state it inherited from the agent's loop, and runs its own event loop
   then sends every worker the same start time ``t0`` (a little ahead), and each starts then;
 - one **clock**: ``time.perf_counter`` is CLOCK_MONOTONIC, the same clock in every process on
   Linux, so start times, send lags and arrival stamps of all workers compare directly;
-- one :class:`~dsv4tui.agent.loadgen.Flow` in shared memory: closed-loop workers claim
+- one :class:`~dsv4tui.agent.bench.loadgen.Flow` in shared memory: closed-loop workers claim
   request indices from it (each index exactly once), stalls are judged across all of them;
   open-loop workers own every W-th request of the one precomputed timeline.
 
@@ -40,9 +40,9 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from dsv4tui.agent.loadgen import HALT_STOP, Flow, LevelLoad
-from dsv4tui.agent.openai_stream import make_client, perf
-from dsv4tui.agent.openai_stream import run as run_loop
+from dsv4tui.agent.bench.loadgen import HALT_STOP, Flow, LevelLoad
+from dsv4tui.agent.bench.openai_stream import make_client, perf
+from dsv4tui.agent.bench.openai_stream import run as run_loop
 
 STREAMS_PER_WORKER = 64  # what one process times within ~2 % (benchmarks/bench_scale.py)
 START_LEAD_S = 0.05  # t0 this far after the barrier: every worker is waiting by then

@@ -1,8 +1,8 @@
 """``logs [FILE] [--follow] [--from-start | --lines N]``: stream a server log, raw and parsed.
 
 Events: ``lines`` (a batch of raw lines, with each one's class: ``levels`` 0 info / 1 warning /
-2 error and ``tps`` the TP rank or null, from :class:`~dsv4tui.agent.logparse.LineLevels`), ``log_event`` (one parsed event from
-:mod:`dsv4tui.agent.logparse`), ``log_rotated`` (the file was replaced or truncated),
+2 error and ``tps`` the TP rank or null, from :class:`~dsv4tui.agent.host.logparse.LineLevels`), ``log_event`` (one parsed event from
+:mod:`dsv4tui.agent.host.logparse`), ``log_rotated`` (the file was replaced or truncated),
 ``log_waiting`` (following a file that does not exist yet), ``log_end`` (not following).
 FILE defaults to the log of the server this agent started (or adopted), else -- ``--port`` --
 the log file the server on that port writes to (its stdout/stderr: a server someone started
@@ -16,7 +16,8 @@ import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import adopt, health, logparse, protocol, server_state
+from dsv4tui.agent import protocol
+from dsv4tui.agent.host import adopt, health, logparse, server_state
 
 BATCH_S = 0.2
 BATCH_LINES = 500

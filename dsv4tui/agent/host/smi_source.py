@@ -17,8 +17,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from dsv4tui.agent import protocol
-from dsv4tui.agent.gpu_source import Source, SourceUnavailable, blank_gpu, clock_event_names
-from dsv4tui.agent.procs import process_title
+from dsv4tui.agent.host.gpu_source import Source, SourceUnavailable, blank_gpu, clock_event_names
+from dsv4tui.agent.host.procs import process_title
 
 
 def _int(text: str) -> Optional[int]:

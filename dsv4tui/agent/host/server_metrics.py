@@ -13,7 +13,7 @@ versions and launch modes (``model_name``, ``engine_type``, ``tp_rank``, ``pp_ra
   requests and is summed (request counts, throughput) or maxed (usage ratios).
 
 SGLang updates its scheduler gauges when it logs a prefill or decode batch, and every 30 s
-when idle: right after traffic they can be stale. The idle check (``agent/idle.py``) sends a
+when idle: right after traffic they can be stale. The idle check (``agent/bench/idle.py``) sends a
 1-token probe first, whose prefill refreshes them.
 
     scrape("http://127.0.0.1:30000") -> {"ok": True, "running": 3.0, "queued": 0.0, ...}
@@ -415,13 +415,13 @@ def _target(args: Any) -> Tuple[Optional[str], str]:
     ticks), else the host/port the console named. ``(url, what)``."""
     if args.url:
         return args.url, "url"
-    from dsv4tui.agent import target
+    from dsv4tui.agent.host import target
 
     ours = target.ours()
     if ours is not None:
         return str(ours["url"]), "ours"
     if args.port:
-        from dsv4tui.agent import health
+        from dsv4tui.agent.host import health
 
         probe = health.probe_host(args.host)
         host = "[%s]" % probe if ":" in probe else probe

@@ -31,9 +31,10 @@ import sys
 import time
 from typing import Any, Dict
 
-from dsv4tui.agent import bench_lock, detach, procs, protocol, server_state
-from dsv4tui.agent.campaign_runner import ENDED, read_json, write_json
-from dsv4tui.agent.journal import disk_full, free_bytes, read_lines, size_text
+from dsv4tui.agent import detach, protocol
+from dsv4tui.agent.campaign.journal import disk_full, free_bytes, read_lines, size_text
+from dsv4tui.agent.campaign.runner import ENDED, read_json, write_json
+from dsv4tui.agent.host import bench_lock, procs, server_state
 from dsv4tui.agent.state import cache_dir
 
 _ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
@@ -139,7 +140,7 @@ def summary(cdir: str) -> Dict[str, Any]:
 
 def _fork_runner(cdir: str, resume: bool) -> Dict[str, Any]:
     """Fork the detached runner; its handshake (``ok`` + pid, or an error)."""
-    from dsv4tui.agent import campaign_runner
+    from dsv4tui.agent.campaign import runner as campaign_runner
 
     log = os.open(os.path.join(cdir, "runner.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
                   0o644)

@@ -31,8 +31,8 @@ import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import logparse, server_metrics
-from dsv4tui.agent.openai_stream import Endpoint, parse_stream
+from dsv4tui.agent.bench.openai_stream import Endpoint, parse_stream
+from dsv4tui.agent.host import logparse, server_metrics
 from dsv4tui.agent.state import cache_dir
 
 BASELINE_FILE = "idle_probe.json"
@@ -46,7 +46,7 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
 def our_log(endpoint: Endpoint) -> Optional[str]:
     """The log file of the server this agent started, when it listens on ``endpoint``."""
     try:
-        from dsv4tui.agent.server import read_state
+        from dsv4tui.agent.host.server import read_state
 
         state = read_state()
     except Exception:  # a broken state file only means: no log source
@@ -110,7 +110,7 @@ def server_key(endpoint: Endpoint, model: str) -> str:
     key = "%s|%s" % (endpoint.base, model)
     if our_log(endpoint):
         try:
-            from dsv4tui.agent.server import read_state
+            from dsv4tui.agent.host.server import read_state
 
             key += "|pid=%s" % (read_state() or {}).get("pid")
         except Exception:

@@ -19,7 +19,7 @@ import re
 import ssl
 from typing import Any, Dict
 
-from dsv4tui.agent.openai_stream import Endpoint
+from dsv4tui.agent.bench.openai_stream import Endpoint
 
 _STATUS_LINE = re.compile(rb"^HTTP/\d(?:\.\d)? (\d{3})")
 

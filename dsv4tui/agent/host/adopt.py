@@ -25,7 +25,8 @@ import shutil
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import health, procs, protocol, server_state
+from dsv4tui.agent import protocol
+from dsv4tui.agent.host import health, procs, server_state
 
 REDACTED = "***"
 SECRET_FLAGS = ("--api-key", "--admin-api-key")

@@ -26,8 +26,8 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from dsv4tui.agent.gpu_source import Source, blank_gpu, hostname
-from dsv4tui.agent.procs import alive, process_title
+from dsv4tui.agent.host.gpu_source import Source, blank_gpu, hostname
+from dsv4tui.agent.host.procs import alive, process_title
 
 DEFAULT_GPUS = 8
 DEFAULT_NAME = "NVIDIA H200"

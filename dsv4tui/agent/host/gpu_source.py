@@ -1,4 +1,4 @@
-"""What a telemetry source is to the sampling loop (agent/telemetry.py) and what it gives:
+"""What a telemetry source is to the sampling loop (agent/host/telemetry.py) and what it gives:
 the GPU record of a frame (every field present, null when not read), the clock-event reason
 names, and :class:`SourceUnavailable` when it cannot run here. The sources (nvml_source,
 smi_source, sim_source) build on this; the loop picks one of them."""

@@ -34,21 +34,10 @@ import time
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import (
-    bench,
-    bench_lock,
-    canary,
-    detach,
-    procs,
-    protocol,
-    server,
-    server_metrics,
-    server_state,
-    target,
-)
-from dsv4tui.agent.commands import build_parser
-from dsv4tui.agent.gpu_window import GpuWindow
-from dsv4tui.agent.journal import (
+from dsv4tui.agent import detach, protocol
+from dsv4tui.agent.bench import canary
+from dsv4tui.agent.bench import sweep as bench
+from dsv4tui.agent.campaign.journal import (
     RESERVE_BYTES,
     Journal,
     Reserve,
@@ -57,6 +46,9 @@ from dsv4tui.agent.journal import (
     free_bytes,
     size_text,
 )
+from dsv4tui.agent.commands import build_parser
+from dsv4tui.agent.host import bench_lock, procs, server, server_metrics, server_state, target
+from dsv4tui.agent.host.gpu_window import GpuWindow
 
 ENDED = ("done", "failed", "cancelled")
 # Free space a runner needs to start (besides its reserve): below it, a campaign would stop

@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional
 
-from dsv4tui.agent import health, procs, protocol, server_state
+from dsv4tui.agent import protocol
+from dsv4tui.agent.host import health, procs, server_state
 
 # SGLang --quantization values -> the checkpoint format they load.
 _CHECKPOINTS = (
@@ -180,7 +181,7 @@ def identity_problem(state: Optional[Dict[str, Any]], expect: Optional[Dict[str,
 
 
 def _split(url: str) -> Any:
-    from dsv4tui.agent.openai_stream import Endpoint
+    from dsv4tui.agent.bench.openai_stream import Endpoint
 
     return Endpoint(url)
 
@@ -188,7 +189,7 @@ def _split(url: str) -> Any:
 def host_gpus() -> Dict[str, Any]:
     """The GPUs a run ran on: names, driver, CUDA driver, compute capability (the
     simulator's on a simulated host, as its telemetry; else NVML's; empty without either)."""
-    from dsv4tui.agent import hello
+    from dsv4tui.agent.host import hello
 
     found = hello.simulated_gpus() or hello.nvml_gpus()
     if not found.get("available"):

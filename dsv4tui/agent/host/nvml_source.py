@@ -14,8 +14,8 @@ import math
 import os
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from dsv4tui.agent.gpu_source import Source, SourceUnavailable, blank_gpu, clock_event_names
-from dsv4tui.agent.procs import process_title
+from dsv4tui.agent.host.gpu_source import Source, SourceUnavailable, blank_gpu, clock_event_names
+from dsv4tui.agent.host.procs import process_title
 
 # (frame field, pynvml GPM metric id name, rounding digits)
 GPM_METRICS: Tuple[Tuple[str, str, int], ...] = (

@@ -7,7 +7,7 @@ to the server (its loopback). Events are documented in docs/metrics.md.
 
 A sweep's levels are closed-loop ``C:n`` levels (C requests in flight, n in all) and then
 open-loop ``rate:n`` levels (requests sent on a seeded Poisson or constant timeline,
-agent/arrivals.py); a big level is spread over worker processes (agent/workers.py).
+agent/bench/arrivals.py); a big level is spread over worker processes (agent/bench/workers.py).
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ import threading
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from dsv4tui.agent import arrivals, datasets, idle, plan_size, protocol, saturation, stats, workers
-from dsv4tui.agent import levels as level_text
-from dsv4tui.agent.loadgen import HALT_STALLED, HALT_STOP, Flow, LevelLoad, request_event
-from dsv4tui.agent.openai_stream import (
+from dsv4tui.agent import protocol
+from dsv4tui.agent.bench import arrivals, datasets, idle, plan_size, saturation, stats, workers
+from dsv4tui.agent.bench import levels as level_text
+from dsv4tui.agent.bench.loadgen import HALT_STALLED, HALT_STOP, Flow, LevelLoad, request_event
+from dsv4tui.agent.bench.openai_stream import (
     TRANSPORTS,
     Endpoint,
     RawResponse,
@@ -39,8 +40,8 @@ from dsv4tui.agent.openai_stream import (
     make_client,
     parse_stream,
 )
-from dsv4tui.agent.openai_stream import run as run_loop
-from dsv4tui.agent.sanity_cases import DEFAULT_CASES
+from dsv4tui.agent.bench.openai_stream import run as run_loop
+from dsv4tui.agent.bench.sanity_cases import DEFAULT_CASES
 
 __all__ = ["DEFAULT_PLAN", "Sweep", "build_plan", "execute_sweep", "request_event",
            "resolve_target", "run_loop"]
@@ -473,7 +474,7 @@ def _emit_target(target: Target, args: Any, **extra: Any) -> None:
 
 
 def run_sanity(args: Any) -> int:
-    from dsv4tui.agent import bench_lock
+    from dsv4tui.agent.host import bench_lock
 
     bench_lock.check_free("a sanity check")  # its requests would land in someone's sweep
     cases = load_cases(args.cases_json)
@@ -519,10 +520,10 @@ async def _ask(client: Any, target: Any, endpoint: str, case: Dict[str, Any],
 
 async def canary_items(args: Any, items: List[Dict[str, Any]], concurrency: int = 8,
                        max_tokens: int = 32, source: str = "built-in") -> Dict[str, Any]:
-    """The accuracy canary (agent/canary.py) through the sanity path: each item at
+    """The accuracy canary (agent/bench/canary.py) through the sanity path: each item at
     temperature 0, ``concurrency`` in flight; a ``canary_item`` event per item, then the
     ``canary`` summary (share correct with its Wilson interval), which it returns."""
-    from dsv4tui.agent import canary
+    from dsv4tui.agent.bench import canary
 
     target = await resolve_target(args)
     endpoint = args.endpoint or "chat"
@@ -1188,9 +1189,9 @@ async def _unreachable(endpoint: Endpoint, timeout: float = 2.0) -> Optional[str
 
 
 def run_reach(args: Any) -> int:
-    """``bench reach --url``: does the server answer HTTP, from this host (agent/reach.py;
+    """``bench reach --url``: does the server answer HTTP, from this host (agent/bench/reach.py;
     the console checks a ``--url`` before it starts a sweep: no answer, nothing to store)."""
-    from dsv4tui.agent import reach
+    from dsv4tui.agent.bench import reach
 
     try:
         endpoint = Endpoint(args.url)
@@ -1224,7 +1225,7 @@ def execute_sweep(args: Any, plan: Dict[str, Any], sink: Any) -> Sweep:
 
 
 def run_sweep(args: Any) -> int:
-    from dsv4tui.agent import bench_lock
+    from dsv4tui.agent.host import bench_lock
 
     plan = build_plan(args)
     if args.endpoint:

@@ -31,8 +31,8 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from dsv4tui.agent import protocol, trace_parse
-from dsv4tui.agent.openai_stream import (
+from dsv4tui.agent import protocol
+from dsv4tui.agent.bench.openai_stream import (
     TRANSPORTS,
     Endpoint,
     build_body,
@@ -40,6 +40,7 @@ from dsv4tui.agent.openai_stream import (
     make_client,
     parse_stream,
 )
+from dsv4tui.agent.kernels import trace_parse
 
 DEFAULT_STEPS = 5
 DEFAULT_CONCURRENCY = 16
@@ -152,7 +153,7 @@ class TelemetryWindow:
         if self.wanted == "off":
             self.problem = "telemetry off (--telemetry off)"
             return
-        from dsv4tui.agent import telemetry
+        from dsv4tui.agent.host import telemetry
 
         try:
             self._source = telemetry.open_source(self.wanted, self.interval)
@@ -309,7 +310,7 @@ class SteadyLoad:
         self._tasks = [asyncio.ensure_future(self._worker()) for _ in range(self.concurrency)]
 
     async def _worker(self) -> None:
-        from dsv4tui.agent.bench import make_prompt
+        from dsv4tui.agent.bench.sweep import make_prompt
 
         path = self.target.endpoint.path(chat_path("chat"))
         while True:
@@ -460,7 +461,7 @@ def _check_run_args(args: Any) -> None:
 
 
 def run_kernels(args: Any) -> int:
-    from dsv4tui.agent import bench_lock
+    from dsv4tui.agent.host import bench_lock
 
     _check_run_args(args)
     # its steady load would skew a campaign's sweep (and a campaign would skew the capture)
@@ -489,7 +490,7 @@ class ProfileRun:
                       **extra)
 
     async def run(self) -> None:
-        from dsv4tui.agent.bench import resolve_target
+        from dsv4tui.agent.bench.sweep import resolve_target
         from dsv4tui.agent.state import cache_dir
 
         args = self.args
@@ -582,7 +583,7 @@ class ProfileRun:
         (``num_running_reqs``), else from the load's own streams whose answer has begun.
         After ``--ramp-timeout`` the capture goes on (its batch is then flagged). Returns
         what was seen when profiling starts, or None when cancelled."""
-        from dsv4tui.agent import server_metrics
+        from dsv4tui.agent.host import server_metrics
 
         c = self.args.concurrency
         cap = info.get("max_running_requests")

@@ -12,7 +12,8 @@ import os
 import time
 from typing import Any, Dict, Optional
 
-from dsv4tui.agent import bench_lock, procs, protocol
+from dsv4tui.agent import protocol
+from dsv4tui.agent.host import bench_lock, procs
 from dsv4tui.agent.state import cache_dir
 
 STATE_FILE = "server.json"

@@ -1,11 +1,11 @@
 """The load generator of one level on one event loop: closed-loop senders or an open-loop
 timeline, the same code in the agent's own process and in each worker process
-(``agent/workers.py``).
+(``agent/bench/workers.py``).
 
 - **Closed loop** (a ``C:n`` level): ``senders`` coroutines each take the next request index
   from the :class:`Flow` as soon as their previous request finished.
 - **Open loop** (a ``rate:n`` level): request i is sent when its time on the precomputed
-  timeline comes (``t0 + schedule[i]``, agent/arrivals.py), whatever is still in flight, at
+  timeline comes (``t0 + schedule[i]``, agent/bench/arrivals.py), whatever is still in flight, at
   most ``cap`` at once when ``max_concurrency`` is set (the rest wait for a slot, as
   bench_serving's semaphore does). Each request records how late the client sent it.
 
@@ -25,8 +25,8 @@ import contextlib
 import gc
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from dsv4tui.agent import stats
-from dsv4tui.agent.openai_stream import RawResponse, StreamResult, parse_stream_async, perf
+from dsv4tui.agent.bench import stats
+from dsv4tui.agent.bench.openai_stream import RawResponse, StreamResult, parse_stream_async, perf
 
 # Flow slots
 _NEXT, _ACTIVE, _PAUSED, _ANSWERED, _HALT = range(5)

@@ -35,19 +35,11 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Set
 
-from dsv4tui.agent import (
-    adopt,
-    bench_lock,
-    detach,
-    health,
-    logparse,
-    procs,
-    protocol,
-    server_state,
-)
-from dsv4tui.agent.logs import ParsedTail, redactor, server_secrets
-from dsv4tui.agent.procs import alive, proc_start, proc_table
-from dsv4tui.agent.server_state import (
+from dsv4tui.agent import detach, protocol
+from dsv4tui.agent.host import adopt, bench_lock, health, logparse, procs, server_state
+from dsv4tui.agent.host.logs import ParsedTail, redactor, server_secrets
+from dsv4tui.agent.host.procs import alive, proc_start, proc_table
+from dsv4tui.agent.host.server_state import (
     EXIT_FILE,
     STATE_FILE,
     ServerLock,
@@ -66,7 +58,7 @@ _WAIT_EVENTS = ("phase", "load_weights_progress", "http_up", "ready", "sigterm",
                 *logparse.ERROR_KINDS)
 
 
-# -- processes (agent/procs.py reads them) -------------------------------------------------
+# -- processes (agent/host/procs.py reads them) -------------------------------------------------
 
 class ServerTree:
     """The processes our server started: its process group and session, every descendant by
@@ -814,7 +806,7 @@ def status(args: Any) -> int:
     return 0
 
 
-# -- servers we did not start (agent/adopt.py) ----------------------------------------------
+# -- servers we did not start (agent/host/adopt.py) ----------------------------------------------
 
 def _adopt(args: Any) -> int:
     profile = _json_arg(args.profile_json, "--profile-json", dict)

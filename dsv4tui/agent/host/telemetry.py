@@ -29,7 +29,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from dsv4tui.agent import protocol
-from dsv4tui.agent.gpu_source import Source, SourceUnavailable, hostname
+from dsv4tui.agent.host.gpu_source import Source, SourceUnavailable, hostname
 
 MIN_INTERVAL = 0.2
 DEFAULT_INTERVAL = 1.0
@@ -42,15 +42,15 @@ SOURCES = ("auto", "nvml", "nvidia-smi", "simulated")
 
 def _make_source(name: str) -> Source:
     if name == "nvml":
-        from dsv4tui.agent.nvml_source import NvmlSource
+        from dsv4tui.agent.host.nvml_source import NvmlSource
 
         return NvmlSource()
     if name == "nvidia-smi":
-        from dsv4tui.agent.smi_source import SmiSource
+        from dsv4tui.agent.host.smi_source import SmiSource
 
         return SmiSource()
     if name == "simulated":
-        from dsv4tui.agent.sim_source import SimSource
+        from dsv4tui.agent.host.sim_source import SimSource
 
         return SimSource()
     raise ValueError(name)

@@ -63,7 +63,7 @@ class MetricsSampler:
         self._fd = -1
 
     def start(self) -> "MetricsSampler":
-        from dsv4tui.agent import server_metrics, workers  # noqa: F401 (imported before fork)
+        from dsv4tui.agent.bench import workers  # noqa: F401 (imported before fork)
 
         r, w = os.pipe()
         parent = os.getpid()
@@ -88,7 +88,7 @@ class MetricsSampler:
 
     def stop(self) -> List[Sample]:
         """Stop the sampler; every sample it took (it is killed if it does not stop)."""
-        from dsv4tui.agent import workers
+        from dsv4tui.agent.bench import workers
 
         if not self.pid:
             return []
@@ -116,7 +116,8 @@ class MetricsSampler:
 
 
 def _sample(url: str, api_key: Optional[str], interval: float, fd: int, parent: int) -> int:
-    from dsv4tui.agent import server_metrics, workers
+    from dsv4tui.agent.bench import workers
+    from dsv4tui.agent.host import server_metrics
 
     workers.after_fork((fd,))
     stopping = []

@@ -1,0 +1,1 @@
+"""The load generator: sanity prompts, sweeps (levels, rates, goodput), the canary, and the numbers they give."""

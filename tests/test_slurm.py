@@ -226,3 +226,82 @@ def test_the_first_failure_is_the_one_srun_reported_first() -> None:
     # no srun line: the earliest non-zero status of the rank logs
     assert failed_task([], [rank0, rank1])["task"] == 1
     assert failed_task([], [rank0, []])["node"] == "node0"
+
+
+def test_every_nodes_gpus_come_from_an_srun_step_on_that_node(
+        slurm: SlurmCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gpus` on a Slurm host with a running job: each node's agent runs as an overlapping
+    step of the job on that node (telemetry from the node itself), merged into one frame with
+    node k's GPUs numbered after node k-1's. No GPU here: the steps' agents read the
+    simulator's GPUs (DSV4TUI_SIM_STATE, which the job and the steps inherit)."""
+    import subprocess
+
+    monkeypatch.setenv("DSV4TUI_SIM_STATE", str(tmp_path / "sim-state.json"))
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    code, out, err = run_cli(capsys, "server", "start", "cluster", "--timeout", "120")
+    assert code == 0, out + err
+    job = status(capsys)["job_id"]
+    code, out, err = run_cli(capsys, "gpus", "cluster", "--once", "--json")
+    assert code == 0, out + err
+    frame = json.loads(out)
+    assert frame["slurm_job_id"] == job
+    assert [n["node"] for n in frame["nodes"]] == ["node0", "node1"]
+    assert frame["nodes"][0]["gpus"] == list(range(8))
+    assert frame["nodes"][1]["gpus"] == list(range(8, 16))
+    assert [g["index"] for g in frame["gpus"]] == list(range(16))
+    code, out, _ = run_cli(capsys, "gpus", "cluster", "--once")
+    assert code == 0 and (f"Slurm job {job}, each node sampled by its own agent (an srun "
+                          "step): node0 GPUs 0-7, node1 GPUs 8-15") in out
+    # every rank's log, read on its node, each line behind the node's name
+    code, out, err = run_cli(capsys, "logs", "cluster", "--lines", "50")
+    assert code == 0, out + err
+    tags = {ln.split(" │ ", 1)[0].strip() for ln in out.splitlines() if " │ " in ln}
+    assert tags == {"node0", "node1"}, out
+    code, out, err = run_cli(capsys, "logs", "cluster", "--node", "node1", "--json")
+    assert code == 0, out + err
+    events = [json.loads(ln) for ln in out.splitlines()]
+    assert events and {e.get("node") for e in events} == {"node1"}
+    assert run_cli(capsys, "logs", "cluster", "--node", "node7")[0] == 2
+    # live: the two node agents are steps of the job, one on each node, while they stream
+    live = subprocess.Popen([sys.executable, "-m", "dsv4tui", "gpus", "cluster", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert live.stdout is not None
+        first = json.loads(live.stdout.readline())
+        assert first["slurm_job_id"] == job
+
+        def steps() -> list[str]:
+            got = slurm.run("squeue", "-h", "-s", "-j", str(job), "-o", "%i %N %j")
+            return [ln for ln in got.stdout.splitlines() if ln.split()[2:] != ["batch"]]
+
+        seen = _wait(lambda: (s := steps()) and len({ln.split()[1] for ln in s
+                                                    if "python" in ln}) == 2 and s,
+                     30, "no agent step on each node")
+        assert {ln.split()[1] for ln in seen if "python" in ln} == {"node0", "node1"}
+    finally:
+        live.terminate()
+        live.wait(timeout=30)
+    _wait(lambda: not [ln for ln in slurm.run("squeue", "-h", "-s", "-j", str(job), "-o",
+                                              "%j").stdout.split() if "python" in ln],
+          30, "an agent step outlived the live view")
+    code, out, err = run_cli(capsys, "server", "stop", "cluster")
+    assert code == 0, out + err
+
+
+def test_a_campaign_on_a_slurm_host_is_refused_before_anything_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The host-side runner restarts the server where it runs: on a Slurm host that would be
+    the login node. Refused with what to do instead, dry run or not; nothing is submitted."""
+    write_config(free_port(), free_port())
+    with paths.config_file().open("a") as f:
+        f.write('[campaigns.two]\nhost = "cluster"\n'
+                '[[campaigns.two.variants]]\nname = "a"\n'
+                '[[campaigns.two.variants]]\nname = "b"\n')
+    for extra in (["--dry-run"], []):
+        code, out, err = run_cli(capsys, "campaign", "start", "two", *extra)
+        assert code == 2, out + err
+        assert "cluster is a Slurm host" in err and "dsv4tui server restart cluster" in err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

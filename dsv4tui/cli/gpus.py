@@ -25,6 +25,7 @@ from dsv4tui.core.errors import EXIT_CONFIG, EXIT_NO_DRIVER, AgentFailed, UserEr
 from dsv4tui.core.telemetry import (
     STALE_TICKS,
     Frame,
+    FrameError,
     GpuStatus,
     HostTelemetry,
     fmt_age,
@@ -140,22 +141,64 @@ def _run(coro: Any) -> int:
     return int(asyncio.run(coro))
 
 
+async def _agents(host: Any) -> tuple[list[tuple[str | None, Any]], str | None]:
+    """Who samples: the host's own agent, or on a Slurm host with a running job each node's
+    agent as a step of the job (core/launchers/slurm_nodes), with the job id."""
+    from dsv4tui.core.launchers import slurm_nodes
+
+    if slurm_nodes.is_slurm(host):
+        js = await slurm_nodes.running_job(host)
+        if js is not None:
+            return ([(node, slurm_nodes.node_agent(host, js.job_id, node)) for node in js.nodes],
+                    js.job_id)
+    return [(None, host.agent)], None
+
+
+def _nodes_line(telemetry: HostTelemetry, job: str | None) -> str:
+    groups = ", ".join(f"{node} GPUs {g[0]}-{g[-1]}" if g else f"{node} no frame"
+                       for node, g in telemetry.node_groups or [])
+    return f"Slurm job {job}, each node sampled by its own agent (an srun step): {groups}"
+
+
+def _cli_json(telemetry: HostTelemetry, frame: Frame, host: str, job: str | None
+              ) -> dict[str, Any]:
+    out = frame.to_cli_json(host)
+    if job is not None:
+        out["slurm_job_id"] = job
+        out["nodes"] = [{"node": node, "gpus": g} for node, g in telemetry.node_groups or []]
+    return out
+
+
 async def _once(host_name: str, settings: Any, interval: float, as_json: bool) -> int:
     from dsv4tui.core.hosts.resolve import open_host
+    from dsv4tui.core.nodes.telemetry import NodeFrames
 
     async with open_host(host_name, settings) as host:
-        try:
-            events = await host.agent.call("telemetry", "--interval", _interval_arg(interval),
-                                           "--count", "1", timeout=ONCE_TIMEOUT_S)
-        except AgentFailed as exc:
-            raise driver_error(host_name, exc) from None
-        frame = first_frame(events)
+        agents, job = await _agents(host)
+        got = await asyncio.gather(*(agent.call(
+            "telemetry", "--interval", _interval_arg(interval), "--count", "1",
+            timeout=ONCE_TIMEOUT_S) for _, agent in agents), return_exceptions=True)
+        telemetry = HostTelemetry(host.name, interval)
+        nodes = NodeFrames([str(n) for n, _ in agents]) if job is not None else None
+        for (node, _), events in zip(agents, got, strict=True):
+            if isinstance(events, AgentFailed):
+                err = driver_error(host_name, events)
+                raise (UserError(f"node {node}: {err}", getattr(err, "exit_code", 1))
+                       if node is not None else err) from None
+            if isinstance(events, BaseException):
+                raise events
+            frame = first_frame(events)
+            if nodes is not None:
+                nodes.feed(telemetry, str(node), frame)
+            else:
+                telemetry.add(frame)
+        assert telemetry.latest is not None
         if as_json:
-            print_json(frame.to_cli_json(host.name))
+            print_json(_cli_json(telemetry, telemetry.latest, host.name, job))
         else:
-            telemetry = HostTelemetry(host.name, interval)
-            telemetry.add(frame)
             print(render_table(telemetry))
+            if job is not None:
+                print(_nodes_line(telemetry, job))
     return 0
 
 
@@ -164,19 +207,25 @@ async def _live(host_name: str, settings: Any, interval: float, as_json: bool, r
     from dsv4tui.core.hosts.resolve import open_host
 
     async with open_host(host_name, settings) as host:
-        telemetry = HostTelemetry(host.name, interval)
-        queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue()
+        from dsv4tui.core.nodes.telemetry import NodeFrames
 
-        async def pump() -> None:
+        telemetry = HostTelemetry(host.name, interval)
+        agents, job = await _agents(host)
+        nodes = NodeFrames([str(n) for n, _ in agents]) if job is not None else None
+        queue: asyncio.Queue[tuple[str | None, dict[str, Any]] | BaseException | None] = \
+            asyncio.Queue()
+
+        async def pump(node: str | None, agent: Any) -> None:
             try:
-                async for event in host.agent.events("telemetry", "--interval",
-                                                     _interval_arg(interval)):
-                    queue.put_nowait(event)
+                async for event in agent.events("telemetry", "--interval",
+                                                _interval_arg(interval)):
+                    queue.put_nowait((node, event))
                 queue.put_nowait(None)
             except Exception as exc:  # handed to the drawing loop, raised there
                 queue.put_nowait(exc)
 
-        task = asyncio.create_task(pump())
+        tasks = [asyncio.create_task(pump(node, agent)) for node, agent in agents]
+        ended = 0
         if redraw:
             out.write(HIDE_CURSOR + CLEAR + HOME)
             out.flush()
@@ -188,24 +237,38 @@ async def _live(host_name: str, settings: Any, interval: float, as_json: bool, r
                     if redraw:  # no frame for three intervals: show the age
                         draw(out, render_table(telemetry), redraw)
                     continue
-                if item is None:
-                    return 0
+                if item is None:  # a stream ended (every node's: the view ends)
+                    ended += 1
+                    if ended == len(tasks):
+                        return 0
+                    continue
                 if isinstance(item, AgentFailed):
                     raise driver_error(host_name, item)
                 if isinstance(item, BaseException):
                     raise item
-                frame = telemetry.add_event(item, time.monotonic())
+                node, event = item
+                if nodes is not None:
+                    try:
+                        frame: Frame | None = nodes.feed(telemetry, str(node),
+                                                         Frame.from_event(event))
+                    except FrameError:
+                        continue
+                else:
+                    frame = telemetry.add_event(event, time.monotonic())
                 if frame is None:
                     continue
                 if as_json:
-                    out.write(json.dumps(frame.to_cli_json(host.name)) + "\n")
+                    out.write(json.dumps(_cli_json(telemetry, frame, host.name, job)) + "\n")
                     out.flush()
                 else:
-                    draw(out, render_table(telemetry), redraw)
+                    text = render_table(telemetry)
+                    draw(out, text + ("\n" + _nodes_line(telemetry, job) if job else ""),
+                         redraw)
         finally:
-            task.cancel()
+            for task in tasks:
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+                await asyncio.gather(*tasks)
 
 
 def draw(out: TextIO, text: str, redraw: bool) -> None:

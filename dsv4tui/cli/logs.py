@@ -86,19 +86,60 @@ async def _node_logs(host: Any, cmd: list[str], args: Any) -> None:
                 await one(rank)
 
 
+async def _slurm_logs(host: Any, opts: list[str], args: Any) -> bool:
+    """A Slurm host with a running job: every rank's log, read on its own node by the node's
+    agent (an srun step of the job: core/launchers/slurm_nodes), each line behind the node's
+    name (``--node``: one node's). False when no job runs (the login node's own log then)."""
+    import asyncio
+
+    from dsv4tui.core.launchers import slurm, slurm_nodes
+
+    js = await slurm_nodes.running_job(host)
+    found = slurm.last_job(host.name)
+    if js is None or found is None:
+        return False
+    logs = [str(p) for p in found[1].get("slurm_rank_logs") or []]
+    names = js.nodes[:len(logs)]
+    if args.node and args.node not in names:
+        raise ConfigError(f"--node {args.node}: Slurm job {js.job_id} runs on "
+                          f"{', '.join(names)}")
+    width = 0 if args.node else max(len(n) for n in names)
+
+    async def one(node: str, path: str) -> None:
+        agent = slurm_nodes.node_agent(host, js.job_id, node)
+        if args.follow:
+            async for ev in agent.events("logs", path, *opts, "--follow"):
+                _print_event(ev, args.json, node, width)
+        else:
+            for ev in await agent.call("logs", path, *opts):
+                _print_event(ev, args.json, node, width)
+
+    picked = [(n, p) for n, p in zip(names, logs, strict=False) if args.node in (None, n)]
+    if args.follow:
+        await asyncio.gather(*(one(n, p) for n, p in picked))
+    else:
+        for n, p in picked:
+            await one(n, p)
+    return True
+
+
 def _run(args: Any) -> int:
     from dsv4tui.core.hosts.resolve import open_host
 
     if args.lines < 0:
         raise ConfigError("--lines must be >= 0")
     settings, _ = load_settings(args)
-    cmd = ["logs", *([args.file] if args.file else [])]
-    cmd += ["--from-start"] if args.from_start else ["--lines", str(args.lines)]
+    opts = ["--from-start"] if args.from_start else ["--lines", str(args.lines)]
     if not args.json:
-        cmd.append("--no-parse")
+        opts.append("--no-parse")
+    cmd = ["logs", *([args.file] if args.file else []), *opts]
 
     async def go() -> None:
+        from dsv4tui.core.launchers.slurm_nodes import is_slurm
+
         async with open_host(args.host, settings) as host:
+            if not args.file and is_slurm(host) and await _slurm_logs(host, opts, args):
+                return
             if not args.file and host.config.profiles:  # a server we did not start: its file
                 _, prof = host.config.profile()
                 cmd[1:1] = ["--port", str(prof.port), "--host", prof.host]

@@ -200,6 +200,11 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
                           "restarts the server from one host, not across nodes (not supported "
                           f"yet): `dsv4tui server restart {camp.host}` then `dsv4tui sweep "
                           f"{camp.host}` per variant")
+    if config.slurm is not None:  # the runner would restart the server on the login node
+        raise ConfigError(f"campaign {name}: {camp.host} is a Slurm host; a campaign restarts "
+                          "the server from the host it runs on, and on a Slurm host that is the "
+                          "login node (not supported yet): `dsv4tui server restart "
+                          f"{camp.host}` then `dsv4tui sweep {camp.host}` per variant")
     try:
         plan = camp.plan(settings.sweep)
     except ValidationError as exc:

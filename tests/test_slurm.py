@@ -305,3 +305,54 @@ def test_a_campaign_on_a_slurm_host_is_refused_before_anything_runs(
         assert code == 2, out + err
         assert "cluster is a Slurm host" in err and "dsv4tui server restart cluster" in err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+async def test_the_dashboards_link_follows_every_node_of_the_running_job(
+        slurm: SlurmCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dashboard's HostLink on a Slurm host: once the status shows the job RUNNING, every
+    node's GPUs (16, grouped node0 / node1) and every rank's log (behind its node's name, the
+    node filter's nodes in rank order) come from the nodes' own agents; stopping the job
+    stops the steps. No GPU here: the steps read the simulator's GPUs (DSV4TUI_SIM_STATE)."""
+    import asyncio
+
+    from dsv4tui.core.entry import load_settings
+    from dsv4tui.core.hosts.resolve import host_spec
+    from dsv4tui.core.view.host_link import HostLink
+    from dsv4tui.core.view.profiles import model_for
+
+    monkeypatch.setenv("DSV4TUI_SIM_STATE", str(tmp_path / "sim-state.json"))
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    code, out, err = await asyncio.to_thread(
+        run_cli, capsys, "server", "start", "cluster", "--timeout", "120")
+    assert code == 0, out + err
+    settings, _ = load_settings(None)
+    spec = host_spec("cluster", settings)
+    model = model_for("cluster", spec.config, simulated=False)
+    link = HostLink(spec, model, mark=lambda *a: None,
+                    on_frame=lambda f: None, on_back=lambda: None)
+    link.start(0.5)
+    try:
+        await asyncio.wait_for(link.wait_connected(), 30)
+        status = await link.refresh_status()
+        assert status["job_state"] == "RUNNING" and link.slurm.names == ["node0", "node1"]
+
+        async def until(pred: Any, what: str) -> None:
+            for _ in range(120):
+                if pred():
+                    return
+                await asyncio.sleep(0.25)
+            raise AssertionError(what)
+
+        await until(lambda: [n for n, g in model.telemetry.node_groups or [] if g] ==
+                    ["node0", "node1"], "not every node's GPUs")
+        assert [len(g) for _, g in model.telemetry.node_groups] == [8, 8]
+        await until(lambda: {model.logs.get(i).node for i in range(model.logs.first,  # type: ignore[union-attr]
+                                                                   model.logs.next)}
+                    >= {"node0", "node1"}, "not every node's log")
+        assert model.logs.nodes[:2] == ["node0", "node1"]
+    finally:
+        await link.release(10)
+    code, out, err = await asyncio.to_thread(run_cli, capsys, "server", "stop", "cluster")
+    assert code == 0, out + err

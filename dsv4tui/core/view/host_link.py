@@ -35,6 +35,7 @@ class HostLink:
         self.shared = False  # the supervisor is a fleet's: watched, not owned
         self._unwatch: Callable[[], None] | None = None
         self.nodes: Any = None  # a host made of nodes: core.nodes.streams.NodeStreams
+        self.slurm: Any = None  # a Slurm host: core.nodes.slurm_streams.SlurmNodeStreams
         self.log = streams.LogFeed()
         self.status_gen = 0  # bumped by restarts: an older status answer is dropped
 
@@ -53,26 +54,37 @@ class HostLink:
             self._on_state(shared)  # where it stands now (connected, most likely)
         self.model.conn.retry_in = self.supervisor.retry_in
         self.model.gpu_interval = interval
-        self.supervisor.add_stream("telemetry", streams.telemetry_args(interval),
-                                   self._on_telemetry)
+        if getattr(self.spec.config, "slurm", None) is not None:
+            # the GPUs are the job's nodes', each sampled there (the login node's are not
+            # the server's): followed once the status shows the job running
+            self.slurm = self._slurm_streams(interval)
+        else:
+            self.supervisor.add_stream("telemetry", streams.telemetry_args(interval),
+                                       self._on_telemetry)
         if self.spec.group:
             self.nodes = self._start_nodes(interval)
+
+    def _on_node_lines(self, lines: list[str], classes: list[Class] | None) -> None:
+        self.model.logs.extend(lines, classes)
+        self.mark(LOGS)
+
+    def _on_node_error(self, node: str, text: str) -> None:
+        self.model.server.node_error = f"{node}: {text}"[:120]
+        self.mark(SERVER)
+
+    def _slurm_streams(self, interval: float) -> Any:
+        from dsv4tui.core.nodes.slurm_streams import SlurmNodeStreams
+
+        return SlurmNodeStreams(self.model.telemetry, interval, on_frame=self.on_frame,
+                                on_lines=self._on_node_lines,
+                                on_node_error=self._on_node_error)
 
     def _start_nodes(self, interval: float) -> Any:
         from dsv4tui.core.nodes.streams import NodeStreams
 
         model = self.model
-
-        def on_lines(lines: list[str], classes: list[Class] | None) -> None:
-            model.logs.extend(lines, classes)
-            self.mark(LOGS)
-
-        def on_node_error(node: str, text: str) -> None:
-            model.server.node_error = f"{node}: {text}"[:120]
-            self.mark(SERVER)
-
         nodes = NodeStreams(self.spec, model.telemetry, interval, on_frame=self.on_frame,
-                            on_lines=on_lines, on_node_error=on_node_error)
+                            on_lines=self._on_node_lines, on_node_error=self._on_node_error)
         # the log view's node filter goes through the nodes in rank order
         model.logs.nodes[:] = [*nodes.names, *(n for n in model.logs.nodes
                                                if n not in nodes.names)]
@@ -149,6 +161,11 @@ class HostLink:
         self.follow_log(str(status["log"]) if status.get("log") else None)
         if self.nodes is not None and isinstance(status.get("nodes"), list):
             self.nodes.follow_logs(status["nodes"])
+        if self.slurm is not None and status.get("slurm") and self.slurm.follow(host, status):
+            logs = self.model.logs  # the log view's node filter: the job's nodes in rank order
+            logs.nodes[:] = [*self.slurm.names, *(n for n in logs.nodes
+                                                  if n not in self.slurm.names)]
+            self.mark(LOGS)
         return status
 
     def restarted(self) -> None:
@@ -159,6 +176,9 @@ class HostLink:
     async def release(self, timeout: float) -> None:
         """Stop the supervisor we own; give a fleet's back, still connected, without the
         dashboard's streams."""
+        if self.slurm is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.slurm.stop(), timeout)
         sup = self.supervisor
         if sup is None:
             return

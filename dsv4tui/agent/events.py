@@ -190,6 +190,9 @@ class Level(Event, total=False):
     tpot_ms: Dict[str, Optional[float]]
     started_at: float
     finished_at: float
+    goodput: Optional[Dict[str, Any]]  # share, rate, ...
+    saturation: Optional[Dict[str, Any]]  # saturated, source, ...
+    errors_by_kind: Dict[str, int]
 
 
 class LevelGpus(Event, total=False):

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.cli.output import print_json
 from dsv4tui.core.campaign import plan as cplan
 from dsv4tui.core.campaign import reducer, session
@@ -124,17 +125,17 @@ class Printer(reducer.Reader):
     def _step(self, ev: Any) -> str:
         return f"[{int(ev.get('variant') or 0) + 1}/{len(self.names) or '?'}]"
 
-    def campaign_start(self, ev: Any) -> None:
+    def campaign_start(self, ev: ev_t.CampaignStart) -> None:
         self.names = [str(v.get("name")) for v in ev.get("variants") or []]
 
-    def campaign_resume(self, ev: Any) -> None:
+    def campaign_resume(self, ev: ev_t.CampaignResume) -> None:
         _say(f"resumed (attempt {ev.get('attempt')})")
 
-    def variant_start(self, ev: Any) -> None:
+    def variant_start(self, ev: ev_t.VariantStart) -> None:
         _say(f"{self._step(ev)} {ev.get('name')}"
              + (": restarting the server" if ev.get("restart") else ""))
 
-    def launch_start(self, ev: Any) -> None:
+    def launch_start(self, ev: ev_t.LaunchStart) -> None:
         if ".r" not in str(ev.get("launch") or ""):
             return
         repeat = str(ev.get("launch")).split(".r")[1].split(".")[0]
@@ -142,7 +143,7 @@ class Printer(reducer.Reader):
             _say(f"{self._step(ev)} {self._name(ev.get('variant'))}: repeat {int(repeat) + 1}, "
                  "restarting the server")
 
-    def log_event(self, ev: Any) -> None:
+    def log_event(self, ev: ev_t.LogEvent) -> None:
         inner = ev.get("event") or {}
         if inner.get("kind") != "phase":
             return
@@ -150,7 +151,7 @@ class Printer(reducer.Reader):
         _say(f"    {inner.get('name'):<13} {dur:7.2f} s" if dur is not None
              else f"    {inner.get('name')}")
 
-    def launch_end(self, ev: Any) -> None:
+    def launch_end(self, ev: ev_t.LaunchEnd) -> None:
         if ev.get("ok"):
             _say(f"    ready: {startup_text(ev.get('startup_s'))}, pid {ev.get('pid')}")
             return
@@ -159,28 +160,28 @@ class Printer(reducer.Reader):
         for line in self.shown:
             _say(f"      | {line}")
 
-    def sanity_case(self, ev: Any) -> None:
+    def sanity_case(self, ev: ev_t.SanityCase) -> None:
         mark = "PASS" if ev.get("passed") else "FAIL"
         _say(f"    sanity {mark} {ev.get('name')}: {(ev.get('answer') or '').strip()[:40]!r}")
 
-    def canary(self, ev: Any) -> None:
+    def canary(self, ev: ev_t.Canary) -> None:
         _say(f"    canary {ev.get('correct')}/{ev.get('total')} correct "
              f"({100 * float(ev.get('share') or 0):.1f} %, {ev.get('source')})")
 
-    def canary_gate(self, ev: Any) -> None:
+    def canary_gate(self, ev: ev_t.CanaryGate) -> None:
         _say(f"    canary gate {'PASS' if ev.get('passed') else 'FAIL'}: {ev.get('text')}")
 
-    def level(self, ev: Any) -> None:
+    def level(self, ev: ev_t.Level) -> None:
         tok = ev.get("output_tok_s")
         _say(f"    C={ev.get('concurrency'):<4} {ev.get('completed')}/{ev.get('requests')} "
              f"{ev.get('status') or ('partial' if ev.get('partial') else 'done')}"
              + (f"  {tok:.1f} tok/s" if tok is not None else ""))
 
-    def run_end(self, ev: Any) -> None:
+    def run_end(self, ev: ev_t.RunEnd) -> None:
         if ev.get("status") != "done":
             _say(f"    run {ev.get('status')}: {ev.get('reason')}")
 
-    def variant_end(self, ev: Any) -> None:
+    def variant_end(self, ev: ev_t.VariantEnd) -> None:
         _say(f"    -> {ev.get('state')}" + (f": {ev.get('reason')}" if ev.get("reason")
                                               else ""))
         lines = (ev.get("error_lines") or [])[-5:]
@@ -188,26 +189,26 @@ class Printer(reducer.Reader):
             for line in lines:
                 _say(f"      | {line}")
 
-    def notice(self, ev: Any) -> None:
+    def notice(self, ev: ev_t.Notice) -> None:
         _say(f"note: {ev.get('message')}")
 
-    def journal_torn(self, ev: Any) -> None:
+    def journal_torn(self, ev: ev_t.JournalTorn) -> None:
         _say(f"warning: a torn journal line at byte {ev.get('offset')} was skipped: "
              f"{ev.get('text')!r}")
 
-    def store_waiting(self, ev: Any) -> None:
+    def store_waiting(self, ev: reducer.StoreWaiting) -> None:
         if ev.get("waited_s", 0) >= 2 and not self.store_busy:
             self.store_busy = True
             _say(f"note: the run store is busy; {ev.get('pending')} events wait (the host's "
                  "journal keeps them)")
 
-    def store_ok(self, ev: Any) -> None:
+    def store_ok(self, ev: reducer.StoreWaiting) -> None:
         if self.store_busy:
             self.store_busy = False
             _say(f"note: the run store is writable again after {ev.get('waited_s')} s; "
                  "nothing was lost")
 
-    def ingest_error(self, ev: Any) -> None:
+    def ingest_error(self, ev: reducer.IngestError) -> None:
         _say(f"warning: journal event {ev.get('seq')} ({ev.get('event_type')}) could not be "
              f"stored: {ev.get('error')}")
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.agent.bench.stats import level_json
 from dsv4tui.cli.output import print_json
 from dsv4tui.cli.sanity import add_target_args, check_target, print_sanity
@@ -135,43 +136,43 @@ class Progress(reducer.Reader):
     def __call__(self, ev: dict[str, Any]) -> None:
         reducer.fold(self, ev)
 
-    def store_waiting(self, ev: Any) -> None:
+    def store_waiting(self, ev: reducer.StoreWaiting) -> None:
         if ev.get("waited_s", 0) >= 2 and not self.store_busy:
             self.store_busy = True
             self.note(f"note: the run store is busy ({ev.get('error')}); waiting, "
                       f"{ev.get('pending')} events queued (the host's journal keeps them)")
 
-    def store_ok(self, ev: Any) -> None:
+    def store_ok(self, ev: reducer.StoreWaiting) -> None:
         if self.store_busy:
             self.store_busy = False
             self.note(f"note: the run store is writable again after {ev.get('waited_s')} s; "
                       "nothing was lost")
 
-    def ingest_error(self, ev: Any) -> None:
+    def ingest_error(self, ev: reducer.IngestError) -> None:
         self.note(f"warning: journal event {ev.get('seq')} ({ev.get('event_type')}) could not "
                   f"be stored: {ev.get('error')}")
 
-    def notice(self, ev: Any) -> None:
+    def notice(self, ev: ev_t.Notice) -> None:
         self.note(f"note: {ev.get('message')}")
 
-    def level_prep(self, ev: Any) -> None:  # before the level's first request: prompts, warm-up
+    def level_prep(self, ev: ev_t.LevelPrep) -> None:  # before the level's first request: prompts, warm-up
         text = str(ev.get("message") or "")
         if self.tty:
             print("\r" + text + "\033[K", end="", file=self.stream, flush=True)
         elif ev.get("announce"):
             print(text, file=self.stream, flush=True)
 
-    def level_start(self, ev: Any) -> None:
-        self.current, self.done, self.errors = ev, 0, 0
+    def level_start(self, ev: ev_t.LevelStart) -> None:
+        self.current, self.done, self.errors = dict(ev), 0, 0
         self._line()
 
-    def request(self, ev: Any) -> None:
+    def request(self, ev: ev_t.Request) -> None:
         if self.current is not None:
             self.done += 1
             self.errors += not ev.get("ok")
             self._line()
 
-    def level(self, ev: Any) -> None:
+    def level(self, ev: ev_t.Level) -> None:
         tok_s = ev.get("output_tok_s")
         ttft = (ev.get("ttft_ms") or {}).get("p50")
         tail = f"  {tok_s:.1f} tok/s" if tok_s is not None else ""
@@ -185,7 +186,7 @@ class Progress(reducer.Reader):
         self._line(final=tail)
         self.current = None
 
-    def sanity_case(self, ev: Any) -> None:
+    def sanity_case(self, ev: ev_t.SanityCase) -> None:
         mark = "ok" if ev.get("passed") else "FAILED"
         print(f"sanity {ev.get('name')}: {mark} ({(ev.get('answer') or '').strip()[:40]!r})",
               file=self.stream, flush=True)

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.core.campaign import reducer
 from dsv4tui.core.config import SanityCase, Settings
 from dsv4tui.core.errors import EXIT_FAILED, AgentFailed, ConnectError
@@ -158,14 +159,14 @@ class _SanityRead(reducer.Reader):
         self.results: list[dict[str, Any]] = []
         self.final: dict[str, Any] | None = None
 
-    def bench_target(self, ev: Any) -> None:
+    def bench_target(self, ev: ev_t.BenchTarget) -> None:
         self.model = ev.get("model") or self.model
 
-    def sanity_case(self, ev: Any) -> None:
-        self.results.append(ev)
+    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+        self.results.append(dict(ev))
 
-    def sanity(self, ev: Any) -> None:
-        self.final = ev
+    def sanity(self, ev: ev_t.Sanity) -> None:
+        self.final = dict(ev)
 
 
 # --- reaching a target (CLI and dashboard) -------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.agent.bench import plan_size, stats
 from dsv4tui.core.bench_runner import SanityOutcome
 from dsv4tui.core.campaign import reducer
@@ -89,37 +90,37 @@ class SweepWatch(reducer.Reader):
         if self.then is not None:
             self.then(ev)
 
-    def sanity_case(self, ev: Any) -> None:
-        self.cases.append(ev)
+    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+        self.cases.append(dict(ev))
 
-    def sanity(self, ev: Any) -> None:
+    def sanity(self, ev: ev_t.Sanity) -> None:
         self.sanity_passed = bool(ev.get("passed"))
 
-    def level(self, ev: Any) -> None:
-        self.levels[int(ev.get("level") or 0)] = ev
+    def level(self, ev: ev_t.Level) -> None:
+        self.levels[int(ev.get("level") or 0)] = dict(ev)
 
-    def run_start(self, ev: Any) -> None:
+    def run_start(self, ev: ev_t.RunStart) -> None:
         self.meta = dict(ev.get("meta") or {})
 
-    def run_stored(self, ev: Any) -> None:
+    def run_stored(self, ev: reducer.RunStored) -> None:
         self.run_id = ev.get("run_id")
         if isinstance(self.run_id, int) and self.run_id not in self.run_ids:
             self.run_ids.append(self.run_id)
 
-    def run_end(self, ev: Any) -> None:
+    def run_end(self, ev: ev_t.RunEnd) -> None:
         self.status, self.reason = str(ev.get("status") or "failed"), ev.get("reason")
         if self.status == "failed" and (self.reason or "").startswith("sanity could not"):
             self.sanity_error = self.reason
 
-    def variant_end(self, ev: Any) -> None:
+    def variant_end(self, ev: ev_t.VariantEnd) -> None:
         if self.status is None:
             self.status, self.reason = str(ev.get("state") or "failed"), ev.get("reason")
 
-    def notice(self, ev: Any) -> None:
+    def notice(self, ev: ev_t.Notice) -> None:
         if ev.get("message"):
             self.notices.append(str(ev["message"]))
 
-    def journal_end(self, ev: Any) -> None:
+    def journal_end(self, ev: ev_t.JournalEnd) -> None:
         self.end_state = str(ev.get("state") or "")
         if self.status is None:
             self.status, self.reason = self.end_state, ev.get("reason")

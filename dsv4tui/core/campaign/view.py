@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.core.campaign import reducer
 
 VARIANT_ACTIVE = ("restarting", "sanity", "running")
@@ -128,7 +129,7 @@ class _CampaignFold(reducer.Reader):
     def _v(self, ev: Any) -> VariantView | None:
         return self.cv.variant(ev.get("variant")) if "variant" in ev else None
 
-    def campaign_start(self, ev: Any) -> bool:
+    def campaign_start(self, ev: ev_t.CampaignStart) -> bool:
         cv = self.cv
         plan = ev.get("plan") or {}
         cv.levels = [(int(c), int(n)) for c, n in plan.get("levels") or []]
@@ -144,12 +145,12 @@ class _CampaignFold(reducer.Reader):
             cv.started = self.now
         return True
 
-    def campaign_resume(self, ev: Any) -> bool:
+    def campaign_resume(self, ev: ev_t.CampaignResume) -> bool:
         cv = self.cv
         cv.state, cv.ended, cv.detail = "running", None, f"resumed (attempt {ev.get('attempt')})"
         return True
 
-    def variant_start(self, ev: Any) -> bool:
+    def variant_start(self, ev: ev_t.VariantStart) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -159,7 +160,7 @@ class _CampaignFold(reducer.Reader):
         v.cells = _cells(self.cv.levels)
         return True
 
-    def log_event(self, ev: Any) -> bool:
+    def log_event(self, ev: ev_t.LogEvent) -> bool:
         v = self._v(ev)
         if v is None or v.state != "restarting":
             return False
@@ -169,7 +170,7 @@ class _CampaignFold(reducer.Reader):
             return True
         return False
 
-    def launch_end(self, ev: Any) -> bool:
+    def launch_end(self, ev: ev_t.LaunchEnd) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -181,7 +182,7 @@ class _CampaignFold(reducer.Reader):
             v.error_lines = [str(x) for x in ev.get("last_errors") or []]
         return True
 
-    def run_start(self, ev: Any) -> bool:
+    def run_start(self, ev: ev_t.RunStart) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -192,15 +193,16 @@ class _CampaignFold(reducer.Reader):
         v.backend, v.checkpoint = meta.get("backend"), meta.get("checkpoint")
         return True
 
-    def run_stored(self, ev: Any) -> bool:
+    def run_stored(self, ev: reducer.RunStored) -> bool:
         for var in self.cv.variants:
-            if ev.get("run") in var.run_keys and ev.get("run_id") is not None:
-                if ev["run_id"] not in var.run_ids:
-                    var.run_ids.append(int(ev["run_id"]))
+            rid = ev.get("run_id")
+            if ev.get("run") in var.run_keys and rid is not None:
+                if rid not in var.run_ids:
+                    var.run_ids.append(int(rid))
                 return True
         return False
 
-    def sanity(self, ev: Any) -> bool:
+    def sanity(self, ev: ev_t.Sanity) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -217,7 +219,7 @@ class _CampaignFold(reducer.Reader):
         v.state = "running"
         return v.cells[idx]
 
-    def level_start(self, ev: Any) -> bool:
+    def level_start(self, ev: ev_t.LevelStart) -> bool:
         cell = self._cell(ev)
         if cell is None:
             return False
@@ -225,7 +227,7 @@ class _CampaignFold(reducer.Reader):
         cell.completed = cell.errors = 0
         return True
 
-    def request(self, ev: Any) -> bool:
+    def request(self, ev: ev_t.Request) -> bool:
         cell = self._cell(ev)
         if cell is None:
             return False
@@ -235,7 +237,7 @@ class _CampaignFold(reducer.Reader):
             cell.errors += 1
         return True
 
-    def level(self, ev: Any) -> bool:
+    def level(self, ev: ev_t.Level) -> bool:
         cell = self._cell(ev)
         if cell is None:
             return False
@@ -245,7 +247,7 @@ class _CampaignFold(reducer.Reader):
         cell.errors = int(ev.get("errors") or 0)
         return True
 
-    def variant_end(self, ev: Any) -> bool:
+    def variant_end(self, ev: ev_t.VariantEnd) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -261,7 +263,7 @@ class _CampaignFold(reducer.Reader):
                 cell.state = "partial"
         return True
 
-    def campaign_end(self, ev: Any) -> bool:
+    def campaign_end(self, ev: ev_t.CampaignEnd) -> bool:
         cv = self.cv
         cv.state = str(ev.get("state") or "done")
         cv.detail = ev.get("reason")
@@ -269,11 +271,11 @@ class _CampaignFold(reducer.Reader):
         cv.ended, cv.current = self.now, None
         return True
 
-    def journal_torn(self, ev: Any) -> bool:
+    def journal_torn(self, ev: ev_t.JournalTorn) -> bool:
         self.cv.torn += 1
         return True
 
-    def journal_end(self, ev: Any) -> bool:
+    def journal_end(self, ev: ev_t.JournalEnd) -> bool:
         cv = self.cv
         state = str(ev.get("state") or "")
         if state in ENDED and cv.state not in ENDED:

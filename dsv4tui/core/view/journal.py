@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.core.campaign import reducer
 from dsv4tui.core.campaign.view import CampaignView, apply_campaign_event
 from dsv4tui.core.view import launch, sweeps
@@ -50,7 +51,7 @@ class HostClock:
 
 
 class _RunStored(reducer.Reader):
-    def run_stored(self, ev: Any) -> bool:
+    def run_stored(self, ev: reducer.RunStored) -> bool:
         return ev.get("run_id") is not None
 
 
@@ -72,14 +73,20 @@ class _JournalFold(reducer.Reader):
         self.model, self.now, self.live = model, now, live
         self.fx = Effects()
 
-    def variant_start(self, ev: Any) -> None:  # a new variant: no answer of the last one
+    def variant_start(self, ev: ev_t.VariantStart) -> None:  # a new variant: no answer of the last one
         self.model.sanity = m.SanityView()
         self.fx.parts.add(SANITY)
 
-    def launch_start(self, ev: Any) -> None:  # a campaign restarts the server: Launch shows it
+    def launch_start(self, ev: ev_t.LaunchStart) -> None:  # a campaign restarts the server: Launch shows it
         self.fx.parts.update(launch.campaign_launch_begins(self.model, ev, self.now))
 
-    def server_step(self, ev: Any) -> None:
+    def server_step(self, ev: ev_t.ServerStep) -> None:
+        self._step(dict(ev))
+
+    def log_event(self, ev: ev_t.LogEvent) -> None:
+        self._step(dict(ev))
+
+    def _step(self, ev: dict[str, Any]) -> None:
         if "launch" not in ev:
             return
         from dsv4tui.core.server import control as server_control
@@ -89,13 +96,11 @@ class _JournalFold(reducer.Reader):
             self.fx.follow_log = launch.step(self.model, step, self.now)
             self.fx.parts.update((STARTUP, SERVER))
 
-    log_event = server_step
-
-    def launch_end(self, ev: Any) -> None:
+    def launch_end(self, ev: ev_t.LaunchEnd) -> None:
         self.fx.parts.update(launch.campaign_launch_ended(self.model, ev, self.now))
         self.fx.refresh_status = True
 
-    def run_start(self, ev: Any) -> None:  # a run of the campaign begins: Bench shows it
+    def run_start(self, ev: ev_t.RunStart) -> None:  # a run of the campaign begins: Bench shows it
         model = self.model
         model.sweep = sweeps.for_run_start(ev, model.sweep, model.conn.host, self.now)
         self.live.clear()

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.agent.host import logparse
 from dsv4tui.core.campaign import reducer
 from dsv4tui.core.campaign.compare import Comparison, Point
@@ -629,7 +630,7 @@ class _SanityFold(reducer.Reader):
     def __init__(self, s: SanityView) -> None:
         self.s = s
 
-    def sanity_case(self, ev: Any) -> bool:
+    def sanity_case(self, ev: ev_t.SanityCase) -> bool:
         s = self.s
         answer = ev.get("answer")
         s.cases.append(SanityCaseView(
@@ -638,7 +639,7 @@ class _SanityFold(reducer.Reader):
             seconds=ev.get("latency_s"), error=ev.get("error")))
         return True
 
-    def sanity(self, ev: Any) -> bool:
+    def sanity(self, ev: ev_t.Sanity) -> bool:
         self.s.status = "passed" if ev.get("passed") else "failed"
         return True
 
@@ -648,7 +649,7 @@ class LiveLevel:
     until its ``level`` comes."""
 
     def __init__(self) -> None:
-        self.latest: dict[str, Any] | None = None
+        self.latest: ev_t.LevelProgress | None = None
         self.dirty = False
 
 
@@ -668,11 +669,11 @@ class _SweepFold(reducer.Reader):
         idx = int(ev.get("level") or 0)
         return self.sw.levels[idx] if idx < len(self.sw.levels) else None
 
-    def run_stored(self, ev: Any) -> bool:  # the store's id of the run that started
+    def run_stored(self, ev: reducer.RunStored) -> bool:  # the store's id of the run that started
         self.sw.run_id = ev.get("run_id")
         return True
 
-    def bench_target(self, ev: Any) -> bool:
+    def bench_target(self, ev: ev_t.BenchTarget) -> bool:
         sw = self.sw
         sw.status = "running"
         if sw.levels and sw.levels[0].status == "pending":
@@ -680,7 +681,7 @@ class _SweepFold(reducer.Reader):
             sw.current = 0
         return True
 
-    def level_start(self, ev: Any) -> bool:
+    def level_start(self, ev: ev_t.LevelStart) -> bool:
         sw = self.sw
         idx = int(ev.get("level") or 0)
         if idx < len(sw.levels):
@@ -691,7 +692,7 @@ class _SweepFold(reducer.Reader):
             self.live[idx] = LiveLevel()
         return True
 
-    def request(self, ev: Any) -> bool:
+    def request(self, ev: ev_t.Request) -> bool:
         lv = self._row(ev)
         if lv is None:
             return False
@@ -701,7 +702,7 @@ class _SweepFold(reducer.Reader):
             lv.errors += 1
         return True
 
-    def level_progress(self, ev: Any) -> bool:
+    def level_progress(self, ev: ev_t.LevelProgress) -> bool:
         """Kept for :func:`refresh_live_levels` (the screen's pace), not applied at once."""
         if self._row(ev) is None:
             return False
@@ -709,7 +710,7 @@ class _SweepFold(reducer.Reader):
         rec.latest, rec.dirty = ev, True
         return False
 
-    def level(self, ev: Any) -> bool:
+    def level(self, ev: ev_t.Level) -> bool:
         sw = self.sw
         idx = int(ev.get("level") or 0)
         lv = self._row(ev)
@@ -727,11 +728,11 @@ class _SweepFold(reducer.Reader):
             sw.live.append((self.now, lv.out_tok_s))
         return True
 
-    def sweep(self, ev: Any) -> bool:
+    def sweep(self, ev: ev_t.SweepEnd) -> bool:
         self.sw.detail = ev.get("reason") or self.sw.detail
         return True
 
-    def run_finished(self, ev: Any) -> bool:
+    def run_finished(self, ev: reducer.RunFinished) -> bool:
         sw = self.sw
         sw.status = str(ev.get("status") or "done")
         sw.detail = ev.get("error") or sw.detail
@@ -743,7 +744,7 @@ class _SweepFold(reducer.Reader):
         return True
 
 
-def fill_level(lv: LevelRow, metrics: dict[str, Any]) -> None:
+def fill_level(lv: LevelRow, metrics: Mapping[str, Any]) -> None:
     """Set a row's numbers from a ``level`` event (or live metrics of the same shape)."""
     lv.completed = int(metrics.get("completed") or 0)
     lv.errors = int(metrics.get("errors") or 0)

@@ -155,7 +155,8 @@ class Progress(reducer.Reader):
     def notice(self, ev: ev_t.Notice) -> None:
         self.note(f"note: {ev.get('message')}")
 
-    def level_prep(self, ev: ev_t.LevelPrep) -> None:  # before the level's first request: prompts, warm-up
+    def level_prep(self, ev: ev_t.LevelPrep) -> None:
+        """Before the level's first request: its prompts, its warm-up."""
         text = str(ev.get("message") or "")
         if self.tty:
             print("\r" + text + "\033[K", end="", file=self.stream, flush=True)

@@ -137,9 +137,9 @@ class Collector(reducer.Reader):
 
     def campaign_start(self, ev: ev_t.CampaignStart) -> None:
         store, cid = self.store, self.cid
-        variants: list[dict[str, Any]] = [{"name": v.get("name"), "label": v.get("label"), "state": "pending",
-                     "runs": [], "reason": None, "restart": v.get("restart")}
-                    for v in ev.get("variants") or []]
+        variants: list[dict[str, Any]] = [
+            {"name": v.get("name"), "label": v.get("label"), "state": "pending", "runs": [],
+             "reason": None, "restart": v.get("restart")} for v in ev.get("variants") or []]
         if not self.detail["variants"]:
             self.detail["variants"] = variants
         self.detail.update(repeats=ev.get("repeats"), plan=ev.get("plan"),

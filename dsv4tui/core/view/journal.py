@@ -73,11 +73,13 @@ class _JournalFold(reducer.Reader):
         self.model, self.now, self.live = model, now, live
         self.fx = Effects()
 
-    def variant_start(self, ev: ev_t.VariantStart) -> None:  # a new variant: no answer of the last one
+    def variant_start(self, ev: ev_t.VariantStart) -> None:
+        """A new variant: no answer of the last one is its answer."""
         self.model.sanity = m.SanityView()
         self.fx.parts.add(SANITY)
 
-    def launch_start(self, ev: ev_t.LaunchStart) -> None:  # a campaign restarts the server: Launch shows it
+    def launch_start(self, ev: ev_t.LaunchStart) -> None:
+        """A campaign restarts the server: the Launch screen shows it."""
         self.fx.parts.update(launch.campaign_launch_begins(self.model, ev, self.now))
 
     def server_step(self, ev: ev_t.ServerStep) -> None:
@@ -100,7 +102,8 @@ class _JournalFold(reducer.Reader):
         self.fx.parts.update(launch.campaign_launch_ended(self.model, ev, self.now))
         self.fx.refresh_status = True
 
-    def run_start(self, ev: ev_t.RunStart) -> None:  # a run of the campaign begins: Bench shows it
+    def run_start(self, ev: ev_t.RunStart) -> None:
+        """A run of the campaign begins: the Bench screen shows it."""
         model = self.model
         model.sweep = sweeps.for_run_start(ev, model.sweep, model.conn.host, self.now)
         self.live.clear()

@@ -232,3 +232,26 @@ def test_sweep_drops_ignore_eos_when_the_server_rejects_it(script_server: Script
     assert all("ignore_eos" not in r for r in script_server.requests[1:])
     level = of_type(events, "level")[0]
     assert level["completed"] == 2 and level["errors"] == 0
+
+
+def test_a_running_level_says_its_aggregate_with_the_final_levels_formulas(
+        known_server: Callable[..., KnownServer]) -> None:
+    from dsv4tui.agent.bench import stats
+
+    srv = known_server(ttft_ms=300, itl_ms=30)  # each request ~0.6 s: a level of 4 ~2.4 s
+    code, events, err = agent_run("bench", "sweep", "--url", srv.url, "--levels", "1:4",
+                                  "--output-len", "10", "--input-len", "12", "--seed", "7",
+                                  "--warmup", "0")
+    assert code == 0, err
+    marks = [i for i, e in enumerate(events) if e["type"] == "level_progress"]
+    assert marks, "a level of over a second says where it stands"
+    for i in marks:
+        agg = events[i]
+        before = [e for e in events[:i] if e["type"] == "request"]
+        final = stats.level_metrics(before, 1, 4)
+        assert (agg["completed"], agg["errors"], agg["output_tok_s"]) == (
+            final["completed"], final["errors"], final["output_tok_s"])
+        assert agg["ttft_ms"]["p50"] == final["ttft_ms"]["p50"]
+        assert agg["tpot_ms"]["p50"] == final["tpot_ms"]["p50"]
+        assert agg["in_flight"] in (0, 1) and agg["requests"] == 4
+    assert len(of_type(events, "request")) == 4  # every request once, aggregates aside

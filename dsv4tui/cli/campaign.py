@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.cli.output import print_json
 from dsv4tui.core.campaign import plan as cplan
-from dsv4tui.core.campaign import session
+from dsv4tui.core.campaign import reducer, session
 from dsv4tui.core.campaign.compare import campaign_comparison, load_text
 from dsv4tui.core.campaign.ingest import Collected
 from dsv4tui.core.campaign.labels import safe_text
@@ -106,7 +107,7 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-class Printer:
+class Printer(reducer.Reader):
     """What a person watching ``campaign attach`` sees: one line per step."""
 
     def __init__(self, names: list[str] | None = None) -> None:
@@ -119,72 +120,97 @@ class Printer:
         return self.names[i] if i < len(self.names) else f"variant {i}"
 
     def __call__(self, ev: dict[str, Any]) -> None:
-        kind = ev.get("type")
-        if kind == "campaign_start":
-            self.names = [str(v.get("name")) for v in ev.get("variants") or []]
-        elif kind == "campaign_resume":
-            _say(f"resumed (attempt {ev.get('attempt')})")
-        elif kind == "variant_start":
-            total = len(self.names) or "?"
-            _say(f"[{int(ev.get('variant') or 0) + 1}/{total}] {ev.get('name')}"
-                 + (": restarting the server" if ev.get("restart") else ""))
-        elif kind == "launch_start" and ".r" in str(ev.get("launch") or ""):
-            repeat = str(ev.get("launch")).split(".r")[1].split(".")[0]
-            if repeat.isdigit() and int(repeat) > 0:
-                _say(f"[{int(ev.get('variant') or 0) + 1}/{len(self.names) or '?'}] "
-                     f"{self._name(ev.get('variant'))}: repeat {int(repeat) + 1}, restarting "
-                     "the server")
-        elif kind == "log_event" and (ev.get("event") or {}).get("kind") == "phase":
-            inner = ev["event"]
-            dur = inner.get("duration_s")
-            _say(f"    {inner.get('name'):<13} {dur:7.2f} s" if dur is not None
-                 else f"    {inner.get('name')}")
-        elif kind == "launch_end":
-            if ev.get("ok"):
-                _say(f"    ready: {startup_text(ev.get('startup_s'))}, pid {ev.get('pid')}")
-            else:
-                _say(f"    FAILED to start: {ev.get('error')}")
-                self.shown = (ev.get("last_errors") or [])[-5:]
-                for line in self.shown:
-                    _say(f"      | {line}")
-        elif kind == "sanity_case":
-            mark = "PASS" if ev.get("passed") else "FAIL"
-            _say(f"    sanity {mark} {ev.get('name')}: {(ev.get('answer') or '').strip()[:40]!r}")
-        elif kind == "canary":
-            _say(f"    canary {ev.get('correct')}/{ev.get('total')} correct "
-                 f"({100 * float(ev.get('share') or 0):.1f} %, {ev.get('source')})")
-        elif kind == "canary_gate":
-            _say(f"    canary gate {'PASS' if ev.get('passed') else 'FAIL'}: {ev.get('text')}")
-        elif kind == "level":
-            tok = ev.get("output_tok_s")
-            _say(f"    C={ev.get('concurrency'):<4} {ev.get('completed')}/{ev.get('requests')} "
-                 f"{ev.get('status') or ('partial' if ev.get('partial') else 'done')}"
-                 + (f"  {tok:.1f} tok/s" if tok is not None else ""))
-        elif kind == "run_end" and ev.get("status") != "done":
+        reducer.fold(self, ev)
+
+    def _step(self, ev: Any) -> str:
+        return f"[{int(ev.get('variant') or 0) + 1}/{len(self.names) or '?'}]"
+
+    def campaign_start(self, ev: ev_t.CampaignStart) -> None:
+        self.names = [str(v.get("name")) for v in ev.get("variants") or []]
+
+    def campaign_resume(self, ev: ev_t.CampaignResume) -> None:
+        _say(f"resumed (attempt {ev.get('attempt')})")
+
+    def variant_start(self, ev: ev_t.VariantStart) -> None:
+        _say(f"{self._step(ev)} {ev.get('name')}"
+             + (": restarting the server" if ev.get("restart") else ""))
+
+    def launch_start(self, ev: ev_t.LaunchStart) -> None:
+        if ".r" not in str(ev.get("launch") or ""):
+            return
+        repeat = str(ev.get("launch")).split(".r")[1].split(".")[0]
+        if repeat.isdigit() and int(repeat) > 0:
+            _say(f"{self._step(ev)} {self._name(ev.get('variant'))}: repeat {int(repeat) + 1}, "
+                 "restarting the server")
+
+    def log_event(self, ev: ev_t.LogEvent) -> None:
+        inner = ev.get("event") or {}
+        if inner.get("kind") != "phase":
+            return
+        dur = inner.get("duration_s")
+        _say(f"    {inner.get('name'):<13} {dur:7.2f} s" if dur is not None
+             else f"    {inner.get('name')}")
+
+    def launch_end(self, ev: ev_t.LaunchEnd) -> None:
+        if ev.get("ok"):
+            _say(f"    ready: {startup_text(ev.get('startup_s'))}, pid {ev.get('pid')}")
+            return
+        _say(f"    FAILED to start: {ev.get('error')}")
+        self.shown = (ev.get("last_errors") or [])[-5:]
+        for line in self.shown:
+            _say(f"      | {line}")
+
+    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+        mark = "PASS" if ev.get("passed") else "FAIL"
+        _say(f"    sanity {mark} {ev.get('name')}: {(ev.get('answer') or '').strip()[:40]!r}")
+
+    def canary(self, ev: ev_t.Canary) -> None:
+        _say(f"    canary {ev.get('correct')}/{ev.get('total')} correct "
+             f"({100 * float(ev.get('share') or 0):.1f} %, {ev.get('source')})")
+
+    def canary_gate(self, ev: ev_t.CanaryGate) -> None:
+        _say(f"    canary gate {'PASS' if ev.get('passed') else 'FAIL'}: {ev.get('text')}")
+
+    def level(self, ev: ev_t.Level) -> None:
+        tok = ev.get("output_tok_s")
+        _say(f"    C={ev.get('concurrency'):<4} {ev.get('completed')}/{ev.get('requests')} "
+             f"{ev.get('status') or ('partial' if ev.get('partial') else 'done')}"
+             + (f"  {tok:.1f} tok/s" if tok is not None else ""))
+
+    def run_end(self, ev: ev_t.RunEnd) -> None:
+        if ev.get("status") != "done":
             _say(f"    run {ev.get('status')}: {ev.get('reason')}")
-        elif kind == "variant_end":
-            _say(f"    -> {ev.get('state')}" + (f": {ev.get('reason')}" if ev.get("reason")
-                                                  else ""))
-            lines = (ev.get("error_lines") or [])[-5:]
-            if lines != self.shown:
-                for line in lines:
-                    _say(f"      | {line}")
-        elif kind == "notice":
-            _say(f"note: {ev.get('message')}")
-        elif kind == "journal_torn":
-            _say(f"warning: a torn journal line at byte {ev.get('offset')} was skipped: "
-                 f"{ev.get('text')!r}")
-        elif kind == "store_waiting" and ev.get("waited_s", 0) >= 2 and not self.store_busy:
+
+    def variant_end(self, ev: ev_t.VariantEnd) -> None:
+        _say(f"    -> {ev.get('state')}" + (f": {ev.get('reason')}" if ev.get("reason")
+                                              else ""))
+        lines = (ev.get("error_lines") or [])[-5:]
+        if lines != self.shown:
+            for line in lines:
+                _say(f"      | {line}")
+
+    def notice(self, ev: ev_t.Notice) -> None:
+        _say(f"note: {ev.get('message')}")
+
+    def journal_torn(self, ev: ev_t.JournalTorn) -> None:
+        _say(f"warning: a torn journal line at byte {ev.get('offset')} was skipped: "
+             f"{ev.get('text')!r}")
+
+    def store_waiting(self, ev: reducer.StoreWaiting) -> None:
+        if ev.get("waited_s", 0) >= 2 and not self.store_busy:
             self.store_busy = True
             _say(f"note: the run store is busy; {ev.get('pending')} events wait (the host's "
                  "journal keeps them)")
-        elif kind == "store_ok" and self.store_busy:
+
+    def store_ok(self, ev: reducer.StoreWaiting) -> None:
+        if self.store_busy:
             self.store_busy = False
             _say(f"note: the run store is writable again after {ev.get('waited_s')} s; "
                  "nothing was lost")
-        elif kind == "ingest_error":
-            _say(f"warning: journal event {ev.get('seq')} ({ev.get('type')}) could not be "
-                 f"stored: {ev.get('error')}")
+
+    def ingest_error(self, ev: reducer.IngestError) -> None:
+        _say(f"warning: journal event {ev.get('seq')} ({ev.get('event_type')}) could not be "
+             f"stored: {ev.get('error')}")
 
 
 def matrix_rows(info: dict[str, Any], store: RunStore) -> tuple[list[str], list[list[str]]]:

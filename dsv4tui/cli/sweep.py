@@ -9,9 +9,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.agent.bench.stats import level_json
 from dsv4tui.cli.output import print_json
 from dsv4tui.cli.sanity import add_target_args, check_target, print_sanity
+from dsv4tui.core.campaign import reducer
 from dsv4tui.core.campaign.load_text import parse_goodput, parse_levels, parse_rates
 from dsv4tui.core.campaign.sweep import SweepOutcome, SweepWatch
 from dsv4tui.core.config import SweepPlan
@@ -116,72 +118,85 @@ def build_plan(base: SweepPlan, args: Any) -> SweepPlan:
     return plan
 
 
-class Progress:
+class Progress(reducer.Reader):
     """One live line per level on stderr (rewritten in place on a terminal)."""
 
     def __init__(self, stream: Any = None) -> None:
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.level: dict[str, Any] | None = None
+        self.current: dict[str, Any] | None = None  # the level in progress
         self.done = self.errors = 0
         self.store_busy = False
 
     def note(self, text: str) -> None:
-        if self.level is not None and self.tty:
+        if self.current is not None and self.tty:
             print("", file=self.stream)
         print(text, file=self.stream, flush=True)
 
     def __call__(self, ev: dict[str, Any]) -> None:
-        kind = ev.get("type")
-        if kind == "store_waiting" and ev.get("waited_s", 0) >= 2 and not self.store_busy:
+        reducer.fold(self, ev)
+
+    def store_waiting(self, ev: reducer.StoreWaiting) -> None:
+        if ev.get("waited_s", 0) >= 2 and not self.store_busy:
             self.store_busy = True
             self.note(f"note: the run store is busy ({ev.get('error')}); waiting, "
                       f"{ev.get('pending')} events queued (the host's journal keeps them)")
-        elif kind == "store_ok" and self.store_busy:
+
+    def store_ok(self, ev: reducer.StoreWaiting) -> None:
+        if self.store_busy:
             self.store_busy = False
             self.note(f"note: the run store is writable again after {ev.get('waited_s')} s; "
                       "nothing was lost")
-        elif kind == "ingest_error":
-            self.note(f"warning: journal event {ev.get('seq')} ({ev.get('type')}) could not "
-                      f"be stored: {ev.get('error')}")
-        elif kind == "notice":
-            self.note(f"note: {ev.get('message')}")
-        elif kind == "level_prep":  # before the level's first request: prompts, warm-up
-            text = str(ev.get("message") or "")
-            if self.tty:
-                print("\r" + text + "\033[K", end="", file=self.stream, flush=True)
-            elif ev.get("announce"):
-                print(text, file=self.stream, flush=True)
-        elif kind == "level_start":
-            self.level, self.done, self.errors = ev, 0, 0
-            self._line()
-        elif kind == "request" and self.level is not None:
+
+    def ingest_error(self, ev: reducer.IngestError) -> None:
+        self.note(f"warning: journal event {ev.get('seq')} ({ev.get('event_type')}) could not "
+                  f"be stored: {ev.get('error')}")
+
+    def notice(self, ev: ev_t.Notice) -> None:
+        self.note(f"note: {ev.get('message')}")
+
+    def level_prep(self, ev: ev_t.LevelPrep) -> None:
+        """Before the level's first request: its prompts, its warm-up."""
+        text = str(ev.get("message") or "")
+        if self.tty:
+            print("\r" + text + "\033[K", end="", file=self.stream, flush=True)
+        elif ev.get("announce"):
+            print(text, file=self.stream, flush=True)
+
+    def level_start(self, ev: ev_t.LevelStart) -> None:
+        self.current, self.done, self.errors = dict(ev), 0, 0
+        self._line()
+
+    def request(self, ev: ev_t.Request) -> None:
+        if self.current is not None:
             self.done += 1
             self.errors += not ev.get("ok")
             self._line()
-        elif kind == "level":
-            tok_s = ev.get("output_tok_s")
-            ttft = (ev.get("ttft_ms") or {}).get("p50")
-            tail = f"  {tok_s:.1f} tok/s" if tok_s is not None else ""
-            good = ev.get("goodput") or {}
-            tail += f"  goodput {100 * good['share']:.0f}%" if good.get("share") is not None else ""
-            tail += f"  TTFT p50 {ttft:.0f} ms" if ttft is not None else ""
-            if (ev.get("saturation") or {}).get("saturated"):
-                tail += "  saturated"
-            status = ev.get("status") or ("partial" if ev.get("partial") else "done")
-            tail += f"  ({status})" if status != "done" else ""
-            self._line(final=tail)
-            self.level = None
-        elif kind == "sanity_case":
-            mark = "ok" if ev.get("passed") else "FAILED"
-            print(f"sanity {ev.get('name')}: {mark} ({(ev.get('answer') or '').strip()[:40]!r})",
-                  file=self.stream, flush=True)
+
+    def level(self, ev: ev_t.Level) -> None:
+        tok_s = ev.get("output_tok_s")
+        ttft = (ev.get("ttft_ms") or {}).get("p50")
+        tail = f"  {tok_s:.1f} tok/s" if tok_s is not None else ""
+        good = ev.get("goodput") or {}
+        tail += f"  goodput {100 * good['share']:.0f}%" if good.get("share") is not None else ""
+        tail += f"  TTFT p50 {ttft:.0f} ms" if ttft is not None else ""
+        if (ev.get("saturation") or {}).get("saturated"):
+            tail += "  saturated"
+        status = ev.get("status") or ("partial" if ev.get("partial") else "done")
+        tail += f"  ({status})" if status != "done" else ""
+        self._line(final=tail)
+        self.current = None
+
+    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+        mark = "ok" if ev.get("passed") else "FAILED"
+        print(f"sanity {ev.get('name')}: {mark} ({(ev.get('answer') or '').strip()[:40]!r})",
+              file=self.stream, flush=True)
 
     def _line(self, final: str | None = None) -> None:
-        if self.level is None:
+        if self.current is None:
             return
-        n = self.level.get("requests")
-        name = self.level.get("name") or f"C={self.level.get('concurrency')}"
+        n = self.current.get("requests")
+        name = self.current.get("name") or f"C={self.current.get('concurrency')}"
         text = f"{name:<6} {self.done}/{n} done, {self.errors} errors"
         if final is not None:
             print(("\r" if self.tty else "") + text + final + ("\033[K" if self.tty else ""),

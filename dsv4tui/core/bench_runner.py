@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dsv4tui.agent import events as ev_t
+from dsv4tui.core.campaign import reducer
 from dsv4tui.core.config import SanityCase, Settings
 from dsv4tui.core.errors import EXIT_FAILED, AgentFailed, ConnectError
 from dsv4tui.core.store import RunStore
@@ -128,23 +130,17 @@ class BenchRunner:
         """Ask every case; results are stored (with ``run_id`` when part of a run)."""
         args = ["bench", "sanity", *target.agent_args(), "--cases-json",
                 json.dumps(case_dicts(cases)), "--timeout", f"{timeout_s:g}"]
-        results: list[dict[str, Any]] = []
-        final: dict[str, Any] | None = None
-        model = target.model
+        got = _SanityRead(target.model)
+        results = got.results
         outcome: SanityOutcome | None = None
         try:
             async for ev in self.agent.events(*args):
                 self._emit(ev)
-                kind = ev.get("type")
-                if kind == "bench_target":
-                    model = ev.get("model") or model
-                elif kind == "sanity_case":
-                    results.append(ev)
-                elif kind == "sanity":
-                    final = ev
+                reducer.fold(got, ev)
         except AgentFailed as exc:
-            if final is None or exc.kind != "sanity_failed":
+            if got.final is None or exc.kind != "sanity_failed":
                 outcome = SanityOutcome(False, results, exc.message, exc.kind, exc.exit_code)
+        final, model = got.final, got.model
         if outcome is None:
             if final is None:
                 outcome = SanityOutcome(False, results, "sanity was cancelled", "cancelled")
@@ -153,6 +149,24 @@ class BenchRunner:
         if self.store is not None and results:
             self.store.add_sanity(results, host=host, url=target.url, model=model, run_id=run_id)
         return outcome
+
+
+class _SanityRead(reducer.Reader):
+    """What a ``bench sanity`` stream says: the target's model, each case, the verdict."""
+
+    def __init__(self, model: str | None) -> None:
+        self.model = model
+        self.results: list[dict[str, Any]] = []
+        self.final: dict[str, Any] | None = None
+
+    def bench_target(self, ev: ev_t.BenchTarget) -> None:
+        self.model = ev.get("model") or self.model
+
+    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+        self.results.append(dict(ev))
+
+    def sanity(self, ev: ev_t.Sanity) -> None:
+        self.final = dict(ev)
 
 
 # --- reaching a target (CLI and dashboard) -------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from dsv4tui.agent import protocol
 from dsv4tui.agent.bench import arrivals, datasets, idle, plan_size, saturation, stats, workers
 from dsv4tui.agent.bench import levels as level_text
+from dsv4tui.agent.bench import progress as level_progress
 from dsv4tui.agent.bench.loadgen import HALT_STALLED, HALT_STOP, Flow, LevelLoad, request_event
 from dsv4tui.agent.bench.openai_stream import (
     TRANSPORTS,
@@ -814,9 +815,13 @@ class Sweep:
         failed_level = {"set": False}
         errors = [0]
 
+        tally = level_progress.LevelTally(li, c, n)
+        flows: List[Flow] = []  # in-process: the flow knows what is in flight
+
         def deliver(event: Dict[str, Any]) -> None:
             results.append(event)
             self.sink.emit("request", **event)
+            tally.add(event)
             if not event["ok"]:
                 errors[0] += 1
                 if errors[0] > limit and not failed_level["set"]:
@@ -830,10 +835,13 @@ class Sweep:
             stop.set()
 
         watcher = asyncio.ensure_future(cancel_stops())
+        reporter = asyncio.ensure_future(level_progress.report(
+            tally, self.sink.emit, lambda: flows[-1].claimed - len(results) if flows else None))
         halt, dead, worker_errors = 0, [], []  # type: ignore[var-annotated]
         try:
             if w == 1:
                 flow = Flow(n, active=min(c, n) if schedule is None else 0)
+                flows.append(flow)
                 load = LevelLoad(client, path, bodies, datas, timeout, stall, flow, deliver,
                                  level=li, c=c, planned=planned, senders=min(c, n),
                                  schedule=schedule, indices=range(n), cap=shape["cap"],
@@ -855,6 +863,7 @@ class Sweep:
                                    message="cannot start %d load workers (%s); level %s runs "
                                    "in one process" % (w, exc, name))
                     flow = Flow(n, active=min(c, n) if schedule is None else 0)
+                    flows.append(flow)
                     load = LevelLoad(client, path, bodies, datas, timeout, stall, flow,
                                      deliver, level=li, c=c, planned=planned,
                                      senders=min(c, n), schedule=schedule, indices=range(n),
@@ -871,6 +880,7 @@ class Sweep:
                     self.current["perf0"] = out.t0  # type: ignore[index]
         finally:
             watcher.cancel()
+            reporter.cancel()
             if sampler is not None:
                 self.current["queue_samples"] = sampler.stop()  # type: ignore[index]
         self.current["schedule"] = schedule  # type: ignore[index]

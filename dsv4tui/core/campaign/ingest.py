@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dsv4tui.agent import events as ev_t
+from dsv4tui.core.campaign import reducer
 from dsv4tui.core.errors import UserError
 from dsv4tui.core.store import RunStore, StoreBusy, StoreError, StoreReadOnly, StoreReplaced
 from dsv4tui.core.store import campaigns as cstore
@@ -43,7 +45,7 @@ class _Stopped(Exception):
     """The collector was asked to stop between two events."""
 
 
-class Collector:
+class Collector(reducer.Reader):
     """Applies one campaign's journal events to the store (call from one thread at a time)."""
 
     PATIENCE_S = 2.0  # one store write waits this long for another process's lock, then the
@@ -78,6 +80,7 @@ class Collector:
         self.launches = cstore.launch_ids(self.store, self.cid)
         self.run_target: dict[str, tuple[str | None, str | None]] = {}
         self._dirty = False
+        self._told: list[dict[str, Any]] = []
 
     # -- the detail dict: variants as the matrix shows them ---------------------------------
     def _variant(self, vi: Any) -> dict[str, Any]:
@@ -116,133 +119,159 @@ class Collector:
         self.detail["bad_count"] = int(self.detail.get("bad_count") or 0) + 1
         self._dirty = True
         if told is not None:
-            told.append({"type": "ingest_error", **entry})
+            told.append({"type": "ingest_error", "seq": entry["seq"],
+                         "event_type": entry["type"], "error": entry["error"]})
 
     def _run_id(self, ev: Mapping[str, Any]) -> int | None:
         key = ev.get("run")
         return self.runs.get(str(key)) if key is not None else None
 
     def _apply(self, ev: dict[str, Any], told: list[dict[str, Any]]) -> None:
-        kind = ev.get("type")
+        self._told = told
+        reducer.fold(self, ev)
+
+    # -- the journal's events, each into the store (reducer.Reader's callbacks) ----------------
+    def journal_pos(self, ev: ev_t.JournalPos) -> None:
+        self.offset = int(ev.get("offset") or 0)
+        cstore.update(self.store, self.cid, offset=self.offset)
+
+    def campaign_start(self, ev: ev_t.CampaignStart) -> None:
         store, cid = self.store, self.cid
-        if kind == "journal_pos":
-            self.offset = int(ev.get("offset") or 0)
-            cstore.update(store, cid, offset=self.offset)
-            return
-        if kind == "campaign_start":
-            variants = [{"name": v.get("name"), "label": v.get("label"), "state": "pending",
-                         "runs": [], "reason": None, "restart": v.get("restart")}
-                        for v in ev.get("variants") or []]
-            if not self.detail["variants"]:
-                self.detail["variants"] = variants
-            self.detail.update(repeats=ev.get("repeats"), plan=ev.get("plan"),
-                               on_failure=ev.get("on_failure"))
+        variants: list[dict[str, Any]] = [
+            {"name": v.get("name"), "label": v.get("label"), "state": "pending", "runs": [],
+             "reason": None, "restart": v.get("restart")} for v in ev.get("variants") or []]
+        if not self.detail["variants"]:
+            self.detail["variants"] = variants
+        self.detail.update(repeats=ev.get("repeats"), plan=ev.get("plan"),
+                           on_failure=ev.get("on_failure"))
+        self._dirty = True
+        self.kind = str(ev.get("kind") or "campaign")
+        cstore.update(store, cid, name=str(ev.get("name") or cid), kind=self.kind,
+                      state="running")
+        cstore.ensure(store, cid, host=self.host, name=str(ev.get("name") or cid),
+                      kind=self.kind, spec={
+                          "plan": ev.get("plan"), "variants": ev.get("variants"),
+                          "repeats": ev.get("repeats")})  # kept when the console had one
+        self.state = "running"
+
+    def campaign_resume(self, ev: ev_t.CampaignResume) -> None:
+        self.detail["attempt"] = ev.get("attempt")
+        self._dirty = True
+        # why it stopped (a full disk, a killed runner) is past: its runs keep their reasons
+        cstore.update(self.store, self.cid, state="running", clear_error=True)
+        self.state = "running"
+
+    def variant_start(self, ev: ev_t.VariantStart) -> None:
+        v = self._variant(ev.get("variant"))
+        v.update(state="restarting" if ev.get("restart") else "running", reason=None,
+                 name=ev.get("name") or v.get("name"), started_at=ev.get("t"))
+        self.detail["current"] = ev.get("variant")
+        self._dirty = True
+
+    def launch_start(self, ev: ev_t.LaunchStart) -> None:
+        key = str(ev.get("launch"))
+        self.launches[key] = cstore.add_launch(
+            self.store, self.cid, key, host=self.host, profile_name=ev.get("profile_name"),
+            profile=ev.get("profile"), backend=ev.get("backend"),
+            checkpoint=ev.get("checkpoint"), changes=ev.get("changes"),
+            argv=ev.get("argv"), created_at=ev.get("t"))
+
+    def launch_end(self, ev: ev_t.LaunchEnd) -> None:
+        lid = self.launches.get(str(ev.get("launch")))
+        if lid is not None:
+            cstore.end_launch(self.store, lid, ok=bool(ev.get("ok")), startup_s=ev.get(
+                "startup_s"), error=ev.get("error"), pid=ev.get("pid"),
+                started_at=ev.get("started_at"))
+
+    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+        rid = self._run_id(ev)
+        url, model = self.run_target.get(str(ev.get("run")), (None, None))
+        cstore.add_sanity(self.store, self.cid, int(ev.get("seq") or 0), ev, host=self.host,
+                          url=url, model=model, run_id=rid)
+
+    def sanity(self, ev: ev_t.Sanity) -> None:
+        rid = self._run_id(ev)
+        if rid is not None:
+            self.store.update_run(rid, sanity_passed=bool(ev.get("passed")))
+
+    def canary(self, ev: ev_t.Canary) -> None:  # the run's accuracy canary
+        rid = self._run_id(ev)
+        if rid is not None:
+            cstore.set_canary(self.store, rid, _own_fields(ev))
+
+    def canary_gate(self, ev: ev_t.CanaryGate) -> None:
+        rid = self._run_id(ev)
+        if rid is not None:
+            cstore.set_canary(self.store, rid, {"gate": _own_fields(ev)})
+
+    def bench_target(self, ev: ev_t.BenchTarget) -> None:
+        rid = self._run_id(ev)
+        if rid is not None:
+            fields = {k: ev[k] for k in ("model", "url", "server_version")
+                      if ev.get(k) is not None}
+            self.store.update_run(rid, **fields)
+
+    def request(self, ev: ev_t.Request) -> None:
+        rid = self._run_id(ev)
+        if rid is not None:
+            self.store.add_request(rid, ev)
+
+    # level_progress is not stored: the requests and the final level are
+
+    def level(self, ev: ev_t.Level) -> None:
+        rid = self._run_id(ev)
+        if isinstance(ev.get("started_at"), (int, float)) and \
+                isinstance(ev.get("finished_at"), (int, float)):
+            self._level_windows[(str(ev.get("run")), int(ev.get("level") or 0))] = (
+                float(ev["started_at"]), float(ev["finished_at"]))
+        if rid is not None:
+            self.store.add_level(rid, ev)
+
+    def level_gpus(self, ev: ev_t.LevelGpus) -> None:
+        rid = self._run_id(ev)
+        if rid is not None and ev.get("gpus"):
+            self.store.set_level_gpus(rid, int(ev.get("level") or 0), self._every_node(ev))
+
+    def run_start(self, ev: ev_t.RunStart) -> None:
+        self._run_start(ev, self._told)
+
+    def run_end(self, ev: ev_t.RunEnd) -> None:
+        rid = self._run_id(ev)
+        if rid is not None:
+            cstore.finish_run(self.store, rid, str(ev.get("status") or "failed"),
+                              ev.get("reason"), ev.get("t"))
+        self._told.append({"type": "run_finished", "run": ev.get("run"), "run_id": rid,
+                           "status": ev.get("status"), "error": ev.get("reason")})
+
+    def variant_end(self, ev: ev_t.VariantEnd) -> None:
+        v = self._variant(ev.get("variant"))
+        v.update(state=ev.get("state"), reason=ev.get("reason"),
+                 error_lines=ev.get("error_lines") or [], ended_at=ev.get("t"))
+        self._dirty = True
+
+    def campaign_end(self, ev: ev_t.CampaignEnd) -> None:
+        self.state = str(ev.get("state") or "done")
+        self.detail["server"] = ev.get("server")
+        self.detail["current"] = None
+        self._dirty = True
+        self._close_open_runs(f"the campaign ended ({self.state}) before this run "
+                              "reported its end", ev.get("t"))
+        cstore.update(self.store, self.cid, state=self.state,
+                      ended_at=ev.get("t") or time.time(), error=ev.get("reason"))
+
+    def journal_torn(self, ev: ev_t.JournalTorn) -> None:
+        torn = self.detail["torn"]
+        if all(t.get("offset") != ev.get("offset") for t in torn):
+            torn.append({k: ev.get(k) for k in ("offset", "end", "text")})
             self._dirty = True
-            self.kind = str(ev.get("kind") or "campaign")
-            cstore.update(store, cid, name=str(ev.get("name") or cid), kind=self.kind,
-                          state="running")
-            cstore.ensure(store, cid, host=self.host, name=str(ev.get("name") or cid),
-                          kind=self.kind, spec={
-                              "plan": ev.get("plan"), "variants": ev.get("variants"),
-                              "repeats": ev.get("repeats")})  # kept when the console had one
-            self.state = "running"
-        elif kind == "campaign_resume":
-            self.detail["attempt"] = ev.get("attempt")
-            self._dirty = True
-            # why it stopped (a full disk, a killed runner) is past: its runs keep their reasons
-            cstore.update(store, cid, state="running", clear_error=True)
-            self.state = "running"
-        elif kind == "variant_start":
-            v = self._variant(ev.get("variant"))
-            v.update(state="restarting" if ev.get("restart") else "running", reason=None,
-                     name=ev.get("name") or v.get("name"), started_at=ev.get("t"))
-            self.detail["current"] = ev.get("variant")
-            self._dirty = True
-        elif kind == "launch_start":
-            key = str(ev.get("launch"))
-            self.launches[key] = cstore.add_launch(
-                store, cid, key, host=self.host, profile_name=ev.get("profile_name"),
-                profile=ev.get("profile"), backend=ev.get("backend"),
-                checkpoint=ev.get("checkpoint"), changes=ev.get("changes"),
-                argv=ev.get("argv"), created_at=ev.get("t"))
-        elif kind == "launch_end":
-            lid = self.launches.get(str(ev.get("launch")))
-            if lid is not None:
-                cstore.end_launch(store, lid, ok=bool(ev.get("ok")), startup_s=ev.get(
-                    "startup_s"), error=ev.get("error"), pid=ev.get("pid"),
-                    started_at=ev.get("started_at"))
-        elif kind == "run_start":
-            self._run_start(ev, told)
-        elif kind == "sanity_case":
-            rid = self._run_id(ev)
-            url, model = self.run_target.get(str(ev.get("run")), (None, None))
-            cstore.add_sanity(store, cid, int(ev.get("seq") or 0), ev, host=self.host,
-                              url=url, model=model, run_id=rid)
-        elif kind == "sanity":
-            rid = self._run_id(ev)
-            if rid is not None:
-                store.update_run(rid, sanity_passed=bool(ev.get("passed")))
-        elif kind in ("canary", "canary_gate"):  # the run's accuracy canary and its gate
-            rid = self._run_id(ev)
-            if rid is not None:
-                keep = {k: v for k, v in ev.items()
-                        if k not in ("type", "v", "t", "seq", "run", "variant", "launch")}
-                cstore.set_canary(store, rid, keep if kind == "canary" else {"gate": keep})
-        elif kind == "bench_target":
-            rid = self._run_id(ev)
-            if rid is not None:
-                fields = {k: ev[k] for k in ("model", "url", "server_version")
-                          if ev.get(k) is not None}
-                store.update_run(rid, **fields)
-        elif kind == "request":
-            rid = self._run_id(ev)
-            if rid is not None:
-                store.add_request(rid, ev)
-        elif kind == "level":
-            rid = self._run_id(ev)
-            if isinstance(ev.get("started_at"), (int, float)) and \
-                    isinstance(ev.get("finished_at"), (int, float)):
-                self._level_windows[(str(ev.get("run")), int(ev.get("level") or 0))] = (
-                    float(ev["started_at"]), float(ev["finished_at"]))
-            if rid is not None:
-                store.add_level(rid, ev)
-        elif kind == "level_gpus":
-            rid = self._run_id(ev)
-            if rid is not None and ev.get("gpus"):
-                store.set_level_gpus(rid, int(ev.get("level") or 0), self._every_node(ev))
-        elif kind == "run_end":
-            rid = self._run_id(ev)
-            if rid is not None:
-                cstore.finish_run(store, rid, str(ev.get("status") or "failed"),
-                                  ev.get("reason"), ev.get("t"))
-            told.append({"type": "run_finished", "run": ev.get("run"), "run_id": rid,
-                         "status": ev.get("status"), "error": ev.get("reason")})
-        elif kind == "variant_end":
-            v = self._variant(ev.get("variant"))
-            v.update(state=ev.get("state"), reason=ev.get("reason"),
-                     error_lines=ev.get("error_lines") or [], ended_at=ev.get("t"))
-            self._dirty = True
-        elif kind == "campaign_end":
-            self.state = str(ev.get("state") or "done")
-            self.detail["server"] = ev.get("server")
-            self.detail["current"] = None
-            self._dirty = True
-            self._close_open_runs(f"the campaign ended ({self.state}) before this run "
-                                  "reported its end", ev.get("t"))
-            cstore.update(store, cid, state=self.state, ended_at=ev.get("t") or time.time(),
-                          error=ev.get("reason"))
-        elif kind == "journal_torn":
-            torn = self.detail["torn"]
-            if all(t.get("offset") != ev.get("offset") for t in torn):
-                torn.append({k: ev.get(k) for k in ("offset", "end", "text")})
-                self._dirty = True
-        elif kind == "journal_end":
-            state = str(ev.get("state") or "")
-            if state in FINAL_STATES and self.state == "running":
-                self.state = state
-                self._close_open_runs(ev.get("reason") or "the campaign runner stopped before "
-                                      "the run finished", None)
-                cstore.update(store, cid, state=state, error=ev.get("reason"))
+
+    def journal_end(self, ev: ev_t.JournalEnd) -> None:
+        state = str(ev.get("state") or "")
+        if state in FINAL_STATES and self.state == "running":
+            self.state = state
+            self._close_open_runs(ev.get("reason") or "the campaign runner stopped before "
+                                  "the run finished", None)
+            cstore.update(self.store, self.cid, state=state, error=ev.get("reason"))
 
     def _every_node(self, ev: Mapping[str, Any]) -> list[dict[str, Any]]:
         """A level's GPU rows: node 0's (the runner's) and, on a host made of nodes, the
@@ -259,7 +288,7 @@ class Collector:
         for rid in cstore.open_runs(self.store, self.cid):
             cstore.finish_run(self.store, rid, "interrupted", reason, at)
 
-    def _run_start(self, ev: dict[str, Any], told: list[dict[str, Any]]) -> None:
+    def _run_start(self, ev: ev_t.RunStart, told: list[dict[str, Any]]) -> None:
         key = str(ev.get("run"))
         meta = ev.get("meta") or {}
         launch_id = self.launches.get(str(ev.get("launch"))) if ev.get("launch") else None
@@ -321,7 +350,7 @@ async def collect(agent: AgentLike, collector: Collector, *, follow: bool = True
             count += 1
             tell(ev)
             await queue.put(ev)
-            if ev.get("type") == "journal_end":
+            if reducer.is_journal_end(ev):
                 end = ev
     finally:
         try:
@@ -419,6 +448,12 @@ async def _one_by_one(collector: Collector, batch: list[dict[str, Any]],
     for ev, why in refused:
         collector.bad(ev, why, told)
     return told
+
+
+def _own_fields(ev: Mapping[str, Any]) -> dict[str, Any]:
+    """An event's own fields (not its type, version, stamps)."""
+    return {k: v for k, v in ev.items()
+            if k not in ("type", "v", "t", "seq", "run", "variant", "launch")}
 
 
 def _replaced(collector: Collector, exc: StoreReplaced) -> IngestFailed:

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.agent.bench import plan_size, stats
 from dsv4tui.core.bench_runner import SanityOutcome
+from dsv4tui.core.campaign import reducer
 
 
 def plan_estimate(plan: Any) -> dict[str, Any]:
@@ -62,7 +64,7 @@ class SweepOutcome:
                 "sanity": sanity, "levels": levels}
 
 
-class SweepWatch:
+class SweepWatch(reducer.Reader):
     """Listens to a one-variant campaign's events (ingest's ``on_event``) and keeps what the
     outcome needs; ``then`` (optional) gets every event too (a progress printer, the UI)."""
 
@@ -84,33 +86,44 @@ class SweepWatch:
         self.run_ids: list[int] = []  # every run (sweep --repeats: one per repeat)
 
     def __call__(self, ev: dict[str, Any]) -> None:
-        kind = ev.get("type")
-        if kind == "sanity_case":
-            self.cases.append(ev)
-        elif kind == "sanity":
-            self.sanity_passed = bool(ev.get("passed"))
-        elif kind == "level":
-            self.levels[int(ev.get("level") or 0)] = ev
-        elif kind == "run_start":
-            self.meta = dict(ev.get("meta") or {})
-        elif kind == "run_stored":
-            self.run_id = ev.get("run_id")
-            if isinstance(self.run_id, int) and self.run_id not in self.run_ids:
-                self.run_ids.append(self.run_id)
-        elif kind == "run_end":
-            self.status, self.reason = str(ev.get("status") or "failed"), ev.get("reason")
-            if self.status == "failed" and (self.reason or "").startswith("sanity could not"):
-                self.sanity_error = self.reason
-        elif kind == "variant_end" and self.status is None:
-            self.status, self.reason = str(ev.get("state") or "failed"), ev.get("reason")
-        elif kind == "notice" and ev.get("message"):
-            self.notices.append(str(ev["message"]))
-        elif kind == "journal_end":
-            self.end_state = str(ev.get("state") or "")
-            if self.status is None:
-                self.status, self.reason = self.end_state, ev.get("reason")
+        reducer.fold(self, ev)
         if self.then is not None:
             self.then(ev)
+
+    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+        self.cases.append(dict(ev))
+
+    def sanity(self, ev: ev_t.Sanity) -> None:
+        self.sanity_passed = bool(ev.get("passed"))
+
+    def level(self, ev: ev_t.Level) -> None:
+        self.levels[int(ev.get("level") or 0)] = dict(ev)
+
+    def run_start(self, ev: ev_t.RunStart) -> None:
+        self.meta = dict(ev.get("meta") or {})
+
+    def run_stored(self, ev: reducer.RunStored) -> None:
+        self.run_id = ev.get("run_id")
+        if isinstance(self.run_id, int) and self.run_id not in self.run_ids:
+            self.run_ids.append(self.run_id)
+
+    def run_end(self, ev: ev_t.RunEnd) -> None:
+        self.status, self.reason = str(ev.get("status") or "failed"), ev.get("reason")
+        if self.status == "failed" and (self.reason or "").startswith("sanity could not"):
+            self.sanity_error = self.reason
+
+    def variant_end(self, ev: ev_t.VariantEnd) -> None:
+        if self.status is None:
+            self.status, self.reason = str(ev.get("state") or "failed"), ev.get("reason")
+
+    def notice(self, ev: ev_t.Notice) -> None:
+        if ev.get("message"):
+            self.notices.append(str(ev["message"]))
+
+    def journal_end(self, ev: ev_t.JournalEnd) -> None:
+        self.end_state = str(ev.get("state") or "")
+        if self.status is None:
+            self.status, self.reason = self.end_state, ev.get("reason")
 
     def outcome(self) -> SweepOutcome:
         sanity = None

@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
+from dsv4tui.core.campaign import reducer
+
 VARIANT_ACTIVE = ("restarting", "sanity", "running")
 ENDED = ("done", "failed", "cancelled", "interrupted")
 
@@ -114,8 +117,20 @@ def _cells(levels: list[tuple[int, int]]) -> list[Cell]:
 
 def apply_campaign_event(cv: CampaignView, ev: dict[str, Any], now: float) -> bool:
     """One journal event (or ingest's run_stored); True when the view changed."""
-    kind = ev.get("type")
-    if kind == "campaign_start":
+    return bool(reducer.fold(_CampaignFold(cv, now), ev))
+
+
+class _CampaignFold(reducer.Reader):
+    """The matrix's reading of the journal (each callback: True when the view changed)."""
+
+    def __init__(self, cv: CampaignView, now: float) -> None:
+        self.cv, self.now = cv, now
+
+    def _v(self, ev: Any) -> VariantView | None:
+        return self.cv.variant(ev.get("variant")) if "variant" in ev else None
+
+    def campaign_start(self, ev: ev_t.CampaignStart) -> bool:
+        cv = self.cv
         plan = ev.get("plan") or {}
         cv.levels = [(int(c), int(n)) for c, n in plan.get("levels") or []]
         cv.repeats = int(ev.get("repeats") or 1)
@@ -127,25 +142,38 @@ def apply_campaign_event(cv: CampaignView, ev: dict[str, Any], now: float) -> bo
                            for v in ev.get("variants") or []]
         cv.state = "running"
         if cv.started is None:
-            cv.started = now
+            cv.started = self.now
         return True
-    if kind == "campaign_resume":
+
+    def campaign_resume(self, ev: ev_t.CampaignResume) -> bool:
+        cv = self.cv
         cv.state, cv.ended, cv.detail = "running", None, f"resumed (attempt {ev.get('attempt')})"
         return True
-    v = cv.variant(ev.get("variant")) if "variant" in ev else None
-    if kind == "variant_start" and v is not None:
-        cv.current = int(ev["variant"])
+
+    def variant_start(self, ev: ev_t.VariantStart) -> bool:
+        v = self._v(ev)
+        if v is None:
+            return False
+        self.cv.current = int(ev["variant"])
         v.state = "restarting" if ev.get("restart") else "running"
-        v.reason, v.error_lines, v.started, v.ended = None, [], now, None
-        v.cells = _cells(cv.levels)
+        v.reason, v.error_lines, v.started, v.ended = None, [], self.now, None
+        v.cells = _cells(self.cv.levels)
         return True
-    if kind == "log_event" and v is not None and v.state == "restarting":
+
+    def log_event(self, ev: ev_t.LogEvent) -> bool:
+        v = self._v(ev)
+        if v is None or v.state != "restarting":
+            return False
         inner = ev.get("event") or {}
         if inner.get("kind") == "phase" and inner.get("name"):
             v.phase = str(inner["name"])
             return True
         return False
-    if kind == "launch_end" and v is not None:
+
+    def launch_end(self, ev: ev_t.LaunchEnd) -> bool:
+        v = self._v(ev)
+        if v is None:
+            return False
         if ev.get("ok"):
             v.startup_s = ev.get("startup_s")
             v.phase = "ready"
@@ -153,75 +181,110 @@ def apply_campaign_event(cv: CampaignView, ev: dict[str, Any], now: float) -> bo
             v.reason = str(ev.get("error") or "the server did not start")
             v.error_lines = [str(x) for x in ev.get("last_errors") or []]
         return True
-    if kind == "run_start" and v is not None:
+
+    def run_start(self, ev: ev_t.RunStart) -> bool:
+        v = self._v(ev)
+        if v is None:
+            return False
         v.run_keys.append(str(ev.get("run")))
-        v.cells = _cells(cv.levels)
+        v.cells = _cells(self.cv.levels)
         v.state = "sanity"
         meta = ev.get("meta") or {}
         v.backend, v.checkpoint = meta.get("backend"), meta.get("checkpoint")
         return True
-    if kind == "run_stored":
-        for var in cv.variants:
-            if ev.get("run") in var.run_keys and ev.get("run_id") is not None:
-                if ev["run_id"] not in var.run_ids:
-                    var.run_ids.append(int(ev["run_id"]))
+
+    def run_stored(self, ev: reducer.RunStored) -> bool:
+        for var in self.cv.variants:
+            rid = ev.get("run_id")
+            if ev.get("run") in var.run_keys and rid is not None:
+                if rid not in var.run_ids:
+                    var.run_ids.append(int(rid))
                 return True
         return False
-    if kind == "sanity" and v is not None:
+
+    def sanity(self, ev: ev_t.Sanity) -> bool:
+        v = self._v(ev)
+        if v is None:
+            return False
         v.sanity = bool(ev.get("passed"))
         if v.sanity:
             v.state = "running"
         return True
-    if kind in ("level_start", "request", "level") and v is not None:
+
+    def _cell(self, ev: Any) -> Cell | None:
+        v = self._v(ev)
         idx = int(ev.get("level") or 0)
-        if idx >= len(v.cells):
-            return False
-        cell = v.cells[idx]
+        if v is None or idx >= len(v.cells):
+            return None
         v.state = "running"
-        if kind == "level_start":
-            cell.state, cell.requests = "running", int(ev.get("requests") or cell.requests)
-            cell.completed = cell.errors = 0
-        elif kind == "request":
-            if ev.get("ok"):
-                cell.completed += 1
-            else:
-                cell.errors += 1
-        else:
-            cell.state = str(ev.get("status") or ("partial" if ev.get("partial") else "done"))
-            cell.tok_s = ev.get("output_tok_s")
-            cell.completed = int(ev.get("completed") or 0)
-            cell.errors = int(ev.get("errors") or 0)
+        return v.cells[idx]
+
+    def level_start(self, ev: ev_t.LevelStart) -> bool:
+        cell = self._cell(ev)
+        if cell is None:
+            return False
+        cell.state, cell.requests = "running", int(ev.get("requests") or cell.requests)
+        cell.completed = cell.errors = 0
         return True
-    if kind == "variant_end" and v is not None:
+
+    def request(self, ev: ev_t.Request) -> bool:
+        cell = self._cell(ev)
+        if cell is None:
+            return False
+        if ev.get("ok"):
+            cell.completed += 1
+        else:
+            cell.errors += 1
+        return True
+
+    def level(self, ev: ev_t.Level) -> bool:
+        cell = self._cell(ev)
+        if cell is None:
+            return False
+        cell.state = str(ev.get("status") or ("partial" if ev.get("partial") else "done"))
+        cell.tok_s = ev.get("output_tok_s")
+        cell.completed = int(ev.get("completed") or 0)
+        cell.errors = int(ev.get("errors") or 0)
+        return True
+
+    def variant_end(self, ev: ev_t.VariantEnd) -> bool:
+        v = self._v(ev)
+        if v is None:
+            return False
         v.state = str(ev.get("state") or "done")
         v.reason = ev.get("reason") or v.reason
         lines = [str(x) for x in ev.get("error_lines") or []]
         v.error_lines = lines or v.error_lines
-        v.ended = now
+        v.ended = self.now
         if v.started is None:
-            v.started = now
+            v.started = self.now
         for cell in v.cells:
             if cell.state == "running":
                 cell.state = "partial"
         return True
-    if kind == "campaign_end":
+
+    def campaign_end(self, ev: ev_t.CampaignEnd) -> bool:
+        cv = self.cv
         cv.state = str(ev.get("state") or "done")
         cv.detail = ev.get("reason")
         cv.server = (ev.get("server") or {}).get("text")
-        cv.ended, cv.current = now, None
+        cv.ended, cv.current = self.now, None
         return True
-    if kind == "journal_torn":
-        cv.torn += 1
+
+    def journal_torn(self, ev: ev_t.JournalTorn) -> bool:
+        self.cv.torn += 1
         return True
-    if kind == "journal_end":
+
+    def journal_end(self, ev: ev_t.JournalEnd) -> bool:
+        cv = self.cv
         state = str(ev.get("state") or "")
         if state in ENDED and cv.state not in ENDED:
-            cv.state, cv.detail, cv.ended = state, ev.get("reason"), now
+            cv.state, cv.detail, cv.ended = state, ev.get("reason"), self.now
             for var in cv.variants:
                 if var.active:
                     var.state = "interrupted" if state == "interrupted" else var.state
             return True
-    return False
+        return False
 
 
 def from_status(info: dict[str, Any], store: Any = None) -> CampaignView:

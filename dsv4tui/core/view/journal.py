@@ -11,13 +11,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
+from dsv4tui.core.campaign import reducer
 from dsv4tui.core.campaign.view import CampaignView, apply_campaign_event
 from dsv4tui.core.view import launch, sweeps
 from dsv4tui.core.view import model as m
 from dsv4tui.core.view.notice import Notice
 from dsv4tui.core.view.parts import CAMPAIGN, SANITY, SERVER, STARTUP, SWEEP
-
-_LAUNCH_EVENTS = ("stopping", "stopped", "started", "status", "log_event")
 
 
 @dataclass
@@ -50,10 +50,15 @@ class HostClock:
         return now - max(0.0, wall + self.lag - float(t))
 
 
+class _RunStored(reducer.Reader):
+    def run_stored(self, ev: reducer.RunStored) -> bool:
+        return ev.get("run_id") is not None
+
+
 def bench_event(model: m.UiModel, ev: dict[str, Any], live: dict[int, m.LiveLevel], *,
                 sweep_watched: bool) -> Effects:
     """An event of the bench runner or of a watched sweep: the sanity gate's, the sweep's."""
-    fx = Effects(run_stored=ev.get("type") == "run_stored" and ev.get("run_id") is not None)
+    fx = Effects(run_stored=bool(reducer.fold(_RunStored(), ev)))
     if m.apply_sanity_event(model.sanity, ev):
         fx.parts.add(SANITY)
     if sweep_watched and m.apply_sweep_event(model.sweep, ev, live, model.mono()):
@@ -61,34 +66,59 @@ def bench_event(model: m.UiModel, ev: dict[str, Any], live: dict[int, m.LiveLeve
     return fx
 
 
-def journal_event(model: m.UiModel, ev: dict[str, Any], now: float,
-                  live: dict[int, m.LiveLevel], *, watched: str | None) -> Effects:
-    """One event of campaign ``watched``'s journal (``now``: when it happened, on our clock)."""
-    kind = ev.get("type")
-    fx = Effects()
-    if kind == "variant_start":  # a new variant: no answer of the last one is its answer
-        model.sanity = m.SanityView()
-        fx.parts.add(SANITY)
-    if kind == "launch_start":  # a campaign restarts the server: the Launch screen shows it
-        fx.parts.update(launch.campaign_launch_begins(model, ev, now))
-    elif "launch" in ev and kind in _LAUNCH_EVENTS:
+class _JournalFold(reducer.Reader):
+    """What a campaign's events change on the Launch screen and the sanity gate."""
+
+    def __init__(self, model: m.UiModel, now: float, live: dict[int, m.LiveLevel]) -> None:
+        self.model, self.now, self.live = model, now, live
+        self.fx = Effects()
+
+    def variant_start(self, ev: ev_t.VariantStart) -> None:
+        """A new variant: no answer of the last one is its answer."""
+        self.model.sanity = m.SanityView()
+        self.fx.parts.add(SANITY)
+
+    def launch_start(self, ev: ev_t.LaunchStart) -> None:
+        """A campaign restarts the server: the Launch screen shows it."""
+        self.fx.parts.update(launch.campaign_launch_begins(self.model, ev, self.now))
+
+    def server_step(self, ev: ev_t.ServerStep) -> None:
+        self._step(dict(ev))
+
+    def log_event(self, ev: ev_t.LogEvent) -> None:
+        self._step(dict(ev))
+
+    def _step(self, ev: dict[str, Any]) -> None:
+        if "launch" not in ev:
+            return
         from dsv4tui.core.server import control as server_control
 
         step = server_control.startup_step(ev)
         if step is not None:
-            fx.follow_log = launch.step(model, step, now)
-            fx.parts.update((STARTUP, SERVER))
-    elif kind == "launch_end":
-        fx.parts.update(launch.campaign_launch_ended(model, ev, now))
-        fx.refresh_status = True
-    elif kind == "run_start":  # a run of the campaign begins: the Bench screen shows it
-        model.sweep = sweeps.for_run_start(ev, model.sweep, model.conn.host, now)
-        live.clear()
+            self.fx.follow_log = launch.step(self.model, step, self.now)
+            self.fx.parts.update((STARTUP, SERVER))
+
+    def launch_end(self, ev: ev_t.LaunchEnd) -> None:
+        self.fx.parts.update(launch.campaign_launch_ended(self.model, ev, self.now))
+        self.fx.refresh_status = True
+
+    def run_start(self, ev: ev_t.RunStart) -> None:
+        """A run of the campaign begins: the Bench screen shows it."""
+        model = self.model
+        model.sweep = sweeps.for_run_start(ev, model.sweep, model.conn.host, self.now)
+        self.live.clear()
         meta = ev.get("meta") or {}
         model.sanity = m.SanityView(status="running", backend=meta.get("backend"),
                                     checkpoint=meta.get("checkpoint"))
-        fx.parts.update((SWEEP, SANITY))
-    fx = fx | bench_event(model, ev, live, sweep_watched=watched is not None)
+        self.fx.parts.update((SWEEP, SANITY))
+
+
+def journal_event(model: m.UiModel, ev: dict[str, Any], now: float,
+                  live: dict[int, m.LiveLevel], *, watched: str | None) -> Effects:
+    """One event of campaign ``watched``'s journal (``now``: when it happened, on our clock)."""
+    fold = _JournalFold(model, now, live)
+    reducer.fold(fold, ev)
+    fx = fold.fx | bench_event(model, ev, live, sweep_watched=watched is not None)
     cv = model.campaign
     if cv.id is not None and cv.id == watched and apply_campaign_event(cv, ev, now):
         fx.parts.add(CAMPAIGN)

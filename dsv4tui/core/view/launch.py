@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,7 @@ def restart_begins(model: m.UiModel, launched: Launched, now: float) -> tuple[st
     return STARTUP, SERVER, SANITY, PROFILES
 
 
-def campaign_launch_begins(model: m.UiModel, ev: dict[str, Any], now: float) -> tuple[str, ...]:
+def campaign_launch_begins(model: m.UiModel, ev: Mapping[str, Any], now: float) -> tuple[str, ...]:
     """A campaign's ``launch_start``: its variant's server is being launched."""
     begins(model, ev.get("profile_name"), ev.get("backend"), ev.get("checkpoint"), now)
     srv = model.server
@@ -123,7 +123,7 @@ def restart_failed(model: m.UiModel, exc: BaseException, now: float) -> tuple[st
     return failed(model, message, now, lines=excerpt or None, crashed=bool(excerpt))
 
 
-def campaign_launch_ended(model: m.UiModel, ev: dict[str, Any], now: float) -> tuple[str, ...]:
+def campaign_launch_ended(model: m.UiModel, ev: Mapping[str, Any], now: float) -> tuple[str, ...]:
     """A campaign's ``launch_end``: ready, or failed with the server's last errors."""
     if ev.get("ok"):
         ready(model, now)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsv4tui.agent import events as ev_t
 from dsv4tui.agent.host import logparse
+from dsv4tui.core.campaign import reducer
 from dsv4tui.core.campaign.compare import Comparison, Point
 from dsv4tui.core.campaign.view import CampaignView
 from dsv4tui.core.server.metrics_window import MetricsWindow
@@ -620,97 +622,129 @@ def apply_log_event(model: UiModel, ev: dict[str, Any], now: float) -> str | Non
 
 
 def apply_sanity_event(s: SanityView, ev: dict[str, Any]) -> bool:
-    kind = ev.get("type")
-    if kind == "sanity_case":
+    """A ``sanity_case`` or ``sanity`` event; True when the view changed."""
+    return bool(reducer.fold(_SanityFold(s), ev))
+
+
+class _SanityFold(reducer.Reader):
+    def __init__(self, s: SanityView) -> None:
+        self.s = s
+
+    def sanity_case(self, ev: ev_t.SanityCase) -> bool:
+        s = self.s
         answer = ev.get("answer")
         s.cases.append(SanityCaseView(
             name=str(ev.get("name") or f"case {len(s.cases) + 1}"), passed=bool(ev.get("passed")),
             answer=None if answer is None else str(answer), expect=ev.get("expect"),
             seconds=ev.get("latency_s"), error=ev.get("error")))
         return True
-    if kind == "sanity":
-        s.status = "passed" if ev.get("passed") else "failed"
+
+    def sanity(self, ev: ev_t.Sanity) -> bool:
+        self.s.status = "passed" if ev.get("passed") else "failed"
         return True
-    return False
 
 
 class LiveLevel:
-    """Request events of the level in progress, for live TTFT/TPOT/tok/s until its ``level``."""
+    """The level in progress: the agent's latest running aggregate (``level_progress``), shown
+    until its ``level`` comes."""
 
     def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
+        self.latest: ev_t.LevelProgress | None = None
         self.dirty = False
 
 
 def apply_sweep_event(sw: SweepView, ev: dict[str, Any], live: dict[int, LiveLevel],
                       now: float) -> bool:
     """One BenchRunner/agent event of a sweep; True when the view changed."""
-    kind = ev.get("type")
-    if kind == "run_stored":  # the store's id of the run that started
-        sw.run_id = ev.get("run_id")
+    return bool(reducer.fold(_SweepFold(sw, live, now), ev))
+
+
+class _SweepFold(reducer.Reader):
+    """The Bench screen's reading of a sweep (each callback: True when the view changed)."""
+
+    def __init__(self, sw: SweepView, live: dict[int, LiveLevel], now: float) -> None:
+        self.sw, self.live, self.now = sw, live, now
+
+    def _row(self, ev: Any) -> LevelRow | None:
+        idx = int(ev.get("level") or 0)
+        return self.sw.levels[idx] if idx < len(self.sw.levels) else None
+
+    def run_stored(self, ev: reducer.RunStored) -> bool:  # the store's id of the run that started
+        self.sw.run_id = ev.get("run_id")
         return True
-    if kind == "bench_target":
+
+    def bench_target(self, ev: ev_t.BenchTarget) -> bool:
+        sw = self.sw
         sw.status = "running"
         if sw.levels and sw.levels[0].status == "pending":
             sw.levels[0].status = "warm-up"
             sw.current = 0
         return True
-    if kind == "level_start":
+
+    def level_start(self, ev: ev_t.LevelStart) -> bool:
+        sw = self.sw
         idx = int(ev.get("level") or 0)
         if idx < len(sw.levels):
             lv = sw.levels[idx]
-            lv.status, lv.started = "running", now
+            lv.status, lv.started = "running", self.now
             sw.current = idx
             sw.status = "running"
-            live[idx] = LiveLevel()
+            self.live[idx] = LiveLevel()
         return True
-    if kind == "request":
-        idx = int(ev.get("level") or 0)
-        if idx >= len(sw.levels):
+
+    def request(self, ev: ev_t.Request) -> bool:
+        lv = self._row(ev)
+        if lv is None:
             return False
-        lv = sw.levels[idx]
         if ev.get("ok"):
             lv.completed += 1
         else:
             lv.errors += 1
-        rec = live.setdefault(idx, LiveLevel())
-        rec.requests.append({k: ev.get(k) for k in (
-            "ok", "start_s", "e2e_s", "ttft_s", "output_tokens", "token_source", "chunks",
-            "error_kind", "prompt_tokens")})
-        rec.dirty = True
         return True
-    if kind == "level":
-        idx = int(ev.get("level") or 0)
-        if idx >= len(sw.levels):
+
+    def level_progress(self, ev: ev_t.LevelProgress) -> bool:
+        """Kept for :func:`refresh_live_levels` (the screen's pace), not applied at once."""
+        if self._row(ev) is None:
             return False
-        lv = sw.levels[idx]
+        rec = self.live.setdefault(int(ev.get("level") or 0), LiveLevel())
+        rec.latest, rec.dirty = ev, True
+        return False
+
+    def level(self, ev: ev_t.Level) -> bool:
+        sw = self.sw
+        idx = int(ev.get("level") or 0)
+        lv = self._row(ev)
+        if lv is None:
+            return False
         fill_level(lv, ev)
         lv.status = "partial" if ev.get("partial") else "done"
-        lv.ended = now
-        live.pop(idx, None)
+        lv.ended = self.now
+        self.live.pop(idx, None)
         if idx + 1 < len(sw.levels) and sw.levels[idx + 1].status == "pending" \
                 and sw.status == "running" and not ev.get("partial"):
             sw.levels[idx + 1].status = "warm-up"
             sw.current = idx + 1
         if sw.live is not None and lv.out_tok_s is not None:
-            sw.live.append((now, lv.out_tok_s))
+            sw.live.append((self.now, lv.out_tok_s))
         return True
-    if kind == "sweep":
-        sw.detail = ev.get("reason") or sw.detail
+
+    def sweep(self, ev: ev_t.SweepEnd) -> bool:
+        self.sw.detail = ev.get("reason") or self.sw.detail
         return True
-    if kind == "run_finished":
+
+    def run_finished(self, ev: reducer.RunFinished) -> bool:
+        sw = self.sw
         sw.status = str(ev.get("status") or "done")
         sw.detail = ev.get("error") or sw.detail
-        sw.ended = now
+        sw.ended = self.now
         for lv in sw.levels:
             if lv.status in ("running", "warm-up"):
                 lv.status = "stopped"
         sw.current = None
         return True
-    return False
 
 
-def fill_level(lv: LevelRow, metrics: dict[str, Any]) -> None:
+def fill_level(lv: LevelRow, metrics: Mapping[str, Any]) -> None:
     """Set a row's numbers from a ``level`` event (or live metrics of the same shape)."""
     lv.completed = int(metrics.get("completed") or 0)
     lv.errors = int(metrics.get("errors") or 0)
@@ -723,15 +757,18 @@ def fill_level(lv: LevelRow, metrics: dict[str, Any]) -> None:
 
 
 def refresh_live_levels(sw: SweepView, live: dict[int, LiveLevel]) -> bool:
-    """Recompute the running levels' numbers from their requests (at most a few times/s)."""
-    from dsv4tui.agent.bench import stats
-
+    """Show the running levels' latest aggregates from the agent (at most a few times/s; the
+    work does not grow with the level's requests)."""
     changed = False
     for idx, rec in live.items():
-        if not rec.dirty or idx >= len(sw.levels):
+        if not rec.dirty or rec.latest is None or idx >= len(sw.levels):
             continue
         rec.dirty = False
-        lv = sw.levels[idx]
-        fill_level(lv, stats.level_metrics(rec.requests, lv.concurrency, lv.requests))
+        lv, agg = sw.levels[idx], rec.latest
+        # the counts stay the request events' (they may be ahead of the aggregate)
+        lv.out_tok_s = agg.get("output_tok_s")
+        ttft, tpot = agg.get("ttft_ms") or {}, agg.get("tpot_ms") or {}
+        lv.ttft_p50_ms, lv.ttft_p99_ms = ttft.get("p50"), ttft.get("p99")
+        lv.tpot_p50_ms = tpot.get("p50")
         changed = True
     return changed

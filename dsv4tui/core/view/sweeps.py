@@ -4,6 +4,7 @@ from the store), and how each ends."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from dsv4tui.core.view import model as m
@@ -28,7 +29,7 @@ def for_plan(label: str, plan: Any, host: str, now: float) -> m.SweepView:
                        rates=list(plan.rates), started=now)
 
 
-def for_run_start(ev: dict[str, Any], old: m.SweepView, host: str, now: float) -> m.SweepView:
+def for_run_start(ev: Mapping[str, Any], old: m.SweepView, host: str, now: float) -> m.SweepView:
     """A run of the watched campaign begins (its ``run_start``: plan and meta). The open-loop
     levels come after the C levels (C = max_concurrency, or 0 without a cap); a sweep this
     console started keeps its start time."""

@@ -1,0 +1,243 @@
+"""The journal and sweep events the console reads, declared once (fields: docs/campaigns.md,
+docs/metrics.md). Each is a JSON object with ``type`` and ``v`` (protocol.PROTOCOL_VERSION);
+the runner stamps ``variant``/``launch``/``run``, the journal ``seq`` and ``t``. Every field
+but ``type`` may be missing in an older journal: readers use ``.get``. Python >= 3.9, stdlib.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, TypedDict
+
+
+class Event(TypedDict, total=False):
+    type: str
+    v: int
+    seq: int
+    t: float
+    variant: int
+    launch: str
+    run: str
+
+
+class CampaignStart(Event, total=False):
+    id: str
+    name: str
+    kind: str  # campaign | sweep
+    variants: List[Dict[str, Any]]  # {name, label, restart}
+    repeats: int
+    plan: Dict[str, Any]
+    on_failure: str
+    attempt: int
+
+
+class CampaignResume(Event, total=False):
+    attempt: int
+
+
+class VariantStart(Event, total=False):
+    name: str
+    restart: bool
+
+
+class VariantEnd(Event, total=False):
+    name: str
+    state: str  # done | partial | failed | cancelled | skipped
+    reason: Optional[str]
+    error_lines: List[str]
+
+
+class LaunchStart(Event, total=False):
+    profile_name: str
+    backend: str
+    checkpoint: str
+    changes: Dict[str, Any]
+    argv: List[str]
+    profile: Dict[str, Any]
+
+
+class LaunchEnd(Event, total=False):
+    ok: bool
+    pid: int
+    startup_s: float
+    started_at: float
+    kind: str
+    error: str
+    last_errors: List[str]
+    tail: List[str]
+
+
+class ServerStep(Event, total=False):
+    """``stopping``, ``stopped``, ``started``, ``status``: a restart as ``server start
+    --wait-ready`` emits it (core/server/startup.py reads the steps)."""
+
+    state: str
+    pid: int
+
+
+class LogEvent(Event, total=False):
+    event: Dict[str, Any]  # the parsed log line: kind (phase, decode, ...), name, duration_s
+
+
+class RunStart(Event, total=False):
+    repeat: int
+    label: str
+    plan: Dict[str, Any]
+    url: str
+    model: str
+    meta: Dict[str, Any]  # what runs: source, backend, checkpoint, sglang_version, pid, ...
+
+
+class RunEnd(Event, total=False):
+    status: str  # done | partial | failed | cancelled | interrupted
+    reason: Optional[str]
+    error_lines: List[str]
+
+
+class BenchTarget(Event, total=False):
+    url: str
+    model: str
+    server_version: str
+
+
+class SanityCase(Event, total=False):
+    index: int
+    name: str
+    prompt: str
+    expect: str
+    answer: Optional[str]
+    passed: bool
+    latency_s: float
+    error: Optional[str]
+
+
+class Sanity(Event, total=False):
+    passed: bool
+    total: int
+    failed: int
+
+
+class Canary(Event, total=False):
+    correct: int
+    total: int
+    share: float
+    source: str
+
+
+class CanaryGate(Event, total=False):
+    passed: bool
+    text: str
+
+
+class Notice(Event, total=False):
+    kind: str
+    message: str
+
+
+class LevelPrep(Event, total=False):
+    level: int
+    name: str
+    phase: str  # preparing | warmup
+    message: str
+    announce: bool
+
+
+class LevelStart(Event, total=False):
+    level: int
+    name: str
+    concurrency: int
+    requests: int
+
+
+class Request(Event, total=False):
+    level: int
+    index: int
+    ok: bool
+    start_s: float
+    e2e_s: float
+    ttft_s: Optional[float]
+    output_tokens: int
+    error_kind: Optional[str]
+
+
+class LevelProgress(Event, total=False):
+    """The running level's aggregate, about once a second (agent/bench/progress.py): the
+    final ``level``'s formulas over the requests finished so far."""
+
+    level: int
+    concurrency: int
+    requests: int  # planned
+    completed: int
+    errors: int
+    in_flight: int
+    duration_s: float
+    output_tokens: int
+    output_tok_s: Optional[float]
+    ttft_ms: Dict[str, Optional[float]]  # p50, p99
+    tpot_ms: Dict[str, Optional[float]]  # p50
+
+
+class Level(Event, total=False):
+    level: int
+    name: str
+    concurrency: int
+    requests: int
+    completed: int
+    errors: int
+    status: str  # done | partial | failed
+    partial: bool
+    output_tok_s: Optional[float]
+    ttft_ms: Dict[str, Optional[float]]
+    tpot_ms: Dict[str, Optional[float]]
+    started_at: float
+    finished_at: float
+    goodput: Optional[Dict[str, Any]]  # share, rate, ...
+    saturation: Optional[Dict[str, Any]]  # saturated, source, ...
+    errors_by_kind: Dict[str, int]
+
+
+class LevelGpus(Event, total=False):
+    level: int
+    gpus: List[Dict[str, Any]]
+    final: bool
+
+
+class SweepEnd(Event, total=False):
+    status: str
+    reason: Optional[str]
+
+
+class CampaignEnd(Event, total=False):
+    state: str  # done | failed | cancelled
+    reason: Optional[str]
+    server: Dict[str, Any]  # running, pid, text
+
+
+class JournalPos(Event, total=False):
+    offset: int
+
+
+class JournalTorn(Event, total=False):
+    offset: int
+    end: int
+    text: str
+
+
+class JournalEnd(Event, total=False):
+    state: str  # done | failed | cancelled | interrupted | running
+    reason: Optional[str]
+    offset: int
+
+
+# type -> its declaration: the events the console folds (core/campaign/reducer.py)
+EVENTS: Dict[str, Any] = {
+    "campaign_start": CampaignStart, "campaign_resume": CampaignResume,
+    "variant_start": VariantStart, "variant_end": VariantEnd,
+    "launch_start": LaunchStart, "launch_end": LaunchEnd, "log_event": LogEvent,
+    "stopping": ServerStep, "stopped": ServerStep, "started": ServerStep, "status": ServerStep,
+    "run_start": RunStart, "run_end": RunEnd, "bench_target": BenchTarget,
+    "sanity_case": SanityCase, "sanity": Sanity, "canary": Canary, "canary_gate": CanaryGate,
+    "notice": Notice, "level_prep": LevelPrep, "level_start": LevelStart, "request": Request,
+    "level_progress": LevelProgress, "level": Level, "level_gpus": LevelGpus,
+    "sweep": SweepEnd, "campaign_end": CampaignEnd, "journal_pos": JournalPos,
+    "journal_torn": JournalTorn, "journal_end": JournalEnd,
+}

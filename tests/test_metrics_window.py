@@ -131,3 +131,24 @@ def test_one_sample_is_not_a_window() -> None:
     assert win.quantiles("ttft", now=1.0)[0.5] is None
     win.add(sample(1002.0, hist([23, 0, 0, 0, 0, 0, 0]), 100.0), now=2.0)  # two more
     assert win.histogram("ttft", now=2.0)["count"] == 2  # type: ignore[index]
+
+
+def test_latency_history_is_kept_per_sample_and_equals_a_fresh_reading() -> None:
+    """The sparkline's window quantiles are computed once per sample (not on every redraw):
+    read again after more samples, and after a server restart, they equal what a window that
+    never cached anything reads from the same samples."""
+    import random
+
+    rng = random.Random(5)
+    win = MetricsWindow(keep_s=60.0, window_s=10.0)
+    counts = [0.0] * 7
+    for k in range(120):
+        if k == 70:  # a restart: the counters start again
+            counts = [0.0] * 7
+        counts = [c + rng.randint(0, 3) for c in counts]
+        win.add(sample(1000.0 + k * 10 if k < 70 else float(k), hist(counts), 0.0), now=float(k))
+        if k % 7 == 0:
+            fresh = MetricsWindow(keep_s=60.0, window_s=10.0)
+            fresh.samples.extend(win.samples)
+            for q in (0.5, 0.99):
+                assert win.quantile_history("ttft", q) == fresh.quantile_history("ttft", q)

@@ -11,6 +11,7 @@ bound), over the bucket counts *added* in the window, so old requests never coun
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ class MetricsWindow:
         self.samples: deque[tuple[float, dict[str, Any]]] = deque()
         self.last_error: str | None = None
         self.interval = 1.0
+        # (key, q) -> {sample time: the window quantile at that sample}: a sample's window
+        # only holds samples before it, so its quantile is computed once (sparklines)
+        self._q_at: dict[tuple[str, float], dict[float, float | None]] = {}
 
     def add(self, sample: dict[str, Any], now: float) -> None:
         self.interval = float(sample.get("interval") or self.interval)
@@ -55,10 +59,13 @@ class MetricsWindow:
         self.last_error = None
         if self.samples and self._restarted(self.samples[-1][1], sample):
             self.samples.clear()  # counters started again: the old window says nothing now
+            self._q_at.clear()
             self._restarted_at = now  # (a first sample after it counts since then: in window)
         self.samples.append((now, dict(sample)))
         while self.samples and self.samples[0][0] < now - self.keep_s:
-            self.samples.popleft()
+            t_old, _ = self.samples.popleft()
+            for cached in self._q_at.values():
+                cached.pop(t_old, None)
 
     @staticmethod
     def _restarted(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -76,12 +83,10 @@ class MetricsWindow:
         return None if not self.samples else now - self.samples[-1][0]
 
     def _at_or_before(self, t: float) -> dict[str, Any] | None:
-        found = None
-        for ts, sample in self.samples:
-            if ts > t:
-                break
-            found = sample
-        return found if found is not None else (self.samples[0][1] if self.samples else None)
+        i = bisect.bisect_right(self.samples, t, key=lambda s: s[0])
+        if i:
+            return self.samples[i - 1][1]
+        return self.samples[0][1] if self.samples else None
 
     def gauge(self, key: str, now: float, points: int = 60) -> Reading:
         latest = self.latest(now)
@@ -133,19 +138,19 @@ class MetricsWindow:
         """The sliding-window quantile at each of the last ``points`` samples (sparklines);
         0 where a window held no request after the first that did (the line drops, rather than
         the last value standing for a minute with nothing behind it)."""
-        samples = list(self.samples)
+        samples = self.samples
+        cached = self._q_at.setdefault((key, q), {})
         out: list[float] = []
         for i in range(max(0, len(samples) - points), len(samples)):
             t, s = samples[i]
-            old = None
-            for ts, o in samples[:i]:
-                if ts <= t - self.window_s:
-                    old = o
-            if old is None and i > 0:
-                old = samples[0][1]
-            d = histogram_delta((s.get("histograms") or {}).get(key),
-                                (old.get("histograms") or {}).get(key) if old else None)
-            v = quantile(d, q)
+            if t in cached:
+                v = cached[t]
+            else:
+                j = bisect.bisect_right(samples, t - self.window_s, 0, i, key=lambda x: x[0])
+                old = samples[j - 1][1] if j else (samples[0][1] if i > 0 else None)
+                d = histogram_delta((s.get("histograms") or {}).get(key),
+                                    (old.get("histograms") or {}).get(key) if old else None)
+                v = cached[t] = quantile(d, q)
             if v is not None:
                 out.append(v)
             elif out:

@@ -144,6 +144,7 @@ _TQDM_LOAD_RE = re.compile(r"(?:checkpoint shards|loading shards)\s*:\s*(\d+)%.*
 _TQDM_CAPTURE_RE = re.compile(r"Capturing batches \(([^)]*)\):\s*(\d+)%.*?(\d+)/(\d+)")
 _CAPTURE_BEGIN_RE = re.compile(r"Capture (?:(\w+ \w+|\w+) )?[Cc][Uu][Dd][Aa] graph begin")
 _CAPTURE_END_RE = re.compile(r"Capture (?:(\w+ \w+|\w+) )?[Cc][Uu][Dd][Aa] graph end")
+_BS_LIST_RE = re.compile(r"\bbs=\[([\d, ]*)\]")  # the batch sizes a capture takes
 _UVICORN_RE = re.compile(r"Uvicorn running on (https?://(\S+?):(\d+))")
 _OOM_RE = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|"
                      r"Not enough memory\. Please try to increase --mem-fraction-static")
@@ -191,7 +192,8 @@ def _classify(msg: str) -> Optional[Event]:
     m = _TQDM_CAPTURE_RE.search(msg)
     if m:
         return {"kind": "cuda_graph_progress", "percent": int(m.group(2)),
-                "done": int(m.group(3)), "total": int(m.group(4)), "detail": m.group(1)}
+                "done": int(m.group(3)), "total": int(m.group(4)), "detail": m.group(1),
+                "bs": _i(_field(m.group(1), "bs"))}
     if "Load weight begin" in msg:
         return {"kind": "load_weights_begin", "avail_mem_gb": _f(_field(msg, "avail mem"))}
     if "Load weight end" in msg:
@@ -208,8 +210,10 @@ def _classify(msg: str) -> Optional[Event]:
         return {"kind": "memory_pool_end", "avail_mem_gb": _f(_field(msg, "avail mem"))}
     m = _CAPTURE_BEGIN_RE.search(msg)
     if m:
+        sizes = _BS_LIST_RE.search(msg)
         return {"kind": "cuda_graph_begin", "stage": m.group(1) or None,
-                "backend": _field(msg, "backend")}
+                "backend": _field(msg, "backend"),
+                "bs": [int(b) for b in re.findall(r"\d+", sizes.group(1))] if sizes else None}
     m = _CAPTURE_END_RE.search(msg)
     if m:
         elapsed = _f(_field(msg, "elapsed"))
@@ -309,7 +313,8 @@ class LogParser:
     uses the ``elapsed=`` SGLang reports, cuda_graph the capture's elapsed time (one event per
     captured stage), the others the timestamp difference to the previous milestone.
     ``current_phase`` is what the server is doing now (init, load_weights, kv_cache,
-    cuda_graph, http_up, warmup, ready, draining, failed). ``crash`` is the first error after
+    cuda_graph, http_up, warmup, ready, draining, failed); ``failed_in``, the phase it was in
+    when it failed. ``crash`` is the first error after
     ready that ends the server (:func:`is_crash`), with ``crash_after_ready_s``.
     """
 
@@ -330,6 +335,7 @@ class LogParser:
         self._tb_context: Optional[str] = None
         self._tb_headerless = False
         self._tb_after_frame = False
+        self.failed_in: Optional[str] = None  # the phase an error before ready came in
         self.crash: Optional[Event] = None
         self.crash_after_ready_s: Optional[float] = None
 
@@ -469,8 +475,7 @@ class LogParser:
                 inner.update(time=None, prefix=self._tb_prefix, line=self.line_no,
                              text=exc_line)
                 events.append(inner)
-        if self.current_phase not in ("ready", "draining"):
-            self.current_phase = "failed"
+        self._fail()
         return events
 
     def _phase(self, name: str, duration: Optional[float], secs: Optional[float],
@@ -533,9 +538,15 @@ class LogParser:
                 self.current_phase = "ready"
         elif kind in ("sigterm", "graceful_exit"):
             self.current_phase = "draining"
-        elif kind in ERROR_KINDS and self.current_phase not in ("ready", "draining"):
-            self.current_phase = "failed"
+        elif kind in ERROR_KINDS:
+            self._fail()
         return out
+
+    def _fail(self) -> None:
+        """An error before ready: the server failed, in the phase it was in (``failed_in``)."""
+        if self.current_phase not in ("ready", "draining", "failed"):
+            self.failed_in = self.current_phase
+            self.current_phase = "failed"
 
 
 def is_crash(ev: Event) -> bool:
@@ -600,6 +611,7 @@ def summarize(lines: Iterable[str]) -> Dict[str, Any]:
         "ready": parser.ready,
         "startup_s": parser.startup_s,
         "phase": parser.current_phase,
+        "failed_in": parser.failed_in,
         "crash": None if crash is None else {
             "kind": crash["kind"], "line": crash["line"], "text": crash.get("text", ""),
             "exception": crash.get("exception"), "prefix": crash.get("prefix", ""),

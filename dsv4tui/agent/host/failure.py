@@ -79,6 +79,11 @@ def _evidence(events: List[Event]) -> Dict[str, Any]:
             out.setdefault("graph_bs_capturing", []).append(int(e["bs"]))
         elif kind == "server_limits" and e.get("chunked_prefill_size"):
             out["chunked_prefill_size"] = int(e["chunked_prefill_size"])
+        elif kind == "server_args":
+            for key in ("mem_fraction_static", "chunked_prefill_size",
+                        "cuda_graph_max_bs_decode", "dist_timeout"):
+                if e.get(key) is not None:
+                    out.setdefault(key, e[key])
     if sizes:
         out["graph_bs"] = sizes
         out["graph_max_bs"] = max(sizes)
@@ -198,3 +203,114 @@ def _result(cls: str, cause: str, phase: Optional[str], exc: Optional[str],
             ) -> Dict[str, Any]:
     return {"class": cls, "cause": cause, "phase": phase, "exception": exc,
             "line": best.get("line") if best else None, "text": text, "evidence": evidence}
+
+
+# -- the next move: one flag changed, from what ran (its argv, else what its log said) -------
+
+# class -> (the flag, the evidence key that says its value when the argv does not)
+MOVE_FLAGS: Dict[str, Any] = {
+    "oom_cuda_graph": ("--cuda-graph-max-bs-decode", "graph_max_bs"),
+    "oom_kv_cache": ("--mem-fraction-static", "mem_fraction_static"),
+    "kv_cache_no_room": ("--mem-fraction-static", "mem_fraction_static"),
+    "oom_prefill": ("--chunked-prefill-size", "chunked_prefill_size"),
+    "dist_timeout": ("--dist-timeout", "timeout_s"),
+}
+MEM_FRACTION_STEP = 0.02
+# what to look at when no flag would help
+HINTS: Dict[str, str] = {
+    "oom_weights": "the weights do not fit: a larger --tp-size, a smaller checkpoint, or "
+                   "another process holds GPU memory (dsv4tui gpus HOST)",
+    "nccl_error": "NCCL_DEBUG=INFO in the profile's env says why (peer access, network, "
+                  "a GPU in use)",
+    "no_kernel_image": "a backend whose kernels are built for this GPU",
+    "warmup_failed": "the server came up but its first request failed: its log has why",
+    "python_exception": "the exception names the problem: dsv4tui logs HOST shows it in full",
+    "killed": "SIGKILL without an error: the host's OOM killer (dmesg) or a kill",
+    "exited": "the log's last lines (dsv4tui logs HOST)",
+}
+
+
+def argv_value(argv: List[str], flag: str) -> Optional[str]:
+    """The value of ``flag`` in an argv (``--flag V`` or ``--flag=V``; the last one wins)."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            found = arg[len(flag) + 1:]
+    return found
+
+
+def with_flag(argv: List[str], flag: str, value: str) -> List[str]:
+    """``argv`` with ``flag`` set to ``value``: every occurrence replaced, else appended."""
+    out: List[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == flag and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            skip = True
+            continue
+        if arg.startswith(flag + "="):
+            continue
+        out.append(arg)
+    return [*out, flag, value]
+
+
+def _num(text: Any) -> Optional[float]:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _shown(value: float) -> str:
+    return "%d" % value if float(value).is_integer() else ("%.2f" % value).rstrip("0")
+
+
+def next_flag(fail: Dict[str, Any], argv: List[str]) -> Optional[Dict[str, Any]]:
+    """The documented next move for a failure of one of :data:`MOVE_FLAGS`' classes:
+    ``{"flag", "from", "to", "why"}`` (values as argv strings), or None when no flag helps
+    or the value it starts from is known neither from the argv nor from the log."""
+    move = MOVE_FLAGS.get(str(fail.get("class")))
+    if move is None:
+        return None
+    flag, key = move
+    evidence = fail.get("evidence") or {}
+    ran = argv_value(argv, flag)
+    start = _num(ran) if ran is not None else _num(evidence.get(key))
+    where = "its argv" if ran is not None else "its log"
+    cls = fail["class"]
+    if start is None:
+        return None
+    to = 0.0
+    if cls == "oom_cuda_graph":
+        if start <= 1:
+            return None
+        to = max(int(start) // 2, 1)
+        why = ("half the largest CUDA-graph batch size (%s, from %s): less graph memory"
+               % (_shown(start), where))
+    elif cls == "oom_kv_cache":
+        to = round(start - MEM_FRACTION_STEP, 2)
+        why = ("%g less of the GPU for weights + KV cache (%s, from %s): more room for "
+               "activations and graphs" % (MEM_FRACTION_STEP, _shown(start), where))
+        if to <= 0:
+            return None
+    elif cls == "kv_cache_no_room":
+        to = round(start + MEM_FRACTION_STEP, 2)
+        why = "%g more of the GPU for the KV cache (%s, from %s), as SGLang asks" % (
+            MEM_FRACTION_STEP, _shown(start), where)
+        if to >= 1:
+            return None
+    elif cls == "oom_prefill":
+        if start <= 1:
+            return None
+        to = int(start) // 2
+        why = ("half the prefill chunk (%s tokens, from %s): smaller activations"
+               % (_shown(start), where))
+    else:  # dist_timeout
+        to = int(start) * 2
+        why = ("twice the time the ranks wait for each other (%s s, from %s)"
+               % (_shown(start), where))
+    return {"flag": flag, "from": _shown(start), "to": _shown(to), "why": why}

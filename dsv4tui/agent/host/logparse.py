@@ -144,6 +144,9 @@ _TQDM_LOAD_RE = re.compile(r"(?:checkpoint shards|loading shards)\s*:\s*(\d+)%.*
 _TQDM_CAPTURE_RE = re.compile(r"Capturing batches \(([^)]*)\):\s*(\d+)%.*?(\d+)/(\d+)")
 _CAPTURE_BEGIN_RE = re.compile(r"Capture (?:(\w+ \w+|\w+) )?[Cc][Uu][Dd][Aa] graph begin")
 _CAPTURE_END_RE = re.compile(r"Capture (?:(\w+ \w+|\w+) )?[Cc][Uu][Dd][Aa] graph end")
+# the numbers of the server_args line a failed start's next move starts from
+_SERVER_ARGS = ("mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs_decode",
+                "dist_timeout")
 _BS_LIST_RE = re.compile(r"\bbs=\[([\d, ]*)\]")  # the batch sizes a capture takes
 _UVICORN_RE = re.compile(r"Uvicorn running on (https?://(\S+?):(\d+))")
 _OOM_RE = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|"
@@ -222,6 +225,8 @@ def _classify(msg: str) -> Optional[Event]:
             elapsed = _f(old.group(1)) if old else None
         return {"kind": "cuda_graph_end", "stage": m.group(1) or None, "elapsed_s": elapsed,
                 "mem_usage_gb": _f(_field(msg, "mem usage"))}
+    if msg.startswith("server_args=ServerArgs("):  # what the server was launched with
+        return {"kind": "server_args", **{k: _f(_field(msg, k)) for k in _SERVER_ARGS}}
     if msg.startswith("max_total_num_tokens="):
         return {"kind": "server_limits",
                 **{k: _f(_field(msg, k)) for k in (

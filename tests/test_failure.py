@@ -91,3 +91,74 @@ def test_a_kill_or_an_exit_the_log_does_not_explain() -> None:
     _, oom = parse(LOGS / "oom_kv_cache.log")
     got = failure.classify(oom, None, signal=9)
     assert got is not None and got["class"] == "oom_kv_cache"
+
+
+# log -> the flag the next move changes, from, to (None: no flag helps, a hint instead)
+MOVES = {
+    "oom_cuda_graph.log": ("--cuda-graph-max-bs-decode", "256", "128"),
+    "oom_kv_cache.log": ("--mem-fraction-static", "0.97", "0.95"),
+    "oom_prefill.log": ("--chunked-prefill-size", "16384", "8192"),
+    "dist_timeout.log": ("--dist-timeout", "600", "1200"),
+    "oom_weights.log": None, "nccl_error.log": None, "warmup_failed.log": None,
+    "real/issue5441_bare_value_error.log": None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOVES))
+def test_each_cause_gets_its_documented_next_move(name: str) -> None:
+    from dsv4tui.core.server import next_move
+
+    parser, events = parse(LOGS / name)
+    move = next_move.suggest(failure.classify(events, parser))
+    assert move is not None
+    want = MOVES[name]
+    if want is None:
+        assert not move.runnable and move.command("h200", "dsv4") is None and move.why
+        return
+    assert (move.flag, move.from_, move.to) == want
+    assert move.command("h200", "dsv4") == (
+        f"dsv4tui server restart h200 --profile dsv4 --set {want[0][2:]}={want[2]}")
+
+
+def test_the_move_starts_from_what_ran_and_keeps_the_other_changes() -> None:
+    from dsv4tui.core.server import next_move
+
+    parser, events = parse(LOGS / "oom_cuda_graph.log")
+    fail = failure.classify(events, parser)
+    ran = ["python3", "-m", "sglang.launch_server", "--cuda-graph-max-bs-decode", "96"]
+    move = next_move.suggest(fail, ran)
+    assert move is not None and (move.from_, move.to) == ("96", "48")
+    assert "from its argv" in move.why
+    assert move.command("h", None, ["cuda-graph-max-bs-decode=96", "dist-timeout=900"],
+                        "marlin") == ("dsv4tui server restart h --backend marlin --set "
+                                      "dist-timeout=900 --set cuda-graph-max-bs-decode=48")
+
+
+def test_no_kernel_image_suggests_a_backend_for_the_checkpoint_and_the_gpu() -> None:
+    from dsv4tui.core.server import next_move
+
+    parser, events = parse(LOGS / "no_kernel_image.log")
+    fail = failure.classify(events, parser)
+    nvfp4 = {"checkpoint": "NVFP4", "moe_runner_backend": None}  # auto: trtllm_routed on NVFP4
+    move = next_move.suggest(fail, [], nvfp4, "12.0")
+    assert move is not None and move.backend == "triton" and move.from_ == "auto"
+    assert move.command("h", None) == "dsv4tui server restart h --backend triton"
+    assert "on sm_120" in move.why
+    # the MoE backend is not one the tables restrict: no backend to suggest, a hint
+    other = next_move.suggest(fail, [], {"checkpoint": "MXFP4", "moe_runner_backend": "triton"})
+    assert other is not None and not other.runnable
+
+
+def test_set_items_become_profile_overrides() -> None:
+    from dsv4tui.core.config import ServerProfile
+    from dsv4tui.core.errors import UserError
+    from dsv4tui.core.server import next_move
+
+    prof = ServerProfile(model_path="/m", extra_args=["--dist-timeout", "300", "--log-level=info"])
+    got = next_move.sets_to_overrides(prof, ["mem-fraction-static=0.86", "dist-timeout=600",
+                                             "--cuda-graph-max-bs-decode=32"])
+    assert got == {"mem_fraction_static": "0.86", "extra_args": [
+        "--log-level=info", "--dist-timeout", "600", "--cuda-graph-max-bs-decode", "32"]}
+    for bad in ("x", "=1", "Bad_Flag=1", "cuda-graph-max-bs=8", "api-key=s", "a=b\nc"):
+        with pytest.raises(UserError):
+            next_move.sets_to_overrides(prof, [bad])

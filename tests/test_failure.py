@@ -162,3 +162,20 @@ def test_set_items_become_profile_overrides() -> None:
     for bad in ("x", "=1", "Bad_Flag=1", "cuda-graph-max-bs=8", "api-key=s", "a=b\nc"):
         with pytest.raises(UserError):
             next_move.sets_to_overrides(prof, [bad])
+
+
+def test_startup_per_phase_rows_show_where_a_start_spent_its_time() -> None:
+    from dsv4tui.core.campaign import startup_phases
+
+    slow = {"startup_s": 300.0, "phases": [
+        {"name": "load_weights", "duration_s": 200.0}, {"name": "kv_cache", "duration_s": 5.0},
+        {"name": "cuda_graph", "duration_s": 60.0}, {"name": "cuda_graph", "duration_s": 20.0},
+        {"name": "http_up", "duration_s": 2.0}, {"name": "ready", "duration_s": 8.0}]}
+    fast = {"startup_s": 100.0, "phases": [{"name": "load_weights", "duration_s": 54.0},
+                                            {"name": "cuda_graph", "duration_s": 24.0}]}
+    rows = startup_phases.rows([("#1 marlin", slow), ("#2 triton", fast), ("#3 failed", None)])
+    assert rows[0] == ["#1 marlin", "200.0", "5.0", "80.0", "2.0", "8.0", "5.0", "300.0",
+                       "+0 %"]
+    assert rows[1] == ["#2 triton", "54.0", "-", "24.0", "-", "-", "22.0", "100.0", "-67 %"]
+    assert rows[2][1:] == ["-"] * 8
+    assert startup_phases.rows([("#1", {"startup_s": 5.0})]) == []  # no phases: no table

@@ -61,3 +61,7 @@ def test_retry_suggested_tries_the_next_move_once_and_records_both(
     retry = launches[1]
     assert retry.changes["--cuda-graph-max-bs-decode"] == {"from": "64", "to": "32"}
     assert "--cuda-graph-max-bs-decode" not in launches[0].changes
+    phases = [p["name"] for p in (retry.profile or {}).get("phases") or []]
+    assert phases == ["load_weights", "kv_cache", "cuda_graph", "http_up", "ready"]
+    html = Path(out["report"]).read_text()  # startup per phase, a column group of the report
+    assert "<h2>Startup per phase</h2>" in html and "CUDA graphs s" in html

@@ -525,7 +525,8 @@ class Campaign:
             raise Cancelled() from None
         st = server_state.read_state() or {}
         self.started_server = st.get("pid")
-        protocol.emit("launch_end", launch=key, ok=True, pid=st.get("pid"),
+        phases = server.status_fields(st, http=False).get("phases") if st else None
+        protocol.emit("launch_end", launch=key, ok=True, pid=st.get("pid"), phases=phases,
                       started_at=st.get("started_at"),
                       argv=st.get("argv"), startup_s=server_state.startup_s(st) or round(
                           time.time() - float(st.get("started_at") or t0), 3),

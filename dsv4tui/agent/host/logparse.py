@@ -563,8 +563,10 @@ def is_crash(ev: Event) -> bool:
     return kind == "traceback" and bool(_HIT_EXCEPTION_RE.search(ev.get("context") or ""))
 
 
-def _phase_list(events: List[Event]) -> List[Event]:
-    """Merge per-stage cuda_graph phases into one entry (with ``stages``), keep order."""
+def phase_list(events: List[Event]) -> List[Event]:
+    """The ``phase`` events among ``events``, per-stage cuda_graph phases merged into one
+    entry (with ``stages``), in order: ``[{name, duration_s}]``."""
+    events = [e for e in events if e.get("kind") == "phase"]
     out: List[Event] = []
     by_name: Dict[str, Event] = {}
     for ev in events:
@@ -621,7 +623,7 @@ def summarize(lines: Iterable[str]) -> Dict[str, Any]:
             "kind": crash["kind"], "line": crash["line"], "text": crash.get("text", ""),
             "exception": crash.get("exception"), "prefix": crash.get("prefix", ""),
             "after_ready_s": parser.crash_after_ready_s},
-        "phases": _phase_list([e for e in events if e["kind"] == "phase"]),
+        "phases": phase_list(events),
         "errors": errors,
         "decode": decode,
         "prefill": prefill,

@@ -648,7 +648,8 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
         parser: logparse.LogParser = info["parser"]
         base.update(ours=True, pid=pid, pgid=state.get("pgid"), log=state.get("log"),
                     argv=state.get("argv"), profile=state.get("profile"),
-                    started_at=state.get("started_at"))
+                    started_at=state.get("started_at"),
+                    phases=logparse.phase_list(info["events"]))  # startup, from its log
         if alive(pid, start) and int(state.get("node_rank") or 0) > 0:
             joined = _worker_joined(parser)
             base.update(state="ready" if joined else "starting",

@@ -170,7 +170,7 @@ class Collector:
             if lid is not None:
                 cstore.end_launch(store, lid, ok=bool(ev.get("ok")), startup_s=ev.get(
                     "startup_s"), error=ev.get("error"), pid=ev.get("pid"),
-                    started_at=ev.get("started_at"))
+                    started_at=ev.get("started_at"), phases=ev.get("phases"))
         elif kind == "run_start":
             self._run_start(ev, told)
         elif kind == "sanity_case":

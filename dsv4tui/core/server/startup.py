@@ -150,7 +150,8 @@ def record_launch(store: RunStore | None, result: StartResult, ok: bool,
     try:
         result.launch_id = store.record_launch(
             result.host, result.profile, {**launch.profile, "argv": launch.argv, "pid": result.pid,
-                                          "started_at": result.started_at},
+                                          "started_at": result.started_at,
+                                          "phases": result.phases},
             launch.backend, launch.checkpoint, launch.changes, result.startup_s, ok, error)
     except StoreError as exc:
         result.store_error = str(exc)

@@ -15,6 +15,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from dsv4tui.agent.host import failure as agent_failure
@@ -160,3 +161,24 @@ def sets_to_overrides(profile: Any, items: Sequence[str]) -> dict[str, Any]:
     if extra != list(profile.extra_args):
         overrides["extra_args"] = extra
     return overrides
+
+
+def of_failed_start(err: Any) -> Suggestion | None:
+    """The next move of a ``StartupFailed`` (its agent class, the argv and profile that ran);
+    None for anything else or a failure without a class."""
+    fail, result = getattr(err, "failure", None), getattr(err, "result", None)
+    if not fail or result is None:
+        return None
+    return suggest(fail, result.launch.argv, result.launch.profile)
+
+
+def restart_change(move: Suggestion, ran_extra_args: Sequence[str]
+                   ) -> tuple[str | None, dict[str, Any]]:
+    """``(backend, profile overrides)`` of a restart that makes ``move``, from the extra_args
+    of the launch that failed (so the changes it was launched with are kept)."""
+    if move.backend:
+        return move.backend, {}
+    if not move.runnable:
+        return None, {}
+    ran = SimpleNamespace(extra_args=list(ran_extra_args))
+    return None, sets_to_overrides(ran, [move.restart_args()[-1]])

@@ -139,14 +139,18 @@ def test_no_kernel_image_suggests_a_backend_for_the_checkpoint_and_the_gpu() -> 
 
     parser, events = parse(LOGS / "no_kernel_image.log")
     fail = failure.classify(events, parser)
-    nvfp4 = {"checkpoint": "NVFP4", "moe_runner_backend": None}  # auto: trtllm_routed on NVFP4
-    move = next_move.suggest(fail, [], nvfp4, "12.0")
-    assert move is not None and move.backend == "triton" and move.from_ == "auto"
+    nvfp4 = {"checkpoint": "NVFP4", "moe_runner_backend": None}
+    move = next_move.suggest(fail, [], nvfp4, "12.0")  # the log says what ran
+    assert move is not None and move.backend == "triton"
+    assert move.from_ == "flashinfer_trtllm_routed" and "on sm_120" in move.why
     assert move.command("h", None) == "dsv4tui server restart h --backend triton"
-    assert "on sm_120" in move.why
-    # the MoE backend is not one the tables restrict: no backend to suggest, a hint
-    other = next_move.suggest(fail, [], {"checkpoint": "MXFP4", "moe_runner_backend": "triton"})
-    assert other is not None and not other.runnable
+    fail["evidence"].pop("moe_runner_backend")  # auto on NVFP4: SGLang picks trtllm_routed
+    auto = next_move.suggest(fail, [], nvfp4, None)
+    assert auto is not None and (auto.from_, auto.backend) == ("auto", "triton")
+    # the attention kernels had no image (issue 748, sm_75): no MoE backend to suggest
+    parser, events = parse(LOGS / "real/issue748_bare_no_kernel_image.log")
+    other = next_move.suggest(failure.classify(events, parser), [], nvfp4)
+    assert other is not None and not other.runnable and "attention" in other.cause
 
 
 def test_set_items_become_profile_overrides() -> None:

@@ -63,7 +63,7 @@ def test_a_failed_start_says_why_and_the_restart_it_suggests_starts(
     argv = try_line(out)
     assert argv == ["dsv4tui", "server", "restart", "local", "--profile", "sim", "--set",
                     f"{flag.removeprefix('--')}={move[1]}"]
-    assert f"({flag} {move[0]} -> {move[1]} (" in out
+    assert f"({flag} {move[0]} -> {move[1]}: " in out
     code, out = run_cli(capsys, "server", "status", "local", "--json")
     st = json.loads(out)
     assert st["state"] == "crashed" and st["cause"] == cause

@@ -27,7 +27,7 @@ CLASSES: Dict[str, str] = {
     "oom_prefill": "CUDA out of memory running a batch (prefill)",
     "dist_timeout": "distributed init timed out (a rank never joined)",
     "nccl_error": "NCCL / distributed init failed",
-    "no_kernel_image": "no kernel image for this GPU (a backend built for another architecture)",
+    "no_kernel_image": "no kernel image for this GPU",
     "warmup_failed": "the warm-up request failed",
     "python_exception": "a Python exception",
     "killed": "killed by a signal",
@@ -49,6 +49,9 @@ _FRAME_PHASES = (("cuda_graph", re.compile(r"cuda_graph_runner|capture_one_batch
                  ("load_weights", re.compile(r"load_model|load_weights|model_loader")),
                  ("prefill", re.compile(r"forward_extend|forward_batch_generation|"
                                         r"run_batch|event_loop")))
+_KERNEL_PARTS = (("MoE", re.compile(r"\bmoe\b|_moe|fused_moe|moe_runner|[Ee]xpert")),
+                 ("attention", re.compile(r"[Aa]ttention|BatchPrefill|BatchDecode|flash_?attn|"
+                                          r"flashmla|sparse_mla|\bmla\b")))
 # the most telling error kinds first (as logparse.root_cause ranks them)
 _ORDER = ("oom", "no_kernel_image", "nccl_error", "warmup_failed", "traceback", "exception",
           "fatal", "child_failed")
@@ -81,7 +84,7 @@ def _evidence(events: List[Event]) -> Dict[str, Any]:
             out["chunked_prefill_size"] = int(e["chunked_prefill_size"])
         elif kind == "server_args":
             for key in ("mem_fraction_static", "chunked_prefill_size",
-                        "cuda_graph_max_bs_decode", "dist_timeout"):
+                        "cuda_graph_max_bs_decode", "dist_timeout", "moe_runner_backend"):
                 if e.get(key) is not None:
                     out.setdefault(key, e[key])
     if sizes:
@@ -157,6 +160,13 @@ def classify(events: Iterable[Event], parser: Optional[LogParser] = None,
             cause += " (batch sizes up to %d)" % evidence["graph_max_bs"]
     elif kind == "no_kernel_image":
         cls, cause = "no_kernel_image", CLASSES["no_kernel_image"]
+        said = frames + "\n" + every
+        for part, rx in _KERNEL_PARTS:  # whose kernels had no image for this GPU
+            if rx.search(said):
+                evidence["kernels_of"] = part
+                cause += " in the %s kernels" % part
+                break
+        cause += " (built for another architecture)"
     elif kind == "warmup_failed":
         phase = "warmup"
         cls, cause = "warmup_failed", CLASSES["warmup_failed"] + (": %s" % exc if exc else "")
@@ -222,7 +232,8 @@ HINTS: Dict[str, str] = {
                    "another process holds GPU memory (dsv4tui gpus HOST)",
     "nccl_error": "NCCL_DEBUG=INFO in the profile's env says why (peer access, network, "
                   "a GPU in use)",
-    "no_kernel_image": "a backend whose kernels are built for this GPU",
+    "no_kernel_image": "a backend whose kernels are built for this GPU: the profile's "
+                       "--attention-backend / --dsv4-attn-backend, or its SGLang build",
     "warmup_failed": "the server came up but its first request failed: its log has why",
     "python_exception": "the exception names the problem: dsv4tui logs HOST shows it in full",
     "killed": "SIGKILL without an error: the host's OOM killer (dmesg) or a kill",

@@ -226,7 +226,9 @@ def _classify(msg: str) -> Optional[Event]:
         return {"kind": "cuda_graph_end", "stage": m.group(1) or None, "elapsed_s": elapsed,
                 "mem_usage_gb": _f(_field(msg, "mem usage"))}
     if msg.startswith("server_args=ServerArgs("):  # what the server was launched with
-        return {"kind": "server_args", **{k: _f(_field(msg, k)) for k in _SERVER_ARGS}}
+        backend = _field(msg, "moe_runner_backend")
+        return {"kind": "server_args", **{k: _f(_field(msg, k)) for k in _SERVER_ARGS},
+                "moe_runner_backend": backend.strip("'\"") if backend else None}
     if msg.startswith("max_total_num_tokens="):
         return {"kind": "server_limits",
                 **{k: _f(_field(msg, k)) for k in (

@@ -68,10 +68,10 @@ class Suggestion:
         return shlex.join(argv + self.restart_args(sets, backend))
 
     def text(self) -> str:
-        """``--cuda-graph-max-bs-decode 256 -> 128 (why)``, or the hint."""
+        """``--cuda-graph-max-bs-decode 256 -> 128: why``, or the hint."""
         if not self.runnable:
             return self.why
-        return f"{self.flag} {self.from_} -> {self.to} ({self.why})"
+        return f"{self.flag} {self.from_} -> {self.to}: {self.why}"
 
     def to_json(self, host: str, profile: str | None, sets: Sequence[str] = (),
                 backend: str | None = None) -> dict[str, Any]:
@@ -83,8 +83,11 @@ def _backend_move(fail: Mapping[str, Any], argv: Sequence[str],
                   profile: Mapping[str, Any], capability: str | None) -> Suggestion | None:
     """No kernel image: the MoE backend that ran (``auto`` resolves to SGLang's pick on NVFP4,
     flashinfer_trtllm_routed) swapped for one that fits the checkpoint and runs on this GPU."""
+    if (fail.get("evidence") or {}).get("kernels_of") not in (None, "MoE"):
+        return None  # another part's kernels (attention): not a MoE backend's to fix
     ran = agent_failure.argv_value(list(argv), "--moe-runner-backend") or \
-        profile.get("moe_runner_backend") or "auto"
+        (fail.get("evidence") or {}).get("moe_runner_backend") or \
+        profile.get("moe_runner_backend") or "auto"  # what ran, else what the profile says
     fmt = backends.checkpoint_format(profile.get("checkpoint"), profile.get("quantization"))
     meant = "flashinfer_trtllm_routed" if ran == "auto" and fmt == "NVFP4" else ran
     if meant not in sglang_choices.MOE_ARCH:

@@ -53,6 +53,8 @@ def test_retry_suggested_tries_the_next_move_once_and_records_both(
     got = capsys.readouterr()
     assert got.out, got.err
     out = json.loads(got.out)
+    assert "retrying once with --cuda-graph-max-bs-decode 64 -> 32" in got.err
+    assert "no flag to change for this cause: not retried" in got.err
     states = {v["name"]: v["state"] for v in out["variants"]}
     assert code == 1 and states == {"graph_oom": "done", "warmup": "failed"}, out
     with RunStore() as store:

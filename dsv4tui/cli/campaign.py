@@ -147,6 +147,11 @@ class Printer:
                 self.shown = (ev.get("last_errors") or [])[-5:]
                 for line in self.shown:
                     _say(f"      | {line}")
+        elif kind == "launch_retry":  # on_failure = "retry-suggested"
+            move = ev.get("move") or {}
+            _say(f"    cause: {ev.get('cause')}")
+            _say(f"    retrying once with {move['flag']} {move['from']} -> {move['to']}"
+                 if move else "    no flag to change for this cause: not retried")
         elif kind == "sanity_case":
             mark = "PASS" if ev.get("passed") else "FAIL"
             _say(f"    sanity {mark} {ev.get('name')}: {(ev.get('answer') or '').strip()[:40]!r}")

@@ -116,3 +116,25 @@ def test_set_is_validated_before_anything_runs(port: int,
                         "mem-fraction-static=0.8", "--set", "chunked-prefill-size=2048")
     assert code == 0 and "--mem-fraction-static 0.8" in out
     assert "--chunked-prefill-size 2048" in out
+
+
+def test_a_server_killed_while_starting_says_the_signal(
+        port: int, capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import signal
+    import time
+
+    write_config(port)
+    code, out = run_cli(capsys, "server", "start", "local", "--no-wait", "--json")
+    assert code == 0, out
+    os.killpg(json.loads(out)["pid"], signal.SIGKILL)  # its own process group: the server's
+    deadline = time.monotonic() + 30
+    while True:
+        code, out = run_cli(capsys, "server", "status", "local", "--json")
+        st = json.loads(out)
+        if st["state"] == "crashed" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert st["state"] == "crashed" and st["failure"]["class"] == "killed", st
+    assert st["cause"].startswith("killed by SIGKILL")
+    assert st["suggestion"]["command"] is None

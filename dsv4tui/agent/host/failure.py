@@ -17,7 +17,7 @@ import re
 import signal as _signal
 from typing import Any, Dict, Iterable, List, Optional
 
-from dsv4tui.agent.host.logparse import Event, LogParser
+from dsv4tui.agent.host.logparse import CAUSE_ORDER, Event, LogParser
 
 CLASSES: Dict[str, str] = {
     "oom_cuda_graph": "CUDA out of memory while capturing CUDA graphs",
@@ -52,9 +52,8 @@ _FRAME_PHASES = (("cuda_graph", re.compile(r"cuda_graph_runner|capture_one_batch
 _KERNEL_PARTS = (("MoE", re.compile(r"\bmoe\b|_moe|fused_moe|moe_runner|[Ee]xpert")),
                  ("attention", re.compile(r"[Aa]ttention|BatchPrefill|BatchDecode|flash_?attn|"
                                           r"flashmla|sparse_mla|\bmla\b")))
-# the most telling error kinds first (as logparse.root_cause ranks them)
-_ORDER = ("oom", "no_kernel_image", "nccl_error", "warmup_failed", "traceback", "exception",
-          "fatal", "child_failed")
+_ORDER = CAUSE_ORDER  # the most telling error kinds first (as logparse.root_cause ranks them)
+_SERVING = ("http_up", "warmup", "ready", "serving")  # after the graphs: a batch's OOM
 
 
 def _frames(events: List[Event]) -> str:
@@ -63,7 +62,10 @@ def _frames(events: List[Event]) -> str:
 
 
 def _where(frames: str, phase: Optional[str]) -> Optional[str]:
-    """The startup phase an OOM came in: its traceback's frames, else the parser's phase."""
+    """The startup phase an OOM came in: after the graphs were captured, a batch's (prefill);
+    before, its traceback's frames say, else the parser's phase."""
+    if phase in _SERVING:
+        return "prefill"
     for name, rx in _FRAME_PHASES:
         if rx.search(frames):
             return name

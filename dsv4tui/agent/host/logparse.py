@@ -646,7 +646,7 @@ def summarize_text(text: str) -> Dict[str, Any]:
     return summarize(lines)
 
 
-_CAUSE_ORDER = ("oom", "no_kernel_image", "nccl_error", "warmup_failed", "traceback",
+CAUSE_ORDER = ("oom", "no_kernel_image", "nccl_error", "warmup_failed", "traceback",
                 "exception", "fatal", "child_failed")
 
 
@@ -656,8 +656,8 @@ def root_cause(events: Iterable[Event]) -> Optional[str]:
     best: Optional[Tuple[int, str]] = None
     for e in events:
         kind = e.get("kind")
-        if kind in _CAUSE_ORDER:
-            rank = _CAUSE_ORDER.index(kind)
+        if kind in CAUSE_ORDER:
+            rank = CAUSE_ORDER.index(kind)
             if best is None or rank < best[0]:
                 best = (rank, str(e.get("text", "")))
     return best[1] if best else None

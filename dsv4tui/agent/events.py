@@ -64,6 +64,18 @@ class LaunchEnd(Event, total=False):
     error: str
     last_errors: List[str]
     tail: List[str]
+    phases: List[Dict[str, Any]]  # the startup's phases, as the log gave them
+
+
+class LaunchRetry(Event, total=False):
+    """``on_failure = "retry-suggested"``: a failed start's cause and the one-flag move tried
+    once (``move`` None: this cause has no flag to change, nothing retried)."""
+
+    launch: str
+    cause: Optional[str]
+    failure_class: Optional[str]
+    move: Optional[Dict[str, Any]]  # flag, from, to
+    retry: Optional[str]  # the retry's launch key
 
 
 class ServerStep(Event, total=False):
@@ -232,7 +244,8 @@ class JournalEnd(Event, total=False):
 EVENTS: Dict[str, Any] = {
     "campaign_start": CampaignStart, "campaign_resume": CampaignResume,
     "variant_start": VariantStart, "variant_end": VariantEnd,
-    "launch_start": LaunchStart, "launch_end": LaunchEnd, "log_event": LogEvent,
+    "launch_start": LaunchStart, "launch_end": LaunchEnd, "launch_retry": LaunchRetry,
+    "log_event": LogEvent,
     "stopping": ServerStep, "stopped": ServerStep, "started": ServerStep, "status": ServerStep,
     "run_start": RunStart, "run_end": RunEnd, "bench_target": BenchTarget,
     "sanity_case": SanityCase, "sanity": Sanity, "canary": Canary, "canary_gate": CanaryGate,

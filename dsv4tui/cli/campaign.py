@@ -160,6 +160,12 @@ class Printer(reducer.Reader):
         for line in self.shown:
             _say(f"      | {line}")
 
+    def launch_retry(self, ev: ev_t.LaunchRetry) -> None:  # on_failure = "retry-suggested"
+        move = ev.get("move") or {}
+        _say(f"    cause: {ev.get('cause')}")
+        _say(f"    retrying once with {move['flag']} {move['from']} -> {move['to']}"
+             if move else "    no flag to change for this cause: not retried")
+
     def sanity_case(self, ev: ev_t.SanityCase) -> None:
         mark = "PASS" if ev.get("passed") else "FAIL"
         _say(f"    sanity {mark} {ev.get('name')}: {(ev.get('answer') or '').strip()[:40]!r}")

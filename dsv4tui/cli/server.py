@@ -16,8 +16,10 @@ from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.entry import load_settings, run_async
 from dsv4tui.core.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 from dsv4tui.core.server import control as server_control
+from dsv4tui.core.server import next_move
 from dsv4tui.core.server.backends import refuse_backend
 from dsv4tui.core.server.launch import LaunchPlan
+from dsv4tui.core.server.next_move import sets_to_overrides
 from dsv4tui.core.server.startup import OTHER, STARTUP, startup_text
 
 
@@ -42,6 +44,10 @@ def register(sub: Any) -> None:
         c = common(name, help_)
         c.add_argument("--backend", "-b", metavar="NAME",
                        help="switch --moe-runner-backend for this launch")
+        c.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
+                       help="set an SGLang flag for this launch only (repeatable), e.g. "
+                       "--set cuda-graph-max-bs-decode=128: a flag a profile field owns "
+                       "changes the field, any other joins or replaces the profile's extra_args")
         c.add_argument("--dry-run", action="store_true",
                        help="validate and print the launch without connecting")
         c.add_argument("--force", action="store_true",
@@ -106,6 +112,14 @@ def check_backend(config: Any, profile: str | None, backend: str | None, force: 
     return refuse_backend(prof, backend, None, force=force)
 
 
+def launch_overrides(config: Any, args: Any) -> dict[str, Any] | None:
+    """``--set FLAG=VALUE`` items as the launch's profile overrides (validated by the plan)."""
+    if not getattr(args, "set", None):
+        return None
+    _, prof = config.profile(args.profile)
+    return sets_to_overrides(prof, args.set)
+
+
 def _dry_run(args: Any) -> int:
     from dsv4tui.core.hosts.resolve import host_spec
 
@@ -116,7 +130,8 @@ def _dry_run(args: Any) -> int:
         return _dry_run_nodes(args, spec, misfit)
     if spec.config.slurm is not None:
         return _dry_run_slurm(args, spec, misfit)
-    _, launch = server_control.plan(spec.config, args.profile, args.backend)
+    _, launch = server_control.plan(spec.config, args.profile, args.backend,
+                                    overrides=launch_overrides(spec.config, args))
     if args.json:
         print_json({"host": args.host, "dry_run": True, "backend_misfit": misfit,
                     **launch.to_json()})
@@ -235,10 +250,14 @@ def _start(args: Any) -> int:
     from dsv4tui.core.store import RunStore
 
     settings, _ = load_settings(args)
-    misfit = check_backend(host_spec(args.host, settings).config, args.profile, args.backend,
-                           args.force)
+    config = host_spec(args.host, settings).config
+    misfit = check_backend(config, args.profile, args.backend, args.force)
     if misfit and not args.json:
         print(f"warning: {safe_text(misfit)} (--force)", file=sys.stderr)
+    overrides = launch_overrides(config, args)
+    if overrides:  # a bad --set fails here, before anything is connected or stopped
+        server_control.plan(config, args.profile, args.backend, overrides=overrides)
+    facts: dict[str, Any] = {}  # what the failure's next move needs: the GPUs' capability
 
     async def go(store: RunStore) -> server_control.StartResult:
         from dsv4tui.core.server import host_facts, sglang_version
@@ -252,16 +271,17 @@ def _start(args: Any) -> int:
                 return await server_control.start(
                     host, args.profile, args.backend, replace=args.restart,
                     wait=not getattr(args, "no_wait", False), timeout=args.timeout,
-                    on_step=None if args.json else _Printer(), store=store)
+                    on_step=None if args.json else _Printer(), store=store,
+                    overrides=overrides)
             # the GPUs: a backend whose kernels do not run there is refused before the
             # running server is stopped (the checkpoint was checked before connecting)
-            gpu = refuse_backend(prof, args.backend, await host_facts.capability(host),
-                                 force=args.force)
+            facts["capability"] = await host_facts.capability(host)
+            gpu = refuse_backend(prof, args.backend, facts["capability"], force=args.force)
             if gpu and gpu != misfit and not args.json:
                 print(f"warning: {safe_text(gpu)} (--force)", file=sys.stderr)
             found = await sglang_version.probe(host, prof)
             _, launch = server_control.plan(host.config, args.profile, args.backend,
-                                            sglang_version=found.version)
+                                            overrides=overrides, sglang_version=found.version)
             running = server_control.running_backend(
                 await server_control.status(host, args.profile)) if args.restart else None
             if not args.json:
@@ -272,21 +292,29 @@ def _start(args: Any) -> int:
                 host, args.profile, args.backend, replace=args.restart,
                 wait=not getattr(args, "no_wait", False), grace=args.grace, timeout=args.timeout,
                 on_step=None if args.json else _Printer(), store=store, sglang=found,
-                config_path=getattr(args, "config", None))
+                config_path=getattr(args, "config", None), overrides=overrides)
 
     try:
         with RunStore() as store:
             result = run_async(go(store))
     except server_control.StartupFailed as err:
+        launch = err.result.launch
+        move = next_move.suggest(err.failure, launch.argv, launch.profile,
+                                 facts.get("capability"))
         if args.json:
             print_json({"ok": False, "kind": err.kind, "error": err.message,
-                        "excerpt": err.excerpt, **err.result.to_json()})
+                        "excerpt": err.excerpt, **err.result.to_json(),
+                        **failure_json(args.host, err.result.profile, err.failure, move,
+                                       args.set, args.backend)})
         else:
             print(f"FAILED: {safe_text(err.message)}")
             if err.excerpt:
                 print("log excerpt:")
                 for line in err.excerpt:
                     print(f"  | {safe_text(line)}")
+            for line in next_move_lines(args.host, err.result.profile, move, args.set,
+                                        args.backend):
+                print(safe_text(line))
         return EXIT_FAILED
     if result.store_error:
         print(f"warning: the launch was not recorded: {safe_text(result.store_error)}",
@@ -317,6 +345,29 @@ def _start(args: Any) -> int:
     else:
         print(f"launched pid {result.pid} (not waiting for ready)")
     return 0
+
+
+def failure_json(host: str, profile: str | None, failure: dict[str, Any] | None,
+                 move: next_move.Suggestion | None, sets: list[str] | None = None,
+                 backend: str | None = None) -> dict[str, Any]:
+    """``cause`` (one line), ``failure`` (the agent's class of it) and ``suggestion``
+    ({flag, from, to, why, command}) of a failed start."""
+    return {"cause": (failure or {}).get("cause"), "failure": failure,
+            "suggestion": move.to_json(host, profile, sets or (), backend) if move else None}
+
+
+def next_move_lines(host: str, profile: str | None, move: next_move.Suggestion | None,
+                    sets: list[str] | None = None, backend: str | None = None) -> list[str]:
+    """``cause: ...`` and ``try: dsv4tui server restart ...`` (or what to look at)."""
+    if move is None:
+        return []
+    lines = [f"cause: {move.cause}"]
+    command = move.command(host, profile, sets or (), backend)
+    if command:
+        lines += [f"try: {command}", f"     ({move.text()})"]
+    else:
+        lines.append(f"next: {move.text()}")
+    return lines
 
 
 # -- stop / status ---------------------------------------------------------------------------
@@ -391,6 +442,12 @@ def _duration(seconds: float | None) -> str:
         f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{seconds:.1f} s"
 
 
+def status_move(ev: dict[str, Any]) -> next_move.Suggestion | None:
+    """A crashed server's next move, from its status (the argv that ran, its profile)."""
+    profile = ev.get("profile") if isinstance(ev.get("profile"), dict) else {}
+    return next_move.suggest(ev.get("failure"), ev.get("argv") or [], profile)
+
+
 def status_text(host: str, ev: dict[str, Any]) -> str:
     state = ev.get("state")
     profile = ev.get("profile") or {}
@@ -411,8 +468,10 @@ def status_text(host: str, ev: dict[str, Any]) -> str:
         code = ev.get("exit_code")
         how = f"exit code {code}" if code is not None else (
             f"signal {ev['signal']}" if ev.get("signal") else "exit status unknown")
-        lines = [f"{host}: crashed - {how} (pid {ev.get('pid')}, phase {ev.get('phase')}){what}"]
+        phase = ev.get("failed_in") or ev.get("phase")
+        lines = [f"{host}: crashed - {how} (pid {ev.get('pid')}, phase {phase}){what}"]
         lines += [f"  | {e}" for e in (ev.get("last_errors") or [])[-5:]]
+        lines += ["  " + x for x in next_move_lines(host, profile.get("name"), status_move(ev))]
         return "\n".join(lines)
     if state == "foreign":
         owner = ev.get("foreign") or {}
@@ -486,6 +545,9 @@ def _status(args: Any) -> int:
         if failure and ev.get("state") != "ready":
             ev["failure"] = failure
     if args.json:
+        if ev.get("state") == "crashed" and ev.get("nodes") is None:
+            ev.update(failure_json(args.host, (ev.get("profile") or {}).get("name"),
+                                   ev.get("failure"), status_move(ev)))
         print_json({k: v for k, v in ev.items() if k not in ("type", "v")})
     elif ev.get("nodes") is not None:
         print(safe_text(group_status_text(args.host, ev), keep_newlines=True))

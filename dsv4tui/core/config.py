@@ -503,8 +503,11 @@ class CampaignConfig(_Model):
         "interleaved", description="The order of the repeats: interleaved (A1 B1 A2 B2 ...), "
         "blocked (A1 A2 B1 B2 ...) or random (each round of variants shuffled, seeded).")
     seed: int = Field(0, description="The seed of order = \"random\".")
-    on_failure: Literal["skip", "stop"] = Field(
-        "skip", description="A failed variant: skip to the next, or stop the campaign.")
+    on_failure: Literal["skip", "stop", "retry-suggested"] = Field(
+        "skip", description="A failed variant: skip to the next, or stop the campaign; "
+        "retry-suggested: a failed start is tried once more with its suggested next move "
+        "(one flag: CUDA-graph batch size, --mem-fraction-static, --chunked-prefill-size, "
+        "--dist-timeout), both attempts recorded, then skipped if it fails again.")
     sweep: dict[str, object] = Field(
         default_factory=dict, description="SweepPlan fields; [sweep] fills the rest.")
     sanity: list[SanityCase] | None = Field(

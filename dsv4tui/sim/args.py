@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from dsv4tui.core.server import sglang_choices as ch
 
 FAULTS = ("wrong-answer", "crash-after:N", "stall", "http-500", "ignore-sigterm", "fail-startup",
-          "nccl-hang")
+          "nccl-hang", "graph-oom:BS", "prefill-oom:TOKENS", "slow-rank:S")
+# faults with a number: name -> what the number is
+_COUNTED = {"crash-after": "a count", "graph-oom": "a batch size", "prefill-oom": "a token count",
+            "slow-rank": "seconds"}
 
 
 @dataclass(frozen=True)
@@ -25,13 +28,20 @@ class Faults:
     ignore_sigterm: bool = False
     fail_startup: bool = False
     nccl_hang: bool = False  # a lost peer: NCCL's watchdog lines, then wait (no exit)
+    # OOM capturing CUDA graphs when the largest batch size captured is above this
+    graph_oom: int | None = None
+    # OOM in the warm-up prefill when --chunked-prefill-size is above this
+    prefill_oom: int | None = None
+    # one rank reaches distributed init this many seconds late (scaled by --sim-speed):
+    # later than --dist-timeout (default 300 s, scaled too) -> the init times out
+    slow_rank: int | None = None
 
 
 def _fault(value: str) -> str:
     name, _, arg = value.partition(":")
-    if name == "crash-after":
+    if name in _COUNTED:
         if not arg.isdigit():
-            raise argparse.ArgumentTypeError("crash-after needs a count: crash-after:N")
+            raise argparse.ArgumentTypeError(f"{name} needs {_COUNTED[name]}: {name}:N")
         return value
     if value not in FAULTS:
         raise argparse.ArgumentTypeError(f"unknown fault {value!r}; valid: {', '.join(FAULTS)}")
@@ -42,8 +52,8 @@ def faults_of(values: list[str]) -> Faults:
     kw: dict[str, object] = {}
     for v in values:
         name, _, arg = v.partition(":")
-        if name == "crash-after":
-            kw["crash_after"] = int(arg)
+        if name in _COUNTED:
+            kw[name.replace("-", "_")] = int(arg)
         else:
             kw[name.replace("-", "_")] = True
     return Faults(**kw)  # type: ignore[arg-type]

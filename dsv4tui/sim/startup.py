@@ -3,7 +3,9 @@
 At ``--sim-speed 1`` a DeepSeek-V4 TP8 start takes ~95 s (marlin ~20 s more: weight
 repacking). Failures happen where they happen in SGLang: too many ranks at init, KV cache
 OOM, SM100-only MoE kernels at the first CUDA-graph capture, OOM in capture when
-``--mem-fraction-static`` leaves no room, warmup failure after the HTTP server is up.
+``--mem-fraction-static`` leaves no room, warmup failure after the HTTP server is up; and the
+``--sim-fault`` failures a next move fixes: graph-oom:BS (capture OOM above that batch size),
+prefill-oom:TOKENS (warm-up prefill OOM above that chunk), slow-rank:S (a rank S s late at init).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def _server_args_line(sim: SimServer) -> str:
         "dsv4_attn_backend": a.dsv4_attn_backend, "dsv4_prefill_backend": a.dsv4_prefill_backend,
         "kv_cache_dtype": a.kv_cache_dtype, "mem_fraction_static": sim.mem_fraction,
         "speculative_algorithm": a.speculative_algorithm,
+        "chunked_prefill_size": a.chunked_prefill_size,
+        "cuda_graph_max_bs_decode": a.cuda_graph_max_bs_decode, "dist_timeout": a.dist_timeout,
         "decode_log_interval": a.decode_log_interval, "api_key": a.api_key,  # SGLang logs it
     }
     return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
@@ -84,6 +88,8 @@ async def run_startup(sim: SimServer) -> None:
                    "    torch.get_device_module(self.device).set_device(self.gpu_id)",
                    "RuntimeError: CUDA error: invalid device ordinal"], rank=min(gpus, a.tp_size - 1))
     log.all_ranks("Init torch distributed begin.")
+    if sim.faults.slow_rank is not None:
+        await _slow_rank(sim, sim.faults.slow_rank)
     if sim.nnodes > 1:
         await _rendezvous(sim)
     await asyncio.sleep(sim.scaled(T_DIST))
@@ -141,6 +147,34 @@ async def _rendezvous(sim: SimServer) -> None:
     sim.log.info(f"All {sim.nnodes} nodes joined; world size {a.tp_size}.", sim.first_tp_rank)
 
 
+async def _slow_rank(sim: SimServer, late_s: int) -> None:
+    """--sim-fault slow-rank:S: the last rank comes S seconds late (both scaled by
+    --sim-speed); past --dist-timeout (default 300 s) the others give up waiting."""
+    from dsv4tui.sim.rendezvous import DEFAULT_TIMEOUT_S
+
+    a = sim.args
+    timeout = float(a.dist_timeout or DEFAULT_TIMEOUT_S)
+    if late_s < timeout:
+        await asyncio.sleep(sim.scaled(late_s))
+        return
+    await asyncio.sleep(sim.scaled(timeout))
+    world = max(a.tp_size, 1) * max(a.pp_size, 1)
+    sim.crash([f'  File "{_SITE}/model_executor/model_runner.py", line 598, in '
+               "init_torch_distributed",
+               "    init_distributed_environment(",
+               f'  File "{_SITE}/distributed/parallel_state.py", line 1432, in '
+               "init_distributed_environment",
+               "    torch.distributed.init_process_group(",
+               f"torch.distributed.DistStoreError: Timed out after {timeout:.0f} seconds waiting "
+               f"for clients. {world - 1}/{world} clients joined."])
+
+
+def _oom(sim: SimServer, gib: float) -> str:
+    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {gib:.2f} GiB. GPU 0 "
+            f"has a total capacity of {sim.total_gb:.2f} GiB of which "
+            f"{max(sim.avail_gb, 0.1):.2f} GiB is free.")
+
+
 async def _capture(sim: SimServer, stage: str, seconds: float) -> None:
     a = sim.args
     bs = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64]
@@ -160,6 +194,13 @@ async def _capture(sim: SimServer, stage: str, seconds: float) -> None:
             "RuntimeError: CUDA error: no kernel image is available for execution on the device",
             "CUDA kernel errors might be asynchronously reported at some other API call, so the "
             "stacktrace below might be incorrect."])
+    limit = sim.faults.graph_oom
+    if limit is not None and max(bs) > limit:  # SGLang captures the largest batch first
+        sim.log.write_raw(f"Capturing batches (bs={max(bs)} avail_mem={sim.avail_gb:.2f} GB):   "
+                          f"0% Completed | 0/{len(bs)} [00:00<?, ?it/s]\n")
+        sim.crash([
+            f'  File "{_SITE}/model_executor/cuda_graph_runner.py", line 731, in capture_one_batch_size',
+            "    run_once()", _oom(sim, 0.04 * max(bs))])
     if sim.mem_fraction > 0.95:
         sim.crash([
             f'  File "{_SITE}/model_executor/cuda_graph_runner.py", line 731, in capture_one_batch_size',
@@ -193,6 +234,15 @@ async def run_warmup(sim: SimServer) -> None:
                 f"http://{sim.args.host}:{sim.args.port}/generate"]:
             sim.log.plain(line)
         sim.exit(1, "crashed")
+    limit = sim.faults.prefill_oom
+    chunk = sim.args.chunked_prefill_size
+    if limit is not None and chunk > limit:  # the warm-up's prefill of a whole chunk
+        sim.log.info(f"Prefill batch, #new-seq: 1, #new-token: {chunk}, #cached-token: 0, "
+                     "token usage: 0.00, #running-req: 0, #queue-req: 0", sim.first_tp_rank)
+        sim.crash([f'  File "{_SITE}/managers/scheduler.py", line 1187, in event_loop_overlap',
+                   "    result = self.run_batch(batch)",
+                   f'  File "{_SITE}/model_executor/model_runner.py", line 2012, in forward_extend',
+                   "    return self.model.forward(", _oom(sim, chunk / 2048)])
     assert sim.engine is not None
     req = Request(prompt="The capital city of France is", prompt_tokens=7, max_tokens=8)
     sim.engine.submit(req, external=False)

@@ -13,11 +13,11 @@ from textual import work
 from dsv4tui.core import paths
 from dsv4tui.core.config import ServerProfile
 from dsv4tui.core.errors import ConnectError, UserError
-from dsv4tui.core.server import backends
+from dsv4tui.core.server import backends, next_move
 from dsv4tui.core.view import choices, launch
 from dsv4tui.core.view import model as m
 from dsv4tui.core.view.journal import bench_event
-from dsv4tui.core.view.parts import PROFILES, SERVER
+from dsv4tui.core.view.parts import PROFILES, SERVER, STARTUP
 from dsv4tui.core.view.profiles import profiles_of
 from dsv4tui.tui.screens import dialogs
 
@@ -65,9 +65,12 @@ class ServerKeys:
         try:
             await launch.restart(app.link, host, name, prof, backend, flags, app._store,
                                  on_started=partial(setattr, self, "_started_server", True))
-        except Exception:
+        except Exception as exc:
+            self.failed_start = exc  # m restarts with its next move (screens/launch shows it)
+            app.mark(STARTUP)
             app._refresh_later()  # where the server stands now
             raise
+        self.failed_start = None
         await app._sanity()
 
     def _target_spec(self) -> dict[str, Any]:
@@ -241,6 +244,23 @@ class ServerKeys:
                 app.restart_server(prof.name, backend, overrides)
         app.push_screen(dialogs.restart_confirm(prof, backend or app.backend_for(prof.name),
                                                  app.model.server.state, changes), answer)
+
+    failed_start: BaseException | None = None  # the last restart's failure, if it failed
+
+    def action_next_move(self) -> None:
+        """m: restart with the last failed start's next move (next_move), after the confirm."""
+        app = _app(self)
+        err = self.failed_start
+        move = next_move.of_failed_start(err)
+        if move is None or not move.runnable:
+            app.notify(move.text() if move else "no failed start to try a next move for",
+                       timeout=6)
+            return
+        ran = getattr(err, "result", None)
+        extra = (ran.launch.profile.get("extra_args") if ran is not None else None) or []
+        backend, overrides = next_move.restart_change(move, extra)
+        app._confirm_restart(ran.profile if ran is not None else None, backend,
+                             cast("dict[str, str | None]", overrides) or None)
 
     def action_sanity(self) -> None:
         app = _app(self)

@@ -85,8 +85,8 @@ def check_spec(spec: Any) -> Dict[str, Any]:
             raise _usage("variant %s: launch.agent_args must be a list of strings" % v["name"])
     if not isinstance(spec.get("plan"), dict):
         raise _usage("the campaign spec has no sweep plan")
-    if spec.get("on_failure", "skip") not in ("skip", "stop"):
-        raise _usage("on_failure must be skip or stop")
+    if spec.get("on_failure", "skip") not in ("skip", "stop", "retry-suggested"):
+        raise _usage("on_failure must be skip, stop or retry-suggested")
     return spec
 
 

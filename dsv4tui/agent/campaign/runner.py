@@ -48,6 +48,7 @@ from dsv4tui.agent.campaign.journal import (
 )
 from dsv4tui.agent.commands import build_parser
 from dsv4tui.agent.host import bench_lock, procs, server, server_metrics, server_state, target
+from dsv4tui.agent.host.failure import next_flag, with_flag
 from dsv4tui.agent.host.gpu_window import GpuWindow
 
 ENDED = ("done", "failed", "cancelled")
@@ -513,6 +514,9 @@ class Campaign:
             st = server_state.read_state()
             if st and st.get("started_at", 0) >= t0:
                 self.started_server = st.get("pid")
+            retry = self._suggested(variant, key, err.details.get("failure"))
+            if retry is not None:  # on_failure = "retry-suggested": the next move, once
+                return self._launch(vi, retry, key + ".retry")
             return "startup failed: %s" % err.message, lines or tail[-10:], key
         except KeyboardInterrupt:
             protocol.emit("launch_end", launch=key, ok=False, kind="cancelled",
@@ -521,12 +525,37 @@ class Campaign:
             raise Cancelled() from None
         st = server_state.read_state() or {}
         self.started_server = st.get("pid")
-        protocol.emit("launch_end", launch=key, ok=True, pid=st.get("pid"),
+        phases = server.status_fields(st, http=False).get("phases") if st else None
+        protocol.emit("launch_end", launch=key, ok=True, pid=st.get("pid"), phases=phases,
                       started_at=st.get("started_at"),
                       argv=st.get("argv"), startup_s=server_state.startup_s(st) or round(
                           time.time() - float(st.get("started_at") or t0), 3),
                       elapsed_s=round(time.time() - t0, 3))
         return None, [], key
+
+    def _suggested(self, variant: Dict[str, Any], key: str, fail: Any
+                   ) -> Optional[Dict[str, Any]]:
+        """With ``on_failure = "retry-suggested"``, the variant with the failed start's next
+        move applied (agent/host/failure.next_flag: one flag of the argv that ran), once;
+        None when there is none (or this launch was the retry). ``launch_retry`` says it."""
+        if self.spec.get("on_failure") != "retry-suggested" or key.endswith(".retry") \
+                or not isinstance(fail, dict):
+            return None
+        launch = variant["launch"]
+        argv = [str(a) for a in launch.get("argv") or []]
+        move = next_flag(fail, argv)
+        protocol.emit("launch_retry", launch=key, cause=fail.get("cause"),
+                      failure_class=fail.get("class"), move=move,
+                      retry=key + ".retry" if move else None)
+        if move is None:
+            return None
+        new_argv = with_flag(argv, move["flag"], move["to"])
+        args = list(launch["agent_args"])
+        args[args.index("--argv-json") + 1] = json.dumps(new_argv)
+        changes = dict(launch.get("changes") or {})
+        changes[move["flag"]] = {"from": move["from"], "to": move["to"]}
+        return dict(variant, launch=dict(launch, argv=new_argv, agent_args=args,
+                                         changes=changes))
 
     def _variant(self, vi: int, variant: Dict[str, Any]
                  ) -> Tuple[str, Optional[str], List[str]]:

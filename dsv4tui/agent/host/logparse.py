@@ -144,6 +144,10 @@ _TQDM_LOAD_RE = re.compile(r"(?:checkpoint shards|loading shards)\s*:\s*(\d+)%.*
 _TQDM_CAPTURE_RE = re.compile(r"Capturing batches \(([^)]*)\):\s*(\d+)%.*?(\d+)/(\d+)")
 _CAPTURE_BEGIN_RE = re.compile(r"Capture (?:(\w+ \w+|\w+) )?[Cc][Uu][Dd][Aa] graph begin")
 _CAPTURE_END_RE = re.compile(r"Capture (?:(\w+ \w+|\w+) )?[Cc][Uu][Dd][Aa] graph end")
+# the numbers of the server_args line a failed start's next move starts from
+_SERVER_ARGS = ("mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs_decode",
+                "dist_timeout")
+_BS_LIST_RE = re.compile(r"\bbs=\[([\d, ]*)\]")  # the batch sizes a capture takes
 _UVICORN_RE = re.compile(r"Uvicorn running on (https?://(\S+?):(\d+))")
 _OOM_RE = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|"
                      r"Not enough memory\. Please try to increase --mem-fraction-static")
@@ -191,7 +195,8 @@ def _classify(msg: str) -> Optional[Event]:
     m = _TQDM_CAPTURE_RE.search(msg)
     if m:
         return {"kind": "cuda_graph_progress", "percent": int(m.group(2)),
-                "done": int(m.group(3)), "total": int(m.group(4)), "detail": m.group(1)}
+                "done": int(m.group(3)), "total": int(m.group(4)), "detail": m.group(1),
+                "bs": _i(_field(m.group(1), "bs"))}
     if "Load weight begin" in msg:
         return {"kind": "load_weights_begin", "avail_mem_gb": _f(_field(msg, "avail mem"))}
     if "Load weight end" in msg:
@@ -208,8 +213,10 @@ def _classify(msg: str) -> Optional[Event]:
         return {"kind": "memory_pool_end", "avail_mem_gb": _f(_field(msg, "avail mem"))}
     m = _CAPTURE_BEGIN_RE.search(msg)
     if m:
+        sizes = _BS_LIST_RE.search(msg)
         return {"kind": "cuda_graph_begin", "stage": m.group(1) or None,
-                "backend": _field(msg, "backend")}
+                "backend": _field(msg, "backend"),
+                "bs": [int(b) for b in re.findall(r"\d+", sizes.group(1))] if sizes else None}
     m = _CAPTURE_END_RE.search(msg)
     if m:
         elapsed = _f(_field(msg, "elapsed"))
@@ -218,6 +225,10 @@ def _classify(msg: str) -> Optional[Event]:
             elapsed = _f(old.group(1)) if old else None
         return {"kind": "cuda_graph_end", "stage": m.group(1) or None, "elapsed_s": elapsed,
                 "mem_usage_gb": _f(_field(msg, "mem usage"))}
+    if msg.startswith("server_args=ServerArgs("):  # what the server was launched with
+        backend = _field(msg, "moe_runner_backend")
+        return {"kind": "server_args", **{k: _f(_field(msg, k)) for k in _SERVER_ARGS},
+                "moe_runner_backend": backend.strip("'\"") if backend else None}
     if msg.startswith("max_total_num_tokens="):
         return {"kind": "server_limits",
                 **{k: _f(_field(msg, k)) for k in (
@@ -309,7 +320,8 @@ class LogParser:
     uses the ``elapsed=`` SGLang reports, cuda_graph the capture's elapsed time (one event per
     captured stage), the others the timestamp difference to the previous milestone.
     ``current_phase`` is what the server is doing now (init, load_weights, kv_cache,
-    cuda_graph, http_up, warmup, ready, draining, failed). ``crash`` is the first error after
+    cuda_graph, http_up, warmup, ready, draining, failed); ``failed_in``, the phase it was in
+    when it failed. ``crash`` is the first error after
     ready that ends the server (:func:`is_crash`), with ``crash_after_ready_s``.
     """
 
@@ -330,6 +342,7 @@ class LogParser:
         self._tb_context: Optional[str] = None
         self._tb_headerless = False
         self._tb_after_frame = False
+        self.failed_in: Optional[str] = None  # the phase an error before ready came in
         self.crash: Optional[Event] = None
         self.crash_after_ready_s: Optional[float] = None
 
@@ -469,8 +482,7 @@ class LogParser:
                 inner.update(time=None, prefix=self._tb_prefix, line=self.line_no,
                              text=exc_line)
                 events.append(inner)
-        if self.current_phase not in ("ready", "draining"):
-            self.current_phase = "failed"
+        self._fail()
         return events
 
     def _phase(self, name: str, duration: Optional[float], secs: Optional[float],
@@ -533,9 +545,15 @@ class LogParser:
                 self.current_phase = "ready"
         elif kind in ("sigterm", "graceful_exit"):
             self.current_phase = "draining"
-        elif kind in ERROR_KINDS and self.current_phase not in ("ready", "draining"):
-            self.current_phase = "failed"
+        elif kind in ERROR_KINDS:
+            self._fail()
         return out
+
+    def _fail(self) -> None:
+        """An error before ready: the server failed, in the phase it was in (``failed_in``)."""
+        if self.current_phase not in ("ready", "draining", "failed"):
+            self.failed_in = self.current_phase
+            self.current_phase = "failed"
 
 
 def is_crash(ev: Event) -> bool:
@@ -547,8 +565,10 @@ def is_crash(ev: Event) -> bool:
     return kind == "traceback" and bool(_HIT_EXCEPTION_RE.search(ev.get("context") or ""))
 
 
-def _phase_list(events: List[Event]) -> List[Event]:
-    """Merge per-stage cuda_graph phases into one entry (with ``stages``), keep order."""
+def phase_list(events: List[Event]) -> List[Event]:
+    """The ``phase`` events among ``events``, per-stage cuda_graph phases merged into one
+    entry (with ``stages``), in order: ``[{name, duration_s}]``."""
+    events = [e for e in events if e.get("kind") == "phase"]
     out: List[Event] = []
     by_name: Dict[str, Event] = {}
     for ev in events:
@@ -600,11 +620,12 @@ def summarize(lines: Iterable[str]) -> Dict[str, Any]:
         "ready": parser.ready,
         "startup_s": parser.startup_s,
         "phase": parser.current_phase,
+        "failed_in": parser.failed_in,
         "crash": None if crash is None else {
             "kind": crash["kind"], "line": crash["line"], "text": crash.get("text", ""),
             "exception": crash.get("exception"), "prefix": crash.get("prefix", ""),
             "after_ready_s": parser.crash_after_ready_s},
-        "phases": _phase_list([e for e in events if e["kind"] == "phase"]),
+        "phases": phase_list(events),
         "errors": errors,
         "decode": decode,
         "prefill": prefill,
@@ -625,7 +646,7 @@ def summarize_text(text: str) -> Dict[str, Any]:
     return summarize(lines)
 
 
-_CAUSE_ORDER = ("oom", "no_kernel_image", "nccl_error", "warmup_failed", "traceback",
+CAUSE_ORDER = ("oom", "no_kernel_image", "nccl_error", "warmup_failed", "traceback",
                 "exception", "fatal", "child_failed")
 
 
@@ -635,8 +656,8 @@ def root_cause(events: Iterable[Event]) -> Optional[str]:
     best: Optional[Tuple[int, str]] = None
     for e in events:
         kind = e.get("kind")
-        if kind in _CAUSE_ORDER:
-            rank = _CAUSE_ORDER.index(kind)
+        if kind in CAUSE_ORDER:
+            rank = CAUSE_ORDER.index(kind)
             if best is None or rank < best[0]:
                 best = (rank, str(e.get("text", "")))
     return best[1] if best else None

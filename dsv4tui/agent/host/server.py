@@ -36,7 +36,7 @@ import time
 from typing import Any, Dict, List, Optional, Set
 
 from dsv4tui.agent import detach, protocol
-from dsv4tui.agent.host import adopt, bench_lock, health, logparse, procs, server_state
+from dsv4tui.agent.host import adopt, bench_lock, failure, health, logparse, procs, server_state
 from dsv4tui.agent.host.logs import ParsedTail, redactor, server_secrets
 from dsv4tui.agent.host.procs import alive, proc_start, proc_table
 from dsv4tui.agent.host.server_state import (
@@ -648,7 +648,8 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
         parser: logparse.LogParser = info["parser"]
         base.update(ours=True, pid=pid, pgid=state.get("pgid"), log=state.get("log"),
                     argv=state.get("argv"), profile=state.get("profile"),
-                    started_at=state.get("started_at"))
+                    started_at=state.get("started_at"),
+                    phases=logparse.phase_list(info["events"]))  # startup, from its log
         if alive(pid, start) and int(state.get("node_rank") or 0) > 0:
             joined = _worker_joined(parser)
             base.update(state="ready" if joined else "starting",
@@ -684,7 +685,9 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
         rec = exit_record(pid, wait_s=0.5)
         base.update(state="crashed", phase=parser.current_phase, exit_code=rec.get("exit_code"),
                     signal=rec.get("signal"), ended_at=rec.get("time"),
-                    cause=logparse.root_cause(info["events"]),
+                    failed_in=parser.failed_in, cause=logparse.root_cause(info["events"]),
+                    failure=failure.classify(info["events"], parser, rec.get("exit_code"),
+                                             rec.get("signal")),
                     last_errors=logparse.error_lines(info["events"]), tail=info["tail"])
         return base
     owner = health.port_owner(port, probe)
@@ -727,7 +730,8 @@ def _report_crash(state: Dict[str, Any]) -> None:
     last = fields.get("cause") or next((t for t in reversed(fields.get("tail") or [])
                                         if t.strip()), "no output")
     raise protocol.AgentError("crashed", "the server exited with %s during startup: %s" % (
-        how, last), protocol.EXIT_FAILED, last_errors=errors, tail=fields.get("tail"))
+        how, last), protocol.EXIT_FAILED, last_errors=errors, tail=fields.get("tail"),
+        failure=fields.get("failure"))
 
 
 def _emit_wait_events(events: List[Dict[str, Any]], started: float, clock: Dict[str, Any]

@@ -181,7 +181,7 @@ class Collector(reducer.Reader):
         if lid is not None:
             cstore.end_launch(self.store, lid, ok=bool(ev.get("ok")), startup_s=ev.get(
                 "startup_s"), error=ev.get("error"), pid=ev.get("pid"),
-                started_at=ev.get("started_at"))
+                started_at=ev.get("started_at"), phases=ev.get("phases"))
 
     def sanity_case(self, ev: ev_t.SanityCase) -> None:
         rid = self._run_id(ev)

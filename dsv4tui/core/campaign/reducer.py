@@ -53,6 +53,7 @@ class Reader:
     def variant_end(self, ev: ev_t.VariantEnd) -> Any: return None
     def launch_start(self, ev: ev_t.LaunchStart) -> Any: return None
     def launch_end(self, ev: ev_t.LaunchEnd) -> Any: return None
+    def launch_retry(self, ev: ev_t.LaunchRetry) -> Any: return None
     def server_step(self, ev: ev_t.ServerStep) -> Any: return None  # stopping .. status
     def log_event(self, ev: ev_t.LogEvent) -> Any: return None
     def run_start(self, ev: ev_t.RunStart) -> Any: return None

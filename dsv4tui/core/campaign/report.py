@@ -35,6 +35,7 @@ from urllib.parse import quote
 from dsv4tui import __version__
 from dsv4tui.core import paths
 from dsv4tui.core.campaign import charts as ch
+from dsv4tui.core.campaign import startup_phases
 from dsv4tui.core.campaign.columns import change_title, fmt_change
 from dsv4tui.core.campaign.compare import Comparison, compare_runs, sim_name
 from dsv4tui.core.campaign.export import md_cell
@@ -133,7 +134,8 @@ def run_facts(store: RunStore, run: Run, levels: int) -> RunFacts:
         profile = _loads(launch.get("profile_json"))
         facts.launch = {"id": launch.get("id"), "profile_name": launch.get("profile_name"),
                         "startup_s": launch.get("startup_s"), "ok": bool(launch.get("ok")),
-                        "error": launch.get("error")}
+                        "error": launch.get("error"),
+                        "phases": profile.get("phases") if isinstance(profile, Mapping) else None}
         if facts.argv is None:
             argv = _str_list(_loads(launch.get("argv_json"))) or _str_list(
                 profile.get("argv") if isinstance(profile, Mapping) else None)
@@ -526,6 +528,19 @@ def _json_script(data: Any) -> str:
     return f'<script type="application/json" id="dsv4tui-compare">{text}</script>'
 
 
+STARTUP_NOTE = ("seconds per startup phase of each run's launch (from the server's log); "
+                "startup: launch -> ready on the host's clock, other: what the phases leave out "
+                "(python start, imports); the change is against the baseline's startup")
+
+
+def _startup_rows(report: Report) -> list[list[str]]:
+    base = report.comparison.baseline_id
+    named = [(f"#{f.run.id} {f.run.label}", f.launch) for f in report.facts]
+    baseline = next((f"#{f.run.id} {f.run.label}" for f in report.facts if f.run.id == base),
+                    None)
+    return startup_phases.rows(named, baseline)
+
+
 def to_html(report: Report, theme: str = "light") -> str:
     """One self-contained HTML file: styles inline, charts inline SVG, nothing fetched."""
     cmp = report.comparison
@@ -561,6 +576,10 @@ def to_html(report: Report, theme: str = "light") -> str:
                 drawn.append(f'<figure id="chart-{spec.key}">'
                              f'{ch.inline_svg(svg, f"{spec.key}-")}</figure>')
         parts += ['<div class="charts">', *drawn, "</div>", *missing]
+    startup = _startup_rows(report)
+    if startup:
+        parts += ["<h2>Startup per phase</h2>", f'<p class="muted">{_e(STARTUP_NOTE)}</p>',
+                  _table(startup_phases.HEAD, startup, cls="startup")]
     if report.facts:
         parts += ["<h2>What differs between the runs</h2>", _differences_html(report),
                   "<h2>Launch command lines</h2>", _argv_html(report),
@@ -680,6 +699,10 @@ def to_markdown(report: Report, stem: str, theme: str = "light"
                 name = chart_file(stem, spec)
                 files[name] = svg
                 lines += [f"![{md_cell(spec.title)}]({quote(name)})", ""]
+    startup = _startup_rows(report)
+    if startup:
+        lines += ["## Startup per phase", "", md_cell(STARTUP_NOTE), ""]
+        lines += _md_table(startup_phases.HEAD, startup)
     if report.facts:
         lines += ["## What differs between the runs", ""]
         workload = cmp.differences()

@@ -94,7 +94,7 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
         if err.kind not in FAILURES:
             raise
         raise StartupFailed(err.message, kind=err.kind, excerpt=log_excerpt(err.event),
-                            result=result) from None
+                            result=result, failure=err.event.get("failure")) from None
     except BaseException:
         record_launch(store, result, False, "interrupted while starting")
         raise

@@ -85,16 +85,18 @@ class StartResult:
 
 
 class StartupFailed(UserError):
-    """The server died or did not become ready; ``excerpt`` holds the log lines that say why."""
+    """The server died or did not become ready; ``excerpt`` holds the log lines that say why,
+    ``failure`` the agent's class of the cause."""
 
     exit_code = EXIT_FAILED
 
     def __init__(self, message: str, *, kind: str, excerpt: list[str],
-                 result: StartResult) -> None:
+                 result: StartResult, failure: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.excerpt = excerpt
         self.result = result
+        self.failure = failure  # the agent's class of it (agent/host/failure.py), if any
 
 
 def startup_text(seconds: float | None) -> str:
@@ -148,7 +150,8 @@ def record_launch(store: RunStore | None, result: StartResult, ok: bool,
     try:
         result.launch_id = store.record_launch(
             result.host, result.profile, {**launch.profile, "argv": launch.argv, "pid": result.pid,
-                                          "started_at": result.started_at},
+                                          "started_at": result.started_at,
+                                          "phases": result.phases},
             launch.backend, launch.checkpoint, launch.changes, result.startup_s, ok, error)
     except StoreError as exc:
         result.store_error = str(exc)

@@ -161,7 +161,9 @@ def add_launch(store: RunStore, cid: str, key: str, *, host: str, profile_name: 
 
 
 def end_launch(store: RunStore, launch_id: int, *, ok: bool, startup_s: float | None,
-               error: str | None, pid: int | None, started_at: float | None = None) -> None:
+               error: str | None, pid: int | None, started_at: float | None = None,
+               phases: Any = None) -> None:
+    """``phases``: its startup phases ([{name, duration_s}], kept in the profile record)."""
     with store.transaction() as db:
         row = db.execute("SELECT profile_json FROM launches WHERE id = ?", (launch_id,)).fetchone()
         profile = dict(sql.loads(row["profile_json"]) or {}) if row else {}
@@ -169,6 +171,8 @@ def end_launch(store: RunStore, launch_id: int, *, ok: bool, startup_s: float | 
             profile["pid"] = pid
         if started_at is not None:
             profile["started_at"] = started_at
+        if isinstance(phases, list):
+            profile["phases"] = phases
         db.execute("UPDATE launches SET ok = ?, startup_s = ?, error = ?, pid = ?, "
                    "profile_json = ? WHERE id = ?",
                    (int(ok), startup_s, error, pid, sql.dumps(profile), launch_id))

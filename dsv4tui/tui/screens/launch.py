@@ -1,5 +1,6 @@
-"""Launch: the active profile's fields, backend/profile pickers, restart and its progress,
-then the sanity gate that runs by itself once the server is ready."""
+"""Launch: the active profile's fields, backend/profile pickers, restart and its progress
+(after a failed start: its cause and the next move, ``m``), then the sanity gate that runs by
+itself once the server is ready."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
+from dsv4tui.core.server import next_move
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import LogScreen
@@ -66,6 +68,20 @@ def hint_markup(km: dict[str, str]) -> str:
     return "  ".join(parts[:3]) + "\n" + "  ".join(parts[3:])
 
 
+def next_move_markup(err: BaseException | None, km: dict[str, str]) -> str:
+    """After a failed start: its cause, and the change the next-move key restarts with."""
+    move = next_move.of_failed_start(err)
+    if move is None:
+        return ""
+    lines = [f"[$error]cause[/] {escape(move.cause)}"]
+    if move.runnable:
+        key = keymap.display_key(km.get("next_move", keymap.BY_ID["next_move"].key))
+        lines.append(f"[$primary]{escape(key)}[/] try [b]{escape(move.text())}[/b]")
+    else:
+        lines.append(f"[$foreground-muted]next: {escape(move.text())}[/]")
+    return "\n".join(lines)
+
+
 class LaunchScreen(LogScreen):
     MODE = "launch"
 
@@ -80,6 +96,7 @@ class LaunchScreen(LogScreen):
             with Vertical(id="launch-startup", classes="panel") as box:
                 box.border_title = "restart"
                 yield StartupPanel(m)
+                yield Static("", id="launch-next-move", markup=True).set_styles("display: none;")
             with Vertical(id="launch-sanity", classes="panel") as box:
                 box.border_title = "sanity gate"
                 yield SanityResult(m)
@@ -94,5 +111,11 @@ class LaunchScreen(LogScreen):
             update_static(self.one(Static, "#profile-fields"), profile_markup(self.model, nxt))
         if STARTUP in parts:
             self.one(StartupPanel).refresh_model()
+            failed = self.model.startup.status == "failed"
+            text = next_move_markup(getattr(self.app, "failed_start", None) if failed else None,
+                                    getattr(self.app, "active_keymap", None) or {})
+            box = self.one(Static, "#launch-next-move")
+            update_static(box, text)
+            box.display = bool(text)  # no room taken while nothing failed
         if SANITY in parts:
             self.one(SanityResult).refresh_model()

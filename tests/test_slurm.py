@@ -337,6 +337,7 @@ async def test_the_dashboards_link_follows_every_node_of_the_running_job(
         await asyncio.wait_for(link.wait_connected(), 30)
         status = await link.refresh_status()
         assert status["job_state"] == "RUNNING" and link.slurm.names == ["node0", "node1"]
+        assert model.server.job == f"job {status['job_id']} RUNNING"  # the host bar's words
 
         async def until(pred: Any, what: str) -> None:
             for _ in range(120):
@@ -356,3 +357,32 @@ async def test_the_dashboards_link_follows_every_node_of_the_running_job(
         await link.release(10)
     code, out, err = await asyncio.to_thread(run_cli, capsys, "server", "stop", "cluster")
     assert code == 0, out + err
+
+
+def test_the_host_bar_words_of_a_queued_job() -> None:
+    from dsv4tui.core.view.model import slurm_job_text
+
+    assert slurm_job_text({"slurm": True, "job_id": "42", "job_state": "PENDING",
+                           "reason": "Resources"}) == "job 42 PENDING (Resources)"
+    assert slurm_job_text({"slurm": True, "job_id": "42", "job_state": "RUNNING",
+                           "reason": "None"}) == "job 42 RUNNING"
+    assert slurm_job_text({"slurm": True, "job_id": None}) is None
+    assert slurm_job_text({"state": "ready", "pid": 7}) is None
+
+
+def test_the_launch_view_keeps_the_queue_wait_apart_from_the_startup() -> None:
+    """The queue wait is a row of its own on the Launch screen, not a phase of the startup:
+    the phases and 'other' still add up to the startup SGLang took once the job ran."""
+    from types import SimpleNamespace
+
+    from dsv4tui.core.view.model import StartupView, apply_step
+
+    su = StartupView()
+    su.reset("sim", "triton", "MXFP4", 0.0)
+    apply_step(su, SimpleNamespace(kind="phase", name="queue_wait", duration_s=12.5, text=""),
+               12.5)
+    assert su.queue_wait_s == 12.5 and "queue_wait" not in su.phases
+    su.startup_s = 30.0
+    assert su.other_s(50.0) == 30.0  # no phase seen yet: all of the startup is 'other'
+    su.reset("sim", "triton", "MXFP4", 60.0)
+    assert su.queue_wait_s is None  # a new launch starts with no queue wait

@@ -68,6 +68,7 @@ class ServerInfo:
     pid: int | None = None
     nodes: list[dict[str, Any]] | None = None  # a host made of nodes: node, rank, state, pid
     node_error: str | None = None  # the last error of any node ("h200b: NCCL error ...")
+    job: str | None = None  # a Slurm host: "job 4242 PENDING (Resources)" / "job 4242 RUNNING"
     simulated: bool = False  # the server says it is the built-in simulator (reports_simulated)
 
     def uptime_s(self, now: float | None = None) -> float | None:
@@ -141,6 +142,7 @@ class StartupView:
     started: float | None = None  # monotonic
     ended: float | None = None
     phases: dict[str, PhaseView] = field(default_factory=lambda: {p: PhaseView(p) for p in PHASES})
+    queue_wait_s: float | None = None  # a Slurm job: PENDING until its nodes were allocated
     current: str | None = None
     weights_pct: float | None = None
     message: str | None = None
@@ -153,6 +155,7 @@ class StartupView:
         self.started, self.ended, self.current, self.weights_pct = now, None, None, None
         self.message, self.error_lines, self.startup_s = None, [], None
         self.phases = {p: PhaseView(p) for p in PHASES}
+        self.queue_wait_s = None
 
     def enter(self, phase: str, now: float, detail: str | None = None) -> None:
         """Phase ``phase`` begins now; the one before it ends."""
@@ -504,6 +507,15 @@ def reports_simulated(ev: dict[str, Any]) -> bool | None:
     return None
 
 
+def slurm_job_text(ev: dict[str, Any]) -> str | None:
+    """A Slurm host's job as its user reads it: ``job 4242 PENDING (Resources)``; None for
+    another host or before any job."""
+    if not ev.get("slurm") or not ev.get("job_id"):
+        return None
+    why = ev.get("reason") if ev.get("job_state") == "PENDING" else None
+    return f"job {ev['job_id']} {ev.get('job_state') or '?'}" + (f" ({why})" if why else "")
+
+
 def apply_status(model: UiModel, ev: dict[str, Any]) -> None:
     """An agent ``server status`` (or the final ``status`` of a start) event."""
     srv = model.server
@@ -517,6 +529,7 @@ def apply_status(model: UiModel, ev: dict[str, Any]) -> None:
     srv.phase = ev.get("phase")
     srv.pid = ev.get("pid")
     srv.log_path = ev.get("log") or srv.log_path
+    srv.job = slurm_job_text(ev)
     if isinstance(ev.get("nodes"), list):
         srv.nodes = ev["nodes"]
         if state == "ready":
@@ -560,6 +573,8 @@ def apply_step(su: StartupView, step: Any, now: float) -> None:
         su.weights_pct = float(step.percent) if step.percent is not None else su.weights_pct
         su.phases["load_weights"].detail = (f"{step.percent}%" if step.percent is not None
                                             else None)
+    elif kind == "phase" and step.name == "queue_wait":  # a Slurm job left the queue
+        su.queue_wait_s = step.duration_s
     elif kind == "phase" and step.name:
         name = step.name
         view = su.phases.get(name)

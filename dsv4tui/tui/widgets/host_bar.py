@@ -13,7 +13,8 @@ from dsv4tui.tui.widgets.text import update_static
 _CONN_STYLE = {"connected": "$success", "connecting": "$warning", "reconnecting": "$warning",
                "lost": "$error", "failed": "$error", "closed": "$foreground-muted"}
 _SERVER_STYLE = {"ready": "$success", "starting": "$warning", "stopping": "$warning",
-                 "failed": "$error", "stopped": "$foreground-muted", "unknown": "$foreground-muted"}
+                 "failed": "$error", "stopped": "$foreground-muted", "unknown": "$foreground-muted",
+                 "pending": "$warning", "ended": "$error"}  # pending, ended: a Slurm job
 
 
 def sim_badge() -> str:
@@ -82,6 +83,8 @@ class HostBar(Static):
                 parts.append(f"ckpt [b]{escape(ckpt)}[/b]")
             if srv.tp_size:
                 parts.append(f"TP{srv.tp_size}")
+        if srv.job:  # a Slurm host: its job's id and Slurm's state (reason while queued)
+            parts.append(f"Slurm {escape(srv.job)}")
         if srv.nodes:
             parts.append(f"{len(srv.nodes)} nodes")
         if srv.node_error:  # an error on any node of a host made of nodes

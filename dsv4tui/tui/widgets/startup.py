@@ -70,6 +70,10 @@ class StartupPanel(Vertical):
                       fixed_height=True)
         rows: list[str] = []
         if su.status != "idle":
+            if su.queue_wait_s is not None:  # before the startup: not one of its phases
+                rows.append(f" [$success]✓[/] {'Slurm queue':<12} "
+                            f"{fmt_duration(su.queue_wait_s):>7}  [$foreground-muted]PENDING "
+                            "until the job's nodes were allocated (not part of the startup)[/]")
             for name in PHASES:
                 ph = su.phases.get(name)
                 if ph is None:

@@ -50,7 +50,7 @@ def all_logs() -> list[str]:
 @pytest.mark.parametrize("name", all_logs())
 def test_every_failing_log_is_classified_and_no_healthy_one_is(name: str) -> None:
     parser, events = parse(LOGS / name)
-    got = failure.classify(events, parser)
+    got = failure.diagnose(events, parser)
     state = logparse.summarize_text((LOGS / name).read_text(encoding="utf-8"))["state"]
     if name not in EXPECTED:
         assert state not in ("failed", "crashed") and got is None, name
@@ -70,26 +70,26 @@ def test_the_parser_keeps_the_phase_a_start_failed_in() -> None:
 
 
 def test_the_evidence_a_next_move_needs() -> None:
-    graph = failure.classify(*reversed(parse(LOGS / "oom_cuda_graph.log")))
+    graph = failure.diagnose(*reversed(parse(LOGS / "oom_cuda_graph.log")))
     assert graph is not None and graph["evidence"]["graph_max_bs"] == 256
-    prefill = failure.classify(*reversed(parse(LOGS / "oom_prefill.log")))
+    prefill = failure.diagnose(*reversed(parse(LOGS / "oom_prefill.log")))
     assert prefill is not None and prefill["evidence"]["chunked_prefill_size"] == 16384
-    dist = failure.classify(*reversed(parse(LOGS / "dist_timeout.log")))
+    dist = failure.diagnose(*reversed(parse(LOGS / "dist_timeout.log")))
     assert dist is not None and dist["evidence"]["timeout_s"] == 600
 
 
 def test_a_kill_or_an_exit_the_log_does_not_explain() -> None:
     parser = logparse.LogParser()
     events = parser.feed_all(["[2026-03-02 10:01:10 TP0] Load weight begin. avail mem=93.61 GB"])
-    killed = failure.classify(events, parser, signal=9)
+    killed = failure.diagnose(events, parser, signal=9)
     assert killed is not None and killed["class"] == "killed"
     assert killed["cause"].startswith("killed by SIGKILL") and "load_weights" in killed["cause"]
-    exited = failure.classify(events, parser, exit_code=3)
+    exited = failure.diagnose(events, parser, exit_code=3)
     assert exited is not None and exited["class"] == "exited" and "code 3" in exited["cause"]
-    assert failure.classify(events, parser) is None
+    assert failure.diagnose(events, parser) is None
     # an error in the log says more than the signal SGLang's launcher killed itself with
     _, oom = parse(LOGS / "oom_kv_cache.log")
-    got = failure.classify(oom, None, signal=9)
+    got = failure.diagnose(oom, None, signal=9)
     assert got is not None and got["class"] == "oom_kv_cache"
 
 
@@ -109,7 +109,7 @@ def test_each_cause_gets_its_documented_next_move(name: str) -> None:
     from dsv4tui.core.server import next_move
 
     parser, events = parse(LOGS / name)
-    move = next_move.suggest(failure.classify(events, parser))
+    move = next_move.suggest(failure.diagnose(events, parser))
     assert move is not None
     want = MOVES[name]
     if want is None:
@@ -124,7 +124,7 @@ def test_the_move_starts_from_what_ran_and_keeps_the_other_changes() -> None:
     from dsv4tui.core.server import next_move
 
     parser, events = parse(LOGS / "oom_cuda_graph.log")
-    fail = failure.classify(events, parser)
+    fail = failure.diagnose(events, parser)
     ran = ["python3", "-m", "sglang.launch_server", "--cuda-graph-max-bs-decode", "96"]
     move = next_move.suggest(fail, ran)
     assert move is not None and (move.from_, move.to) == ("96", "48")
@@ -138,7 +138,7 @@ def test_no_kernel_image_suggests_a_backend_for_the_checkpoint_and_the_gpu() -> 
     from dsv4tui.core.server import next_move
 
     parser, events = parse(LOGS / "no_kernel_image.log")
-    fail = failure.classify(events, parser)
+    fail = failure.diagnose(events, parser)
     nvfp4 = {"checkpoint": "NVFP4", "moe_runner_backend": None}
     move = next_move.suggest(fail, [], nvfp4, "12.0")  # the log says what ran
     assert move is not None and move.backend == "triton"
@@ -149,7 +149,7 @@ def test_no_kernel_image_suggests_a_backend_for_the_checkpoint_and_the_gpu() -> 
     assert auto is not None and (auto.from_, auto.backend) == ("auto", "triton")
     # the attention kernels had no image (issue 748, sm_75): no MoE backend to suggest
     parser, events = parse(LOGS / "real/issue748_bare_no_kernel_image.log")
-    other = next_move.suggest(failure.classify(events, parser), [], nvfp4)
+    other = next_move.suggest(failure.diagnose(events, parser), [], nvfp4)
     assert other is not None and not other.runnable and "attention" in other.cause
 
 

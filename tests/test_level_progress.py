@@ -44,7 +44,7 @@ def test_the_running_aggregate_has_the_final_levels_numbers() -> None:
                 assert agg[key] == final[key], (k, key)
             assert agg["ttft_ms"] == {q: final["ttft_ms"][q] for q in ("p50", "p99")}
             assert agg["tpot_ms"]["p50"] == final["tpot_ms"]["p50"]
-            assert agg["in_flight"] == 5 and set(agg) <= set(ev_t.LevelProgress.__annotations__)
+            assert agg["in_flight"] == 5 and set(agg) <= set(ev_t.LevelProgressEvent.__annotations__)
 
 
 def test_the_aggregate_goes_out_only_when_a_request_finished() -> None:

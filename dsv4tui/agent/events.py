@@ -19,7 +19,7 @@ class Event(TypedDict, total=False):
     run: str
 
 
-class CampaignStart(Event, total=False):
+class CampaignStartEvent(Event, total=False):
     id: str
     name: str
     kind: str  # campaign | sweep
@@ -30,23 +30,23 @@ class CampaignStart(Event, total=False):
     attempt: int
 
 
-class CampaignResume(Event, total=False):
+class CampaignResumeEvent(Event, total=False):
     attempt: int
 
 
-class VariantStart(Event, total=False):
+class VariantStartEvent(Event, total=False):
     name: str
     restart: bool
 
 
-class VariantEnd(Event, total=False):
+class VariantEndEvent(Event, total=False):
     name: str
     state: str  # done | partial | failed | cancelled | skipped
     reason: Optional[str]
     error_lines: List[str]
 
 
-class LaunchStart(Event, total=False):
+class LaunchStartEvent(Event, total=False):
     profile_name: str
     backend: str
     checkpoint: str
@@ -55,7 +55,7 @@ class LaunchStart(Event, total=False):
     profile: Dict[str, Any]
 
 
-class LaunchEnd(Event, total=False):
+class LaunchEndEvent(Event, total=False):
     ok: bool
     pid: int
     startup_s: float
@@ -67,7 +67,7 @@ class LaunchEnd(Event, total=False):
     phases: List[Dict[str, Any]]  # the startup's phases, as the log gave them
 
 
-class LaunchRetry(Event, total=False):
+class LaunchRetryEvent(Event, total=False):
     """``on_failure = "retry-suggested"``: a failed start's cause and the one-flag move tried
     once (``move`` None: this cause has no flag to change, nothing retried)."""
 
@@ -78,7 +78,7 @@ class LaunchRetry(Event, total=False):
     retry: Optional[str]  # the retry's launch key
 
 
-class ServerStep(Event, total=False):
+class ServerStepEvent(Event, total=False):
     """``stopping``, ``stopped``, ``started``, ``status``: a restart as ``server start
     --wait-ready`` emits it (core/server/startup.py reads the steps)."""
 
@@ -90,7 +90,7 @@ class LogEvent(Event, total=False):
     event: Dict[str, Any]  # the parsed log line: kind (phase, decode, ...), name, duration_s
 
 
-class RunStart(Event, total=False):
+class RunStartEvent(Event, total=False):
     repeat: int
     label: str
     plan: Dict[str, Any]
@@ -99,19 +99,19 @@ class RunStart(Event, total=False):
     meta: Dict[str, Any]  # what runs: source, backend, checkpoint, sglang_version, pid, ...
 
 
-class RunEnd(Event, total=False):
+class RunEndEvent(Event, total=False):
     status: str  # done | partial | failed | cancelled | interrupted
     reason: Optional[str]
     error_lines: List[str]
 
 
-class BenchTarget(Event, total=False):
+class BenchTargetEvent(Event, total=False):
     url: str
     model: str
     server_version: str
 
 
-class SanityCase(Event, total=False):
+class SanityCaseEvent(Event, total=False):
     index: int
     name: str
     prompt: str
@@ -122,30 +122,30 @@ class SanityCase(Event, total=False):
     error: Optional[str]
 
 
-class Sanity(Event, total=False):
+class SanityEvent(Event, total=False):
     passed: bool
     total: int
     failed: int
 
 
-class Canary(Event, total=False):
+class CanaryEvent(Event, total=False):
     correct: int
     total: int
     share: float
     source: str
 
 
-class CanaryGate(Event, total=False):
+class CanaryGateEvent(Event, total=False):
     passed: bool
     text: str
 
 
-class Notice(Event, total=False):
+class NoticeEvent(Event, total=False):
     kind: str
     message: str
 
 
-class LevelPrep(Event, total=False):
+class LevelPrepEvent(Event, total=False):
     level: int
     name: str
     phase: str  # preparing | warmup
@@ -153,14 +153,14 @@ class LevelPrep(Event, total=False):
     announce: bool
 
 
-class LevelStart(Event, total=False):
+class LevelStartEvent(Event, total=False):
     level: int
     name: str
     concurrency: int
     requests: int
 
 
-class Request(Event, total=False):
+class RequestEvent(Event, total=False):
     level: int
     index: int
     ok: bool
@@ -171,7 +171,7 @@ class Request(Event, total=False):
     error_kind: Optional[str]
 
 
-class LevelProgress(Event, total=False):
+class LevelProgressEvent(Event, total=False):
     """The running level's aggregate, about once a second (agent/bench/progress.py): the
     final ``level``'s formulas over the requests finished so far."""
 
@@ -188,7 +188,7 @@ class LevelProgress(Event, total=False):
     tpot_ms: Dict[str, Optional[float]]  # p50
 
 
-class Level(Event, total=False):
+class LevelEvent(Event, total=False):
     level: int
     name: str
     concurrency: int
@@ -207,34 +207,34 @@ class Level(Event, total=False):
     errors_by_kind: Dict[str, int]
 
 
-class LevelGpus(Event, total=False):
+class LevelGpusEvent(Event, total=False):
     level: int
     gpus: List[Dict[str, Any]]
     final: bool
 
 
-class SweepEnd(Event, total=False):
+class SweepEndEvent(Event, total=False):
     status: str
     reason: Optional[str]
 
 
-class CampaignEnd(Event, total=False):
+class CampaignEndEvent(Event, total=False):
     state: str  # done | failed | cancelled
     reason: Optional[str]
     server: Dict[str, Any]  # running, pid, text
 
 
-class JournalPos(Event, total=False):
+class JournalPosEvent(Event, total=False):
     offset: int
 
 
-class JournalTorn(Event, total=False):
+class JournalTornEvent(Event, total=False):
     offset: int
     end: int
     text: str
 
 
-class JournalEnd(Event, total=False):
+class JournalEndEvent(Event, total=False):
     state: str  # done | failed | cancelled | interrupted | running
     reason: Optional[str]
     offset: int
@@ -242,15 +242,16 @@ class JournalEnd(Event, total=False):
 
 # type -> its declaration: the events the console folds (core/campaign/reducer.py)
 EVENTS: Dict[str, Any] = {
-    "campaign_start": CampaignStart, "campaign_resume": CampaignResume,
-    "variant_start": VariantStart, "variant_end": VariantEnd,
-    "launch_start": LaunchStart, "launch_end": LaunchEnd, "launch_retry": LaunchRetry,
-    "log_event": LogEvent,
-    "stopping": ServerStep, "stopped": ServerStep, "started": ServerStep, "status": ServerStep,
-    "run_start": RunStart, "run_end": RunEnd, "bench_target": BenchTarget,
-    "sanity_case": SanityCase, "sanity": Sanity, "canary": Canary, "canary_gate": CanaryGate,
-    "notice": Notice, "level_prep": LevelPrep, "level_start": LevelStart, "request": Request,
-    "level_progress": LevelProgress, "level": Level, "level_gpus": LevelGpus,
-    "sweep": SweepEnd, "campaign_end": CampaignEnd, "journal_pos": JournalPos,
-    "journal_torn": JournalTorn, "journal_end": JournalEnd,
+    "campaign_start": CampaignStartEvent, "campaign_resume": CampaignResumeEvent,
+    "variant_start": VariantStartEvent, "variant_end": VariantEndEvent,
+    "launch_start": LaunchStartEvent, "launch_end": LaunchEndEvent,
+    "launch_retry": LaunchRetryEvent, "log_event": LogEvent, "stopping": ServerStepEvent,
+    "stopped": ServerStepEvent, "started": ServerStepEvent, "status": ServerStepEvent,
+    "run_start": RunStartEvent, "run_end": RunEndEvent, "bench_target": BenchTargetEvent,
+    "sanity_case": SanityCaseEvent, "sanity": SanityEvent, "canary": CanaryEvent,
+    "canary_gate": CanaryGateEvent, "notice": NoticeEvent, "level_prep": LevelPrepEvent,
+    "level_start": LevelStartEvent, "request": RequestEvent, "level_progress": LevelProgressEvent,
+    "level": LevelEvent, "level_gpus": LevelGpusEvent, "sweep": SweepEndEvent,
+    "campaign_end": CampaignEndEvent, "journal_pos": JournalPosEvent,
+    "journal_torn": JournalTornEvent, "journal_end": JournalEndEvent,
 }

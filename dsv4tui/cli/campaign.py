@@ -125,17 +125,17 @@ class Printer(reducer.Reader):
     def _step(self, ev: Any) -> str:
         return f"[{int(ev.get('variant') or 0) + 1}/{len(self.names) or '?'}]"
 
-    def campaign_start(self, ev: ev_t.CampaignStart) -> None:
+    def campaign_start(self, ev: ev_t.CampaignStartEvent) -> None:
         self.names = [str(v.get("name")) for v in ev.get("variants") or []]
 
-    def campaign_resume(self, ev: ev_t.CampaignResume) -> None:
+    def campaign_resume(self, ev: ev_t.CampaignResumeEvent) -> None:
         _say(f"resumed (attempt {ev.get('attempt')})")
 
-    def variant_start(self, ev: ev_t.VariantStart) -> None:
+    def variant_start(self, ev: ev_t.VariantStartEvent) -> None:
         _say(f"{self._step(ev)} {ev.get('name')}"
              + (": restarting the server" if ev.get("restart") else ""))
 
-    def launch_start(self, ev: ev_t.LaunchStart) -> None:
+    def launch_start(self, ev: ev_t.LaunchStartEvent) -> None:
         if ".r" not in str(ev.get("launch") or ""):
             return
         repeat = str(ev.get("launch")).split(".r")[1].split(".")[0]
@@ -151,7 +151,7 @@ class Printer(reducer.Reader):
         _say(f"    {inner.get('name'):<13} {dur:7.2f} s" if dur is not None
              else f"    {inner.get('name')}")
 
-    def launch_end(self, ev: ev_t.LaunchEnd) -> None:
+    def launch_end(self, ev: ev_t.LaunchEndEvent) -> None:
         if ev.get("ok"):
             _say(f"    ready: {startup_text(ev.get('startup_s'))}, pid {ev.get('pid')}")
             return
@@ -160,34 +160,34 @@ class Printer(reducer.Reader):
         for line in self.shown:
             _say(f"      | {line}")
 
-    def launch_retry(self, ev: ev_t.LaunchRetry) -> None:  # on_failure = "retry-suggested"
+    def launch_retry(self, ev: ev_t.LaunchRetryEvent) -> None:  # on_failure = "retry-suggested"
         move = ev.get("move") or {}
         _say(f"    cause: {ev.get('cause')}")
         _say(f"    retrying once with {move['flag']} {move['from']} -> {move['to']}"
              if move else "    no flag to change for this cause: not retried")
 
-    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+    def sanity_case(self, ev: ev_t.SanityCaseEvent) -> None:
         mark = "PASS" if ev.get("passed") else "FAIL"
         _say(f"    sanity {mark} {ev.get('name')}: {(ev.get('answer') or '').strip()[:40]!r}")
 
-    def canary(self, ev: ev_t.Canary) -> None:
+    def canary(self, ev: ev_t.CanaryEvent) -> None:
         _say(f"    canary {ev.get('correct')}/{ev.get('total')} correct "
              f"({100 * float(ev.get('share') or 0):.1f} %, {ev.get('source')})")
 
-    def canary_gate(self, ev: ev_t.CanaryGate) -> None:
+    def canary_gate(self, ev: ev_t.CanaryGateEvent) -> None:
         _say(f"    canary gate {'PASS' if ev.get('passed') else 'FAIL'}: {ev.get('text')}")
 
-    def level(self, ev: ev_t.Level) -> None:
+    def level(self, ev: ev_t.LevelEvent) -> None:
         tok = ev.get("output_tok_s")
         _say(f"    C={ev.get('concurrency'):<4} {ev.get('completed')}/{ev.get('requests')} "
              f"{ev.get('status') or ('partial' if ev.get('partial') else 'done')}"
              + (f"  {tok:.1f} tok/s" if tok is not None else ""))
 
-    def run_end(self, ev: ev_t.RunEnd) -> None:
+    def run_end(self, ev: ev_t.RunEndEvent) -> None:
         if ev.get("status") != "done":
             _say(f"    run {ev.get('status')}: {ev.get('reason')}")
 
-    def variant_end(self, ev: ev_t.VariantEnd) -> None:
+    def variant_end(self, ev: ev_t.VariantEndEvent) -> None:
         _say(f"    -> {ev.get('state')}" + (f": {ev.get('reason')}" if ev.get("reason")
                                               else ""))
         lines = (ev.get("error_lines") or [])[-5:]
@@ -195,10 +195,10 @@ class Printer(reducer.Reader):
             for line in lines:
                 _say(f"      | {line}")
 
-    def notice(self, ev: ev_t.Notice) -> None:
+    def notice(self, ev: ev_t.NoticeEvent) -> None:
         _say(f"note: {ev.get('message')}")
 
-    def journal_torn(self, ev: ev_t.JournalTorn) -> None:
+    def journal_torn(self, ev: ev_t.JournalTornEvent) -> None:
         _say(f"warning: a torn journal line at byte {ev.get('offset')} was skipped: "
              f"{ev.get('text')!r}")
 

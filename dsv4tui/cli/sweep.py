@@ -152,10 +152,10 @@ class Progress(reducer.Reader):
         self.note(f"warning: journal event {ev.get('seq')} ({ev.get('event_type')}) could not "
                   f"be stored: {ev.get('error')}")
 
-    def notice(self, ev: ev_t.Notice) -> None:
+    def notice(self, ev: ev_t.NoticeEvent) -> None:
         self.note(f"note: {ev.get('message')}")
 
-    def level_prep(self, ev: ev_t.LevelPrep) -> None:
+    def level_prep(self, ev: ev_t.LevelPrepEvent) -> None:
         """Before the level's first request: its prompts, its warm-up."""
         text = str(ev.get("message") or "")
         if self.tty:
@@ -163,17 +163,17 @@ class Progress(reducer.Reader):
         elif ev.get("announce"):
             print(text, file=self.stream, flush=True)
 
-    def level_start(self, ev: ev_t.LevelStart) -> None:
+    def level_start(self, ev: ev_t.LevelStartEvent) -> None:
         self.current, self.done, self.errors = dict(ev), 0, 0
         self._line()
 
-    def request(self, ev: ev_t.Request) -> None:
+    def request(self, ev: ev_t.RequestEvent) -> None:
         if self.current is not None:
             self.done += 1
             self.errors += not ev.get("ok")
             self._line()
 
-    def level(self, ev: ev_t.Level) -> None:
+    def level(self, ev: ev_t.LevelEvent) -> None:
         tok_s = ev.get("output_tok_s")
         ttft = (ev.get("ttft_ms") or {}).get("p50")
         tail = f"  {tok_s:.1f} tok/s" if tok_s is not None else ""
@@ -187,7 +187,7 @@ class Progress(reducer.Reader):
         self._line(final=tail)
         self.current = None
 
-    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+    def sanity_case(self, ev: ev_t.SanityCaseEvent) -> None:
         mark = "ok" if ev.get("passed") else "FAILED"
         print(f"sanity {ev.get('name')}: {mark} ({(ev.get('answer') or '').strip()[:40]!r})",
               file=self.stream, flush=True)

@@ -159,13 +159,13 @@ class _SanityRead(reducer.Reader):
         self.results: list[dict[str, Any]] = []
         self.final: dict[str, Any] | None = None
 
-    def bench_target(self, ev: ev_t.BenchTarget) -> None:
+    def bench_target(self, ev: ev_t.BenchTargetEvent) -> None:
         self.model = ev.get("model") or self.model
 
-    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+    def sanity_case(self, ev: ev_t.SanityCaseEvent) -> None:
         self.results.append(dict(ev))
 
-    def sanity(self, ev: ev_t.Sanity) -> None:
+    def sanity(self, ev: ev_t.SanityEvent) -> None:
         self.final = dict(ev)
 
 

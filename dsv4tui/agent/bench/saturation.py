@@ -103,7 +103,7 @@ class MetricsSampler:
             except OSError:
                 pass
             workers.reap(self.pid, 2.0)
-        reader = workers.Reader(self._fd)
+        reader = workers.FrameReader(self._fd)
         samples: List[Sample] = []
         while True:
             got = reader.read()

@@ -87,7 +87,7 @@ def send_obj(fd: int, obj: Any) -> None:
         view = view[n:]
 
 
-class Reader:
+class FrameReader:
     """Incremental reader of length-prefixed pickles from a non-blocking fd."""
 
     def __init__(self, fd: int) -> None:
@@ -223,7 +223,7 @@ async def run_spread(work: Work, workers: int, deliver: Callable[[Dict[str, Any]
             os.close(ctrl_r)
             os.close(res_w)
             os.set_blocking(res_r, False)
-            kids.append({"k": k, "pid": pid, "ctrl": ctrl_w, "reader": Reader(res_r),
+            kids.append({"k": k, "pid": pid, "ctrl": ctrl_w, "reader": FrameReader(res_r),
                          "ready": False, "ended": False, "dead": False, "gone": False,
                          "requests": 0})
             out.pids.append(pid)
@@ -420,7 +420,7 @@ async def _work(work: Work, flow: Flow, k: int, share: int, indices: Optional[Li
     go: "asyncio.Future[Any]" = loop.create_future()
     stop = asyncio.Event()
     os.set_blocking(ctrl_fd, False)
-    reader = Reader(ctrl_fd)
+    reader = FrameReader(ctrl_fd)
 
     def on_ctrl() -> None:
         for msg in reader.read():

@@ -1,6 +1,6 @@
 """Why a server start failed: one class per cause, from the parsed log and how it exited.
 
-:func:`classify` takes a :class:`logparse.LogParser`'s events (and the parser, for the phase
+:func:`diagnose` takes a :class:`logparse.LogParser`'s events (and the parser, for the phase
 the failure came in) plus the exit code or signal, and names the cause: an OOM while capturing
 CUDA graphs, loading weights, allocating the KV cache (or no room left for it), or running a
 prefill; NCCL / distributed init failing or timing out (a rank that never joined); no kernel
@@ -120,7 +120,7 @@ def signal_name(num: Any) -> str:
         return "signal %s" % num
 
 
-def classify(events: Iterable[Event], parser: Optional[LogParser] = None,
+def diagnose(events: Iterable[Event], parser: Optional[LogParser] = None,
              exit_code: Optional[int] = None, signal: Optional[int] = None
              ) -> Optional[Dict[str, Any]]:
     """The failure's class and a one-line cause, or None when nothing failed (no error in the

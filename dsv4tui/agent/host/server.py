@@ -686,7 +686,7 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
         base.update(state="crashed", phase=parser.current_phase, exit_code=rec.get("exit_code"),
                     signal=rec.get("signal"), ended_at=rec.get("time"),
                     failed_in=parser.failed_in, cause=logparse.root_cause(info["events"]),
-                    failure=failure.classify(info["events"], parser, rec.get("exit_code"),
+                    failure=failure.diagnose(info["events"], parser, rec.get("exit_code"),
                                              rec.get("signal")),
                     last_errors=logparse.error_lines(info["events"]), tail=info["tail"])
         return base

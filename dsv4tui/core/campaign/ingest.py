@@ -131,11 +131,11 @@ class Collector(reducer.Reader):
         reducer.fold(self, ev)
 
     # -- the journal's events, each into the store (reducer.Reader's callbacks) ----------------
-    def journal_pos(self, ev: ev_t.JournalPos) -> None:
+    def journal_pos(self, ev: ev_t.JournalPosEvent) -> None:
         self.offset = int(ev.get("offset") or 0)
         cstore.update(self.store, self.cid, offset=self.offset)
 
-    def campaign_start(self, ev: ev_t.CampaignStart) -> None:
+    def campaign_start(self, ev: ev_t.CampaignStartEvent) -> None:
         store, cid = self.store, self.cid
         variants: list[dict[str, Any]] = [
             {"name": v.get("name"), "label": v.get("label"), "state": "pending", "runs": [],
@@ -154,21 +154,21 @@ class Collector(reducer.Reader):
                           "repeats": ev.get("repeats")})  # kept when the console had one
         self.state = "running"
 
-    def campaign_resume(self, ev: ev_t.CampaignResume) -> None:
+    def campaign_resume(self, ev: ev_t.CampaignResumeEvent) -> None:
         self.detail["attempt"] = ev.get("attempt")
         self._dirty = True
         # why it stopped (a full disk, a killed runner) is past: its runs keep their reasons
         cstore.update(self.store, self.cid, state="running", clear_error=True)
         self.state = "running"
 
-    def variant_start(self, ev: ev_t.VariantStart) -> None:
+    def variant_start(self, ev: ev_t.VariantStartEvent) -> None:
         v = self._variant(ev.get("variant"))
         v.update(state="restarting" if ev.get("restart") else "running", reason=None,
                  name=ev.get("name") or v.get("name"), started_at=ev.get("t"))
         self.detail["current"] = ev.get("variant")
         self._dirty = True
 
-    def launch_start(self, ev: ev_t.LaunchStart) -> None:
+    def launch_start(self, ev: ev_t.LaunchStartEvent) -> None:
         key = str(ev.get("launch"))
         self.launches[key] = cstore.add_launch(
             self.store, self.cid, key, host=self.host, profile_name=ev.get("profile_name"),
@@ -176,49 +176,49 @@ class Collector(reducer.Reader):
             checkpoint=ev.get("checkpoint"), changes=ev.get("changes"),
             argv=ev.get("argv"), created_at=ev.get("t"))
 
-    def launch_end(self, ev: ev_t.LaunchEnd) -> None:
+    def launch_end(self, ev: ev_t.LaunchEndEvent) -> None:
         lid = self.launches.get(str(ev.get("launch")))
         if lid is not None:
             cstore.end_launch(self.store, lid, ok=bool(ev.get("ok")), startup_s=ev.get(
                 "startup_s"), error=ev.get("error"), pid=ev.get("pid"),
                 started_at=ev.get("started_at"), phases=ev.get("phases"))
 
-    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+    def sanity_case(self, ev: ev_t.SanityCaseEvent) -> None:
         rid = self._run_id(ev)
         url, model = self.run_target.get(str(ev.get("run")), (None, None))
         cstore.add_sanity(self.store, self.cid, int(ev.get("seq") or 0), ev, host=self.host,
                           url=url, model=model, run_id=rid)
 
-    def sanity(self, ev: ev_t.Sanity) -> None:
+    def sanity(self, ev: ev_t.SanityEvent) -> None:
         rid = self._run_id(ev)
         if rid is not None:
             self.store.update_run(rid, sanity_passed=bool(ev.get("passed")))
 
-    def canary(self, ev: ev_t.Canary) -> None:  # the run's accuracy canary
+    def canary(self, ev: ev_t.CanaryEvent) -> None:  # the run's accuracy canary
         rid = self._run_id(ev)
         if rid is not None:
             cstore.set_canary(self.store, rid, _own_fields(ev))
 
-    def canary_gate(self, ev: ev_t.CanaryGate) -> None:
+    def canary_gate(self, ev: ev_t.CanaryGateEvent) -> None:
         rid = self._run_id(ev)
         if rid is not None:
             cstore.set_canary(self.store, rid, {"gate": _own_fields(ev)})
 
-    def bench_target(self, ev: ev_t.BenchTarget) -> None:
+    def bench_target(self, ev: ev_t.BenchTargetEvent) -> None:
         rid = self._run_id(ev)
         if rid is not None:
             fields = {k: ev[k] for k in ("model", "url", "server_version")
                       if ev.get(k) is not None}
             self.store.update_run(rid, **fields)
 
-    def request(self, ev: ev_t.Request) -> None:
+    def request(self, ev: ev_t.RequestEvent) -> None:
         rid = self._run_id(ev)
         if rid is not None:
             self.store.add_request(rid, ev)
 
     # level_progress is not stored: the requests and the final level are
 
-    def level(self, ev: ev_t.Level) -> None:
+    def level(self, ev: ev_t.LevelEvent) -> None:
         rid = self._run_id(ev)
         if isinstance(ev.get("started_at"), (int, float)) and \
                 isinstance(ev.get("finished_at"), (int, float)):
@@ -227,15 +227,15 @@ class Collector(reducer.Reader):
         if rid is not None:
             self.store.add_level(rid, ev)
 
-    def level_gpus(self, ev: ev_t.LevelGpus) -> None:
+    def level_gpus(self, ev: ev_t.LevelGpusEvent) -> None:
         rid = self._run_id(ev)
         if rid is not None and ev.get("gpus"):
             self.store.set_level_gpus(rid, int(ev.get("level") or 0), self._every_node(ev))
 
-    def run_start(self, ev: ev_t.RunStart) -> None:
+    def run_start(self, ev: ev_t.RunStartEvent) -> None:
         self._run_start(ev, self._told)
 
-    def run_end(self, ev: ev_t.RunEnd) -> None:
+    def run_end(self, ev: ev_t.RunEndEvent) -> None:
         rid = self._run_id(ev)
         if rid is not None:
             cstore.finish_run(self.store, rid, str(ev.get("status") or "failed"),
@@ -243,13 +243,13 @@ class Collector(reducer.Reader):
         self._told.append({"type": "run_finished", "run": ev.get("run"), "run_id": rid,
                            "status": ev.get("status"), "error": ev.get("reason")})
 
-    def variant_end(self, ev: ev_t.VariantEnd) -> None:
+    def variant_end(self, ev: ev_t.VariantEndEvent) -> None:
         v = self._variant(ev.get("variant"))
         v.update(state=ev.get("state"), reason=ev.get("reason"),
                  error_lines=ev.get("error_lines") or [], ended_at=ev.get("t"))
         self._dirty = True
 
-    def campaign_end(self, ev: ev_t.CampaignEnd) -> None:
+    def campaign_end(self, ev: ev_t.CampaignEndEvent) -> None:
         self.state = str(ev.get("state") or "done")
         self.detail["server"] = ev.get("server")
         self.detail["current"] = None
@@ -259,13 +259,13 @@ class Collector(reducer.Reader):
         cstore.update(self.store, self.cid, state=self.state,
                       ended_at=ev.get("t") or time.time(), error=ev.get("reason"))
 
-    def journal_torn(self, ev: ev_t.JournalTorn) -> None:
+    def journal_torn(self, ev: ev_t.JournalTornEvent) -> None:
         torn = self.detail["torn"]
         if all(t.get("offset") != ev.get("offset") for t in torn):
             torn.append({k: ev.get(k) for k in ("offset", "end", "text")})
             self._dirty = True
 
-    def journal_end(self, ev: ev_t.JournalEnd) -> None:
+    def journal_end(self, ev: ev_t.JournalEndEvent) -> None:
         state = str(ev.get("state") or "")
         if state in FINAL_STATES and self.state == "running":
             self.state = state
@@ -288,7 +288,7 @@ class Collector(reducer.Reader):
         for rid in cstore.open_runs(self.store, self.cid):
             cstore.finish_run(self.store, rid, "interrupted", reason, at)
 
-    def _run_start(self, ev: ev_t.RunStart, told: list[dict[str, Any]]) -> None:
+    def _run_start(self, ev: ev_t.RunStartEvent, told: list[dict[str, Any]]) -> None:
         key = str(ev.get("run"))
         meta = ev.get("meta") or {}
         launch_id = self.launches.get(str(ev.get("launch"))) if ev.get("launch") else None

@@ -47,34 +47,34 @@ class IngestError(TypedDict, total=False):
 class Reader:
     """Does nothing with any event; subclasses override the callbacks they read."""
 
-    def campaign_start(self, ev: ev_t.CampaignStart) -> Any: return None
-    def campaign_resume(self, ev: ev_t.CampaignResume) -> Any: return None
-    def variant_start(self, ev: ev_t.VariantStart) -> Any: return None
-    def variant_end(self, ev: ev_t.VariantEnd) -> Any: return None
-    def launch_start(self, ev: ev_t.LaunchStart) -> Any: return None
-    def launch_end(self, ev: ev_t.LaunchEnd) -> Any: return None
-    def launch_retry(self, ev: ev_t.LaunchRetry) -> Any: return None
-    def server_step(self, ev: ev_t.ServerStep) -> Any: return None  # stopping .. status
+    def campaign_start(self, ev: ev_t.CampaignStartEvent) -> Any: return None
+    def campaign_resume(self, ev: ev_t.CampaignResumeEvent) -> Any: return None
+    def variant_start(self, ev: ev_t.VariantStartEvent) -> Any: return None
+    def variant_end(self, ev: ev_t.VariantEndEvent) -> Any: return None
+    def launch_start(self, ev: ev_t.LaunchStartEvent) -> Any: return None
+    def launch_end(self, ev: ev_t.LaunchEndEvent) -> Any: return None
+    def launch_retry(self, ev: ev_t.LaunchRetryEvent) -> Any: return None
+    def server_step(self, ev: ev_t.ServerStepEvent) -> Any: return None  # stopping .. status
     def log_event(self, ev: ev_t.LogEvent) -> Any: return None
-    def run_start(self, ev: ev_t.RunStart) -> Any: return None
-    def run_end(self, ev: ev_t.RunEnd) -> Any: return None
-    def bench_target(self, ev: ev_t.BenchTarget) -> Any: return None
-    def sanity_case(self, ev: ev_t.SanityCase) -> Any: return None
-    def sanity(self, ev: ev_t.Sanity) -> Any: return None
-    def canary(self, ev: ev_t.Canary) -> Any: return None
-    def canary_gate(self, ev: ev_t.CanaryGate) -> Any: return None
-    def notice(self, ev: ev_t.Notice) -> Any: return None
-    def level_prep(self, ev: ev_t.LevelPrep) -> Any: return None
-    def level_start(self, ev: ev_t.LevelStart) -> Any: return None
-    def request(self, ev: ev_t.Request) -> Any: return None
-    def level_progress(self, ev: ev_t.LevelProgress) -> Any: return None
-    def level(self, ev: ev_t.Level) -> Any: return None
-    def level_gpus(self, ev: ev_t.LevelGpus) -> Any: return None
-    def sweep(self, ev: ev_t.SweepEnd) -> Any: return None
-    def campaign_end(self, ev: ev_t.CampaignEnd) -> Any: return None
-    def journal_pos(self, ev: ev_t.JournalPos) -> Any: return None
-    def journal_torn(self, ev: ev_t.JournalTorn) -> Any: return None
-    def journal_end(self, ev: ev_t.JournalEnd) -> Any: return None
+    def run_start(self, ev: ev_t.RunStartEvent) -> Any: return None
+    def run_end(self, ev: ev_t.RunEndEvent) -> Any: return None
+    def bench_target(self, ev: ev_t.BenchTargetEvent) -> Any: return None
+    def sanity_case(self, ev: ev_t.SanityCaseEvent) -> Any: return None
+    def sanity(self, ev: ev_t.SanityEvent) -> Any: return None
+    def canary(self, ev: ev_t.CanaryEvent) -> Any: return None
+    def canary_gate(self, ev: ev_t.CanaryGateEvent) -> Any: return None
+    def notice(self, ev: ev_t.NoticeEvent) -> Any: return None
+    def level_prep(self, ev: ev_t.LevelPrepEvent) -> Any: return None
+    def level_start(self, ev: ev_t.LevelStartEvent) -> Any: return None
+    def request(self, ev: ev_t.RequestEvent) -> Any: return None
+    def level_progress(self, ev: ev_t.LevelProgressEvent) -> Any: return None
+    def level(self, ev: ev_t.LevelEvent) -> Any: return None
+    def level_gpus(self, ev: ev_t.LevelGpusEvent) -> Any: return None
+    def sweep(self, ev: ev_t.SweepEndEvent) -> Any: return None
+    def campaign_end(self, ev: ev_t.CampaignEndEvent) -> Any: return None
+    def journal_pos(self, ev: ev_t.JournalPosEvent) -> Any: return None
+    def journal_torn(self, ev: ev_t.JournalTornEvent) -> Any: return None
+    def journal_end(self, ev: ev_t.JournalEndEvent) -> Any: return None
     # what ingest tells besides the journal's events
     def run_stored(self, ev: RunStored) -> Any: return None
     def run_finished(self, ev: RunFinished) -> Any: return None

@@ -90,16 +90,16 @@ class SweepWatch(reducer.Reader):
         if self.then is not None:
             self.then(ev)
 
-    def sanity_case(self, ev: ev_t.SanityCase) -> None:
+    def sanity_case(self, ev: ev_t.SanityCaseEvent) -> None:
         self.cases.append(dict(ev))
 
-    def sanity(self, ev: ev_t.Sanity) -> None:
+    def sanity(self, ev: ev_t.SanityEvent) -> None:
         self.sanity_passed = bool(ev.get("passed"))
 
-    def level(self, ev: ev_t.Level) -> None:
+    def level(self, ev: ev_t.LevelEvent) -> None:
         self.levels[int(ev.get("level") or 0)] = dict(ev)
 
-    def run_start(self, ev: ev_t.RunStart) -> None:
+    def run_start(self, ev: ev_t.RunStartEvent) -> None:
         self.meta = dict(ev.get("meta") or {})
 
     def run_stored(self, ev: reducer.RunStored) -> None:
@@ -107,20 +107,20 @@ class SweepWatch(reducer.Reader):
         if isinstance(self.run_id, int) and self.run_id not in self.run_ids:
             self.run_ids.append(self.run_id)
 
-    def run_end(self, ev: ev_t.RunEnd) -> None:
+    def run_end(self, ev: ev_t.RunEndEvent) -> None:
         self.status, self.reason = str(ev.get("status") or "failed"), ev.get("reason")
         if self.status == "failed" and (self.reason or "").startswith("sanity could not"):
             self.sanity_error = self.reason
 
-    def variant_end(self, ev: ev_t.VariantEnd) -> None:
+    def variant_end(self, ev: ev_t.VariantEndEvent) -> None:
         if self.status is None:
             self.status, self.reason = str(ev.get("state") or "failed"), ev.get("reason")
 
-    def notice(self, ev: ev_t.Notice) -> None:
+    def notice(self, ev: ev_t.NoticeEvent) -> None:
         if ev.get("message"):
             self.notices.append(str(ev["message"]))
 
-    def journal_end(self, ev: ev_t.JournalEnd) -> None:
+    def journal_end(self, ev: ev_t.JournalEndEvent) -> None:
         self.end_state = str(ev.get("state") or "")
         if self.status is None:
             self.status, self.reason = self.end_state, ev.get("reason")

@@ -129,7 +129,7 @@ class _CampaignFold(reducer.Reader):
     def _v(self, ev: Any) -> VariantView | None:
         return self.cv.variant(ev.get("variant")) if "variant" in ev else None
 
-    def campaign_start(self, ev: ev_t.CampaignStart) -> bool:
+    def campaign_start(self, ev: ev_t.CampaignStartEvent) -> bool:
         cv = self.cv
         plan = ev.get("plan") or {}
         cv.levels = [(int(c), int(n)) for c, n in plan.get("levels") or []]
@@ -145,12 +145,12 @@ class _CampaignFold(reducer.Reader):
             cv.started = self.now
         return True
 
-    def campaign_resume(self, ev: ev_t.CampaignResume) -> bool:
+    def campaign_resume(self, ev: ev_t.CampaignResumeEvent) -> bool:
         cv = self.cv
         cv.state, cv.ended, cv.detail = "running", None, f"resumed (attempt {ev.get('attempt')})"
         return True
 
-    def variant_start(self, ev: ev_t.VariantStart) -> bool:
+    def variant_start(self, ev: ev_t.VariantStartEvent) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -170,7 +170,7 @@ class _CampaignFold(reducer.Reader):
             return True
         return False
 
-    def launch_end(self, ev: ev_t.LaunchEnd) -> bool:
+    def launch_end(self, ev: ev_t.LaunchEndEvent) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -182,7 +182,7 @@ class _CampaignFold(reducer.Reader):
             v.error_lines = [str(x) for x in ev.get("last_errors") or []]
         return True
 
-    def run_start(self, ev: ev_t.RunStart) -> bool:
+    def run_start(self, ev: ev_t.RunStartEvent) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -202,7 +202,7 @@ class _CampaignFold(reducer.Reader):
                 return True
         return False
 
-    def sanity(self, ev: ev_t.Sanity) -> bool:
+    def sanity(self, ev: ev_t.SanityEvent) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -219,7 +219,7 @@ class _CampaignFold(reducer.Reader):
         v.state = "running"
         return v.cells[idx]
 
-    def level_start(self, ev: ev_t.LevelStart) -> bool:
+    def level_start(self, ev: ev_t.LevelStartEvent) -> bool:
         cell = self._cell(ev)
         if cell is None:
             return False
@@ -227,7 +227,7 @@ class _CampaignFold(reducer.Reader):
         cell.completed = cell.errors = 0
         return True
 
-    def request(self, ev: ev_t.Request) -> bool:
+    def request(self, ev: ev_t.RequestEvent) -> bool:
         cell = self._cell(ev)
         if cell is None:
             return False
@@ -237,7 +237,7 @@ class _CampaignFold(reducer.Reader):
             cell.errors += 1
         return True
 
-    def level(self, ev: ev_t.Level) -> bool:
+    def level(self, ev: ev_t.LevelEvent) -> bool:
         cell = self._cell(ev)
         if cell is None:
             return False
@@ -247,7 +247,7 @@ class _CampaignFold(reducer.Reader):
         cell.errors = int(ev.get("errors") or 0)
         return True
 
-    def variant_end(self, ev: ev_t.VariantEnd) -> bool:
+    def variant_end(self, ev: ev_t.VariantEndEvent) -> bool:
         v = self._v(ev)
         if v is None:
             return False
@@ -263,7 +263,7 @@ class _CampaignFold(reducer.Reader):
                 cell.state = "partial"
         return True
 
-    def campaign_end(self, ev: ev_t.CampaignEnd) -> bool:
+    def campaign_end(self, ev: ev_t.CampaignEndEvent) -> bool:
         cv = self.cv
         cv.state = str(ev.get("state") or "done")
         cv.detail = ev.get("reason")
@@ -271,11 +271,11 @@ class _CampaignFold(reducer.Reader):
         cv.ended, cv.current = self.now, None
         return True
 
-    def journal_torn(self, ev: ev_t.JournalTorn) -> bool:
+    def journal_torn(self, ev: ev_t.JournalTornEvent) -> bool:
         self.cv.torn += 1
         return True
 
-    def journal_end(self, ev: ev_t.JournalEnd) -> bool:
+    def journal_end(self, ev: ev_t.JournalEndEvent) -> bool:
         cv = self.cv
         state = str(ev.get("state") or "")
         if state in ENDED and cv.state not in ENDED:

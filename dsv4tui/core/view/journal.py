@@ -73,16 +73,16 @@ class _JournalFold(reducer.Reader):
         self.model, self.now, self.live = model, now, live
         self.fx = Effects()
 
-    def variant_start(self, ev: ev_t.VariantStart) -> None:
+    def variant_start(self, ev: ev_t.VariantStartEvent) -> None:
         """A new variant: no answer of the last one is its answer."""
         self.model.sanity = m.SanityView()
         self.fx.parts.add(SANITY)
 
-    def launch_start(self, ev: ev_t.LaunchStart) -> None:
+    def launch_start(self, ev: ev_t.LaunchStartEvent) -> None:
         """A campaign restarts the server: the Launch screen shows it."""
         self.fx.parts.update(launch.campaign_launch_begins(self.model, ev, self.now))
 
-    def server_step(self, ev: ev_t.ServerStep) -> None:
+    def server_step(self, ev: ev_t.ServerStepEvent) -> None:
         self._step(dict(ev))
 
     def log_event(self, ev: ev_t.LogEvent) -> None:
@@ -98,11 +98,11 @@ class _JournalFold(reducer.Reader):
             self.fx.follow_log = launch.step(self.model, step, self.now)
             self.fx.parts.update((STARTUP, SERVER))
 
-    def launch_end(self, ev: ev_t.LaunchEnd) -> None:
+    def launch_end(self, ev: ev_t.LaunchEndEvent) -> None:
         self.fx.parts.update(launch.campaign_launch_ended(self.model, ev, self.now))
         self.fx.refresh_status = True
 
-    def run_start(self, ev: ev_t.RunStart) -> None:
+    def run_start(self, ev: ev_t.RunStartEvent) -> None:
         """A run of the campaign begins: the Bench screen shows it."""
         model = self.model
         model.sweep = sweeps.for_run_start(ev, model.sweep, model.conn.host, self.now)

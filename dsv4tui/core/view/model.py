@@ -645,7 +645,7 @@ class _SanityFold(reducer.Reader):
     def __init__(self, s: SanityView) -> None:
         self.s = s
 
-    def sanity_case(self, ev: ev_t.SanityCase) -> bool:
+    def sanity_case(self, ev: ev_t.SanityCaseEvent) -> bool:
         s = self.s
         answer = ev.get("answer")
         s.cases.append(SanityCaseView(
@@ -654,7 +654,7 @@ class _SanityFold(reducer.Reader):
             seconds=ev.get("latency_s"), error=ev.get("error")))
         return True
 
-    def sanity(self, ev: ev_t.Sanity) -> bool:
+    def sanity(self, ev: ev_t.SanityEvent) -> bool:
         self.s.status = "passed" if ev.get("passed") else "failed"
         return True
 
@@ -664,7 +664,7 @@ class LiveLevel:
     until its ``level`` comes."""
 
     def __init__(self) -> None:
-        self.latest: ev_t.LevelProgress | None = None
+        self.latest: ev_t.LevelProgressEvent | None = None
         self.dirty = False
 
 
@@ -688,7 +688,7 @@ class _SweepFold(reducer.Reader):
         self.sw.run_id = ev.get("run_id")
         return True
 
-    def bench_target(self, ev: ev_t.BenchTarget) -> bool:
+    def bench_target(self, ev: ev_t.BenchTargetEvent) -> bool:
         sw = self.sw
         sw.status = "running"
         if sw.levels and sw.levels[0].status == "pending":
@@ -696,7 +696,7 @@ class _SweepFold(reducer.Reader):
             sw.current = 0
         return True
 
-    def level_start(self, ev: ev_t.LevelStart) -> bool:
+    def level_start(self, ev: ev_t.LevelStartEvent) -> bool:
         sw = self.sw
         idx = int(ev.get("level") or 0)
         if idx < len(sw.levels):
@@ -707,7 +707,7 @@ class _SweepFold(reducer.Reader):
             self.live[idx] = LiveLevel()
         return True
 
-    def request(self, ev: ev_t.Request) -> bool:
+    def request(self, ev: ev_t.RequestEvent) -> bool:
         lv = self._row(ev)
         if lv is None:
             return False
@@ -717,7 +717,7 @@ class _SweepFold(reducer.Reader):
             lv.errors += 1
         return True
 
-    def level_progress(self, ev: ev_t.LevelProgress) -> bool:
+    def level_progress(self, ev: ev_t.LevelProgressEvent) -> bool:
         """Kept for :func:`refresh_live_levels` (the screen's pace), not applied at once."""
         if self._row(ev) is None:
             return False
@@ -725,7 +725,7 @@ class _SweepFold(reducer.Reader):
         rec.latest, rec.dirty = ev, True
         return False
 
-    def level(self, ev: ev_t.Level) -> bool:
+    def level(self, ev: ev_t.LevelEvent) -> bool:
         sw = self.sw
         idx = int(ev.get("level") or 0)
         lv = self._row(ev)
@@ -743,7 +743,7 @@ class _SweepFold(reducer.Reader):
             sw.live.append((self.now, lv.out_tok_s))
         return True
 
-    def sweep(self, ev: ev_t.SweepEnd) -> bool:
+    def sweep(self, ev: ev_t.SweepEndEvent) -> bool:
         self.sw.detail = ev.get("reason") or self.sw.detail
         return True
 

@@ -12,7 +12,8 @@ import pytest
 
 from dsv4tui.agent.bench import stats
 from dsv4tui.core import paths
-from dsv4tui.core.store import SCHEMA_VERSION, GpuWindow, RunStore, StoreError, compare_runs, schema
+from dsv4tui.core.campaign.compare import compare_runs
+from dsv4tui.core.store import SCHEMA_VERSION, GpuWindow, RunStore, StoreError, schema
 
 
 def _request(level: int, index: int, ok: bool = True, **kw: object) -> dict:
@@ -160,15 +161,13 @@ def test_compare_runs_changes_against_the_first(tmp_path: Path) -> None:
         for label, tok_s, ttft in (("base", 100.0, 200.0), ("new", 125.0, 150.0)):
             run_id = store.start_run(label=label, host="h")
             lv = {**stats.level_metrics([_request(0, 0)], 16), "level": 0}
-            lv["output_tok_s"], lv["ttft_ms"] = tok_s, {"mean": ttft}
+            lv["output_tok_s"], lv["ttft_ms"] = tok_s, {"mean": ttft, "p50": ttft}
             store.add_level(run_id, lv)
             ids.append(run_id)
-        data = compare_runs(store, [str(i) for i in ids])
-        [row] = data["rows"]
-        assert row["concurrency"] == 16
-        base, new = row["runs"]
-        assert base["output_tok_s_pct"] == 0.0 and new["output_tok_s_pct"] == 25.0
-        assert new["ttft_ms_pct"] == -25.0 and new["tok_s_per_kw"] is None
+        base, new = compare_runs(store, [str(i) for i in ids]).rows()
+        assert base.concurrency == new.concurrency == 16 and base.is_baseline
+        assert base.changes["output_tok_s"] == 0.0 and new.changes["output_tok_s"] == 25.0
+        assert new.changes["ttft_p50_ms"] == -25.0 and new.changes["tok_s_per_kw"] is None
 
 
 @pytest.mark.e2e

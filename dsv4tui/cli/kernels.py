@@ -396,7 +396,8 @@ def compare_lines(result: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {tag} {sd['title']}{'  SIMULATED' if sd['simulated'] else ''}: "
                      f"load {sd['load'] or '-'}, batch {_ms2(sd['batch'])}, decode step "
                      f"{_ms2(sd['step_ms'])} ms GPU"
-                     + (f", {sd['tok_s']:.1f} tok/s" if sd["tok_s"] else "")
+                     + (f", {sd['tok_s']:.1f} tok/s (batch / step interval)"
+                        if sd["tok_s"] else "")
                      + ("  (batch FAR from C)" if sd["batch_far"] else ""))
     lines += [f"  {n}" for n in result["notes"]]
     lines.append("")

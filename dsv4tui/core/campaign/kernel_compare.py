@@ -70,7 +70,7 @@ def _delta(a: float | None, b: float | None) -> float | None:
 def _family_row(key: str, label: str, fa: Mapping[str, Any] | None,
                 fb: Mapping[str, Any] | None, sa: Mapping[str, Any],
                 sb: Mapping[str, Any]) -> dict[str, Any]:
-    cells = []
+    cells: list[dict[str, Any]] = []
     for f, sd in ((fa, sa), (fb, sb)):
         share = _num(f.get("share")) if f else (0.0 if f is None else None)
         step, tok = _per(share, sd)
@@ -79,9 +79,9 @@ def _family_row(key: str, label: str, fa: Mapping[str, Any] | None,
                       "tensor_cores": f.get("tensor_cores") if f else None,
                       "present": f is not None})
     a, b = cells
+    share_change = _delta(a["share"], b["share"])
     return {"family": key, "label": label, "a": a, "b": b,
-            "share_change_pt": None if _delta(a["share"], b["share"]) is None
-            else 100 * (b["share"] - a["share"]),
+            "share_change_pt": None if share_change is None else 100 * share_change,
             "step_ms_change": _delta(a["step_ms"], b["step_ms"]),
             "token_ms_change": _delta(a["token_ms"], b["token_ms"]),
             "tensor_cores": _tensor_change(a["tensor_cores"], b["tensor_cores"])
@@ -108,12 +108,12 @@ def _kernel_moves(a: Any, b: Any, sa: Mapping[str, Any], sb: Mapping[str, Any],
 
     appeared = sorted((kb[n] for n in kb if n not in ka), key=key, reverse=True)[:top]
     vanished = sorted((ka[n] for n in ka if n not in kb), key=key, reverse=True)[:top]
-    moved = []
+    moved: list[dict[str, Any]] = []
     for n in ka.keys() & kb.keys():
         x, y = ka[n], kb[n]
+        change = _delta(x["share"], y["share"])
         moved.append({"name": x["name"], "family": x["family"], "a": x, "b": y,
-                      "share_change_pt": None if _delta(x["share"], y["share"]) is None
-                      else 100 * (y["share"] - x["share"]),
+                      "share_change_pt": None if change is None else 100 * change,
                       "step_ms_change": _delta(x["step_ms"], y["step_ms"])})
     moved.sort(key=lambda m: abs(m["step_ms_change"] if m["step_ms_change"] is not None
                                  else (m["share_change_pt"] or 0.0)), reverse=True)

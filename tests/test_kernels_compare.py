@@ -124,3 +124,28 @@ def test_capture_without_a_parsed_trace(tmp_path: Path,
     assert main(["kernels", "compare", str(a), str(empty)]) != 0
     err = capsys.readouterr().err
     assert f"#{empty} has no parsed trace" in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_shows_families_next_to_tok_s_and_roofline(tmp_path: Path) -> None:
+    from test_report import seed_run
+
+    from dsv4tui.core.campaign import report
+
+    with RunStore() as st:
+        ra = seed_run(st, "MXFP4_triton", "triton", 40.0)
+        rb = seed_run(st, "NVFP4_marlin", "marlin", 30.0)
+        with st.transaction() as db:  # the roofline's inputs: 8 H200s, 13B active at 0.5 B
+            db.execute("UPDATE runs SET profile_json = ? WHERE id = ?",
+                       ('{"tp_size": 8, "active_params_b": 13, "bytes_per_param": 0.5}', rb))
+    store(sim_summary(tmp_path / "a", "triton", "MXFP4", 0.8), "triton", "MXFP4", run_id=ra)
+    store(sim_summary(tmp_path / "b", "marlin", "NVFP4", 38.0), "marlin", "NVFP4", run_id=rb)
+    with RunStore() as st:
+        rep = report.build(st, [ra, rb])
+    md, _ = report.to_markdown(rep, "r")
+    lines = [x for x in md.splitlines() if "of a decode step" in x]
+    assert len(lines) == 2
+    assert "MoE GEMM 39 % (CUDA cores)" in lines[0] and "MoE GEMM 27 % (tensor cores)" in lines[1]
+    assert all("tok/s at C=16" in x and "SIMULATED" in x for x in lines)
+    assert "roofline n/a: no active parameter count" in lines[0]
+    assert "% of the memory-bound roofline" in lines[1]
+    assert "of a decode step" in report.to_html(rep)

@@ -5,6 +5,7 @@
     dsv4tui kernels --list [HOST] [--json]   stored captures
     dsv4tui kernels --show REF [REF] [--json]   one capture, or two side by side
     dsv4tui kernels --trace PATH... [--tensor-active PCT] [--json]   parse traces here
+    dsv4tui kernels compare A B | --run R1 --run R2 [--json]   where the time moved
 
 The agent on the host runs the steady load, SGLang's /start_profile and the trace parsing;
 the summary is stored in the run store (attached to ``--run``). :func:`collect_kernels` is the
@@ -36,7 +37,9 @@ from dsv4tui.core.text_table import table
 
 def register(sub: Any) -> None:
     p = sub.add_parser("kernels")
-    p.add_argument("host", nargs="?", help="host name (its launch profile's server); or --url")
+    p.add_argument("host", nargs="*", metavar="HOST",
+                   help="host name (its launch profile's server); or --url; or "
+                   "'compare A B' (two capture refs)")
     p.add_argument("--url", help="any SGLang server; the agent runs on this machine (and must "
                    "see the server's trace directory)")
     p.add_argument("--profile", help="launch profile on HOST (default: the host's default)")
@@ -51,7 +54,9 @@ def register(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds to wait for the trace files (default 300)")
     p.add_argument("--top", type=int, default=25, help="kernels kept (default 25)")
-    p.add_argument("--run", metavar="ID", help="attach to this run (id, label or 'latest')")
+    p.add_argument("--run", metavar="ID", action="append",
+                   help="attach to this run (id, label or 'latest'); with compare, twice: "
+                   "the latest capture of each run")
     p.add_argument("--label", help="label of a capture not attached to a run")
     p.add_argument("--no-save", action="store_true", help="do not store the capture")
     mode = p.add_mutually_exclusive_group()
@@ -235,7 +240,33 @@ def _brief(item: Any) -> dict[str, Any]:
 # --- the command -----------------------------------------------------------------------------
 
 
+def _split_words(args: Any) -> None:
+    """``HOST`` or ``compare A B`` into ``args.host`` and ``args.compare``."""
+    words = list(args.host or [])
+    args.compare = None
+    if words and words[0] == "compare":
+        args.compare = words[1:]
+        args.host = None
+        return
+    if len(words) > 1:
+        raise UserError(f"kernels: one HOST, not {' '.join(words)} (or 'compare A B')",
+                        EXIT_CONFIG)
+    args.host = words[0] if words else None
+    if args.run and len(args.run) > 1:
+        raise UserError("kernels: --run once (twice only with compare)", EXIT_CONFIG)
+    args.run = args.run[0] if args.run else None
+
+
 def _check(args: Any) -> None:
+    _split_words(args)
+    if args.compare is not None:
+        if args.url or args.list or args.show or args.trace:
+            raise UserError("kernels compare takes two capture refs or --run R1 --run R2, "
+                            "nothing else", EXIT_CONFIG)
+        if len(args.compare) + len(args.run or []) != 2 or (args.compare and args.run):
+            raise UserError("kernels compare: give two captures (A B) or --run R1 --run R2",
+                            EXIT_CONFIG)
+        return
     modes = sum(bool(x) for x in (args.list, args.show, args.trace))
     if args.list:
         if args.url:
@@ -261,6 +292,8 @@ def _check(args: Any) -> None:
 
 def run(args: Any) -> int:
     _check(args)
+    if args.compare is not None:
+        return _compare(args)
     if args.list:
         return _list(args)
     if args.show:
@@ -320,6 +353,83 @@ def _show(args: Any) -> int:
         print()
         print(f"#{item.id}: " + "\n  ".join(safe_text(x) for x in launch_lines(item.summary)))
     return 0
+
+
+def _compare(args: Any) -> int:
+    from dsv4tui.core.campaign.kernel_compare import compare
+    from dsv4tui.core.store import RunStore
+    from dsv4tui.core.store import kernels as kernel_store
+
+    with RunStore() as store:
+        if args.run:
+            refs = [f"run:{resolve_run(store, r, None)}" for r in args.run]
+        else:
+            refs = list(args.compare)
+        a, b = (kernel_store.find_capture(store, ref) for ref in refs)
+    result = compare(a, b, top=5)
+    if args.json:
+        print_json(result)
+    else:
+        print("\n".join(safe_text(line) for line in compare_lines(result)))
+    return 0
+
+
+def _ms2(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _ms3(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _signed(x: float | None, unit: str, spec: str = "+.1f") -> str:
+    return "-" if x is None else f"{x:{spec}} {unit}"
+
+
+def compare_lines(result: Mapping[str, Any]) -> list[str]:
+    """``kernels compare``'s text: the two captures, the families side by side, the kernels
+    that appeared, vanished or moved most."""
+    a, b = result["a"], result["b"]
+    per_token = result["per_token"]
+    lines = [f"where the time moved: {a['title']} -> {b['title']}"]
+    for tag, sd in (("A", a), ("B", b)):
+        lines.append(f"  {tag} {sd['title']}{'  SIMULATED' if sd['simulated'] else ''}: "
+                     f"load {sd['load'] or '-'}, batch {_ms2(sd['batch'])}, decode step "
+                     f"{_ms2(sd['step_ms'])} ms GPU"
+                     + (f", {sd['tok_s']:.1f} tok/s (batch / step interval)"
+                        if sd["tok_s"] else "")
+                     + ("  (batch FAR from C)" if sd["batch_far"] else ""))
+    lines += [f"  {n}" for n in result["notes"]]
+    lines.append("")
+    headers = ["family", "A share", "B share", "change", "A ms/step", "B ms/step", "change"]
+    if per_token:
+        headers += ["A ms/token", "B ms/token", "change"]
+    headers += ["A TC", "B TC", "tensor cores"]
+    rows = []
+    for f in result["families"]:
+        fa, fb = f["a"], f["b"]
+        row = [f["label"], _pct(fa["share"]), _pct(fb["share"]),
+               _signed(f["share_change_pt"], "pt"), _ms2(fa["step_ms"]), _ms2(fb["step_ms"]),
+               _signed(f["step_ms_change"], "ms")]
+        if per_token:
+            row += [_ms3(fa["token_ms"]), _ms3(fb["token_ms"]),
+                    _signed(f["token_ms_change"], "ms", "+.3f")]
+        row += [_tc(fa["tensor_cores"]) if fa["present"] else "-",
+                _tc(fb["tensor_cores"]) if fb["present"] else "-", f["tensor_cores"]]
+        rows.append(row)
+    lines += table(rows, headers).splitlines()
+    lines.append("")
+    lines += [f"  {h}" for h in result["headline"]]
+    ks = result["kernels"]
+    for what, key in (("appeared in B", "appeared"), ("vanished from A", "vanished")):
+        for k in ks[key]:
+            sd = b if key == "appeared" else a
+            lines.append(f"  {what}: {k['name'][:60]} ({k['family']}, {_pct(k['share'])}, "
+                         f"{_ms2(k['step_ms'])} ms per step of {sd['title'].split()[0]})")
+    for m in ks["moved"]:
+        lines.append(f"  moved: {m['name'][:60]} ({m['family']}) {_pct(m['a']['share'])} -> "
+                     f"{_pct(m['b']['share'])}, {_signed(m['step_ms_change'], 'ms per step')}")
+    return lines
 
 
 def _trace(args: Any) -> int:

@@ -39,6 +39,7 @@ from dsv4tui.core.campaign import startup_phases
 from dsv4tui.core.campaign.columns import change_title, fmt_change
 from dsv4tui.core.campaign.compare import Comparison, compare_runs, sim_name
 from dsv4tui.core.campaign.export import md_cell
+from dsv4tui.core.campaign.kernel_compare import variant_line
 from dsv4tui.core.campaign.kernel_launch import run_kernel_lines
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.errors import EXIT_CONFIG, UserError
@@ -68,7 +69,7 @@ class RunFacts:
     variant: str | None = None
     launch: dict[str, Any] | None = None  # id, profile_name, startup_s, ok, error
     sanity: list[dict[str, Any]] = field(default_factory=list)
-    kernels: list[str] | None = None  # its newest kernel capture's launch note and findings
+    kernels: list[str] | None = None  # its newest capture's families, launch note, findings
 
     @property
     def has_levels(self) -> bool:
@@ -124,6 +125,9 @@ def run_facts(store: RunStore, run: Run, levels: int) -> RunFacts:
                      sanity=store.sanity_results(run_id=run.id))
     facts.sanity.sort(key=lambda c: (c.get("created_at") or 0, c.get("id") or 0))
     facts.kernels = run_kernel_lines(store, run.id)
+    families = variant_line(store, run)  # the families next to tok/s and the roofline %
+    if families is not None:
+        facts.kernels = [families, *(facts.kernels or [])[1:]]
     argv = _str_list(_loads(row.get("argv_json")))
     if argv:
         facts.argv, facts.argv_from = argv, "run"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dsv4tui.core.launchers.slurm_nodes import node_agent
 from dsv4tui.core.nodes.streams import node_column
 from dsv4tui.core.nodes.telemetry import NodeFrames
-from dsv4tui.core.telemetry import Frame, FrameError, HostTelemetry
+from dsv4tui.core.telemetry import Frame, HostTelemetry
 from dsv4tui.core.view.log_lines import Class, classes_of
 
 if TYPE_CHECKING:
@@ -83,13 +83,9 @@ class SlurmNodeStreams:
         self._tasks.append(asyncio.create_task(run()))
 
     def _frame(self, node: str, ev: dict[str, Any]) -> None:
-        if ev.get("type") != "frame":
-            return
-        try:
-            frame = Frame.from_event(ev)
-        except FrameError:
-            return
-        self.on_frame(self.frames.feed(self.telemetry, node, frame))
+        merged = self.frames.feed_event(self.telemetry, node, ev)
+        if merged is not None:
+            self.on_frame(merged)
 
     def _log(self, node: str, ev: dict[str, Any]) -> None:
         if ev.get("type") == "lines":

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
-from dsv4tui.core.telemetry import STALE_TICKS, Frame, HostTelemetry
+from dsv4tui.core.telemetry import STALE_TICKS, Frame, FrameError, HostTelemetry
 
 
 class NodeFrames:
@@ -60,3 +61,14 @@ class NodeFrames:
         telemetry.add(merged)
         telemetry.node_groups = self.groups()
         return merged
+
+    def feed_event(self, telemetry: HostTelemetry, node: str, ev: dict[str, Any]
+                   ) -> Frame | None:
+        """A node's ``telemetry`` event: the merged frame, or None (not a frame, or bad)."""
+        if ev.get("type") != "frame":
+            return None
+        try:
+            frame = Frame.from_event(ev)
+        except FrameError:
+            return None
+        return self.feed(telemetry, node, frame)

@@ -18,7 +18,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -62,13 +61,10 @@ def main() -> None:
 
     loadgen.request_event = spy  # type: ignore[assignment]
     try:
-        args = SimpleNamespace(url=url, model="known-timing", api_key_env=None, transport="raw",
-                               connect_timeout=10.0, plan_json=None, levels=f"{a.c}:{a.n}",
-                               input_len=32, output_len=64, warmup=0, temperature=None,
-                               request_timeout_s=None, stall_timeout_s=None, max_error_rate=None,
-                               seed=1, endpoint=None, no_ignore_eos=False)
-        plan = bench.build_plan(args)
-        bench.run_loop(bench.Sweep(args, plan, Collect()).run())  # type: ignore[arg-type]
+        plan = bench.checked_plan({"levels": [[a.c, a.n]], "input_len": 32, "output_len": 64,
+                                   "warmup": 0, "seed": 1})
+        target = bench.TargetSpec(url, model="known-timing")
+        bench.run_loop(bench.Sweep(target, plan, Collect()).run())  # type: ignore[arg-type]
         records = httpx.get(url + "/stats/records").json()
     finally:
         server.terminate()

@@ -22,6 +22,7 @@ from plugins.bench_server import (
 )
 from plugins.sim import free_port, start_sim
 
+from dsv4tui.agent.bench import plan as sweep_plan
 from dsv4tui.agent.bench import sweep as bench
 from dsv4tui.agent.protocol import parse_event
 from dsv4tui.core.config import DEFAULT_SANITY, SweepPlan
@@ -30,7 +31,7 @@ from dsv4tui.core.config import DEFAULT_SANITY, SweepPlan
 def test_agent_defaults_mirror_the_config() -> None:
     plan = SweepPlan()
     for key, value in plan.model_dump(mode="json").items():
-        assert bench.DEFAULT_PLAN[key] == value, key
+        assert sweep_plan.defaults()[key] == value, key
     assert [DEFAULT_SANITY.model_dump()] == bench.DEFAULT_CASES
 
 

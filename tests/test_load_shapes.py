@@ -16,6 +16,7 @@ from plugins.bench_server import KnownServer, ScriptServer, agent_run, normal_st
 from plugins.sim import SimProcess, free_port, sim_argv, start_sim, subprocess_env
 
 from dsv4tui.agent.bench import arrivals, datasets, stats
+from dsv4tui.agent.bench import plan as sweep_plan
 from dsv4tui.agent.bench import sweep as bench
 from dsv4tui.core.campaign.load_text import parse_goodput, parse_levels, parse_rates
 from dsv4tui.core.config import SweepPlan
@@ -90,7 +91,7 @@ def test_range_ratio_lengths_as_sent(script_server: ScriptServer) -> None:
     words = [len(r["messages"][0]["content"].split()) for r in sent]
     assert all(10 <= o <= 20 for o in outs) and all(20 <= w <= 40 for w in words)
     assert min(outs) <= 12 and max(outs) >= 18 and len(set(outs)) >= 6  # spread, not fixed
-    plan = {**bench.DEFAULT_PLAN, "input_len": 40, "output_len": 20, "random_range_ratio": 0.5}
+    plan = {**sweep_plan.defaults(), "input_len": 40, "output_len": 20, "random_range_ratio": 0.5}
     expect = bench.level_requests(plan, 9, 0, 60)  # the seed makes them again
     assert sorted(outs) == sorted(t for _, t in expect)
     assert sorted(words) == sorted(len(p.split()) for p, _ in expect)

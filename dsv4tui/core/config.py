@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from dsv4tui.agent.bench import datasets
+from dsv4tui.agent.bench import plan as sweep_plan
 from dsv4tui.agent.bench.levels import check_level
 from dsv4tui.agent.bench.sanity_cases import DEFAULT_CASES
 from dsv4tui.core import actions, paths, theme_names
@@ -173,21 +174,34 @@ Rate = Annotated[tuple[float, int], Field(description="(request rate r req/s, re
 GoodputKey = Literal["ttft_ms", "tpot_ms", "e2el_ms"]
 
 
-class SweepPlan(_Model):
-    """A sweep: closed-loop levels of (C, n) requests, then open-loop levels of (rate, n)."""
+def _plan_field(name: str, **kw: Any) -> Any:
+    """A SweepPlan field with the agent's default and limits (agent/bench/plan.py)."""
+    f = sweep_plan.FIELDS[name]
+    if f.low is not None:
+        kw["gt" if f.above else "ge"] = f.low
+    if f.high is not None:
+        kw["le"] = f.high
+    if isinstance(f.default, list):
+        return Field(default_factory=lambda: [tuple(x) for x in f.default], **kw)
+    return Field(f.default, **kw)
 
-    levels: list[Level] = Field(default_factory=lambda: [(1, 8), (8, 32), (16, 48)])
-    rates: list[Rate] = Field(default_factory=list, description="Open-loop levels (r req/s, n "
+
+class SweepPlan(_Model):
+    """A sweep: closed-loop levels of (C, n) requests, then open-loop levels of (rate, n).
+    Its defaults, limits and checks are the agent's (agent/bench/plan.py)."""
+
+    levels: list[Level] = _plan_field("levels")
+    rates: list[Rate] = _plan_field("rates", description="Open-loop levels (r req/s, n "
                               "requests), after the C levels: requests sent on a seeded "
                               "timeline whatever is in flight.")
-    arrival: Literal["poisson", "constant"] = Field(
-        "poisson", description="Rate levels' arrivals: Poisson (bench_serving's) or constant.")
-    max_concurrency: int | None = Field(None, ge=1, description="At most this many requests "
+    arrival: Literal["poisson", "constant"] = _plan_field(
+        "arrival", description="Rate levels' arrivals: Poisson (bench_serving's) or constant.")
+    max_concurrency: int | None = _plan_field("max_concurrency", description="At most this many requests "
                                         "of a rate level in flight (the rest wait for a slot).")
-    input_len: int = Field(128, ge=1, description="Prompt length in tokens (approximate words).")
-    output_len: int = Field(256, ge=1, description="Output tokens per request (ignore_eos).")
-    random_range_ratio: float = Field(
-        1.0, ge=0, le=1, description="Input and output lengths uniform in [L*r, L] "
+    input_len: int = _plan_field("input_len", description="Prompt length in tokens (approximate words).")
+    output_len: int = _plan_field("output_len", description="Output tokens per request (ignore_eos).")
+    random_range_ratio: float = _plan_field(
+        "random_range_ratio", description="Input and output lengths uniform in [L*r, L] "
         "(bench_serving's --random-range-ratio); 1 = fixed lengths.")
     dataset: str | None = Field(None, description="Prompts from this file on the console: "
                                 "ShareGPT JSON, or JSON lines of {prompt, output_len}.")
@@ -196,23 +210,23 @@ class SweepPlan(_Model):
         "`dataset`; a seeded sample when the file is large).")
     dataset_info: dict[str, Any] | None = Field(None, description="Where dataset_prompts "
                                                 "came from (path, format, entries, shipped).")
-    warmup: int = Field(1, ge=0, description="Uncounted warm-up requests per level.")
-    temperature: float = Field(0.0, ge=0)
-    endpoint: Literal["chat", "completions"] = "chat"
-    request_timeout_s: float = Field(600.0, gt=0)
-    stall_timeout_s: float = Field(60.0, gt=0, description="No bytes for this long = stalled.")
-    max_error_rate: float = Field(0.5, ge=0, le=1, description="Stop the sweep above this.")
-    ignore_eos: bool = Field(True, description="Send ignore_eos for fixed output lengths "
+    warmup: int = _plan_field("warmup", description="Uncounted warm-up requests per level.")
+    temperature: float = _plan_field("temperature")
+    endpoint: Literal["chat", "completions"] = _plan_field("endpoint")
+    request_timeout_s: float = _plan_field("request_timeout_s")
+    stall_timeout_s: float = _plan_field("stall_timeout_s", description="No bytes for this long = stalled.")
+    max_error_rate: float = _plan_field("max_error_rate", description="Stop the sweep above this.")
+    ignore_eos: bool = _plan_field("ignore_eos", description="Send ignore_eos for fixed output lengths "
                              "(SGLang, vLLM); false for servers that reject it.")
-    seed: int | None = Field(None, ge=0, description="Prompt and arrival seed, >= 0 (default: "
+    seed: int | None = _plan_field("seed", description="Prompt and arrival seed, >= 0 (default: "
                              "random per run; the seed used is stored with each level).")
-    allow_busy: bool = Field(False, description="Measure a level even when the server is busy "
+    allow_busy: bool = _plan_field("allow_busy", description="Measure a level even when the server is busy "
                              "before it (the level is marked busy instead of refused).")
     goodput: dict[GoodputKey, float] | None = Field(
         None, description="Targets a good request meets (ms): ttft_ms, tpot_ms, e2el_ms.")
-    stop_when_saturated: bool = Field(False, description="Stop after two levels in a row in "
+    stop_when_saturated: bool = _plan_field("stop_when_saturated", description="Stop after two levels in a row in "
                                       "which the server did not keep up.")
-    workers: int | None = Field(None, ge=1, description="Load generator processes per level "
+    workers: int | None = _plan_field("workers", description="Load generator processes per level "
                                 "(default: from the level and the host's cores).")
 
     @model_validator(mode="before")
@@ -270,6 +284,7 @@ class SweepPlan(_Model):
     def _some_level(self) -> SweepPlan:
         if not self.levels and not self.rates:
             raise ValueError("at least one level (C:n) or rate level (rate:n)")
+        sweep_plan.check(self.model_dump(mode="json"))  # the agent's check: what runs there
         return self
 
     def level_shapes(self) -> list[tuple[int, int]]:

@@ -23,11 +23,12 @@ import re
 import signal
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from dsv4tui.agent import protocol
 from dsv4tui.agent.bench import arrivals, datasets, idle, plan_size, saturation, stats, workers
 from dsv4tui.agent.bench import levels as level_text
+from dsv4tui.agent.bench import plan as sweep_plan
 from dsv4tui.agent.bench import progress as level_progress
 from dsv4tui.agent.bench.loadgen import HALT_STALLED, HALT_STOP, Flow, LevelLoad, request_event
 from dsv4tui.agent.bench.openai_stream import (
@@ -44,18 +45,9 @@ from dsv4tui.agent.bench.openai_stream import (
 from dsv4tui.agent.bench.openai_stream import run as run_loop
 from dsv4tui.agent.bench.sanity_cases import DEFAULT_CASES
 
-__all__ = ["DEFAULT_PLAN", "Sweep", "build_plan", "execute_sweep", "request_event",
-           "resolve_target", "run_loop"]
+__all__ = ["Sweep", "TargetSpec", "build_plan", "checked_plan", "request_event",
+           "resolve_target", "run", "run_loop"]
 
-# Mirrors dsv4tui.core.config.SweepPlan (the agent cannot import config).
-DEFAULT_PLAN: Dict[str, Any] = {
-    "levels": [[1, 8], [8, 32], [16, 48]], "input_len": 128, "output_len": 256, "warmup": 1,
-    "temperature": 0.0, "endpoint": "chat", "request_timeout_s": 600.0, "stall_timeout_s": 60.0,
-    "max_error_rate": 0.5, "ignore_eos": True, "seed": None, "allow_busy": False,
-    "rates": [], "arrival": "poisson", "max_concurrency": None, "random_range_ratio": 1.0,
-    "dataset": None, "dataset_prompts": None, "dataset_info": None, "goodput": None,
-    "stop_when_saturated": False, "workers": None}
-GOODPUT_KEYS = level_text.GOODPUT_KEYS
 OPEN_LOOP_EST_S = 10.0  # in flight at a rate r without a cap: about r x this (workers, pool)
 PREP_SLICE = 2000  # requests built between two looks at the clock and the cancel
 PREP_ANNOUNCE = 10000  # a level this big says that it is preparing (a smaller one is quick)
@@ -169,16 +161,21 @@ def parse_goodput(text: str) -> Dict[str, float]:
         raise _usage("--goodput: %s" % exc) from None
 
 
+def checked_plan(given: Dict[str, Any]) -> Dict[str, Any]:
+    """``given`` over the plan's defaults, checked (agent/bench/plan.py): the plan a sweep
+    runs, or a usage error saying what is wrong."""
+    try:
+        return sweep_plan.make(given)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+
+
 def build_plan(args: Any) -> Dict[str, Any]:
-    plan = dict(DEFAULT_PLAN)
+    """The plan of ``bench sweep``'s flags: ``--plan-json``, then the flags over it."""
     given = _load_json(getattr(args, "plan_json", None), "--plan-json")
-    if given is not None:
-        if not isinstance(given, dict):
-            raise _usage("--plan-json must be a JSON object")
-        unknown = sorted(set(given) - set(DEFAULT_PLAN))
-        if unknown:
-            raise _usage("--plan-json: unknown keys %s" % ", ".join(unknown))
-        plan.update(given)
+    if given is not None and not isinstance(given, dict):
+        raise _usage("--plan-json must be a JSON object")
+    plan = dict(given or {})
     for key in ("input_len", "output_len", "warmup", "temperature", "request_timeout_s",
                 "stall_timeout_s", "max_error_rate", "seed", "endpoint", "arrival",
                 "max_concurrency", "random_range_ratio", "workers"):
@@ -209,71 +206,10 @@ def build_plan(args: Any) -> Dict[str, Any]:
         plan["allow_busy"] = True
     if getattr(args, "stop_when_saturated", False):
         plan["stop_when_saturated"] = True
-    _check_plan(plan)
-    return plan
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _check_plan(plan: Dict[str, Any]) -> None:
-    levels, rates = plan["levels"], plan["rates"]
-    if not isinstance(levels, list) or not isinstance(rates, list):
-        raise _usage("levels and rates must be lists")
-    if not levels and not rates:
-        raise _usage("levels: at least one C:n level or one rate:n level")
-    for lv in levels:
-        if (not isinstance(lv, (list, tuple)) or len(lv) != 2
-                or not all(_is_int(x) and x >= 1 for x in lv)):
-            raise _usage("levels: %r is not [C, n] with C, n >= 1" % (lv,))
-        if lv[1] < lv[0]:
-            raise _usage("levels: %d:%d: n must be at least C (with %d requests there are "
-                         "never %d in flight)" % (lv[0], lv[1], lv[1], lv[0]))
-    for lv in rates:
-        if (not isinstance(lv, (list, tuple)) or len(lv) != 2 or not _is_num(lv[0])
-                or lv[0] <= 0 or not _is_int(lv[1]) or lv[1] < 1):
-            raise _usage("rates: %r is not [rate, n] with rate > 0 req/s and n >= 1" % (lv,))
-    for key, low in (("input_len", 1), ("output_len", 1), ("warmup", 0)):
-        if not _is_int(plan[key]) or plan[key] < low:
-            raise _usage("%s must be an integer >= %d" % (key, low))
-    for key in ("request_timeout_s", "stall_timeout_s"):
-        if not _is_num(plan[key]) or plan[key] <= 0:
-            raise _usage("%s must be > 0" % key)
-    if not _is_num(plan["max_error_rate"]) or not 0 <= plan["max_error_rate"] <= 1:
-        raise _usage("max_error_rate must be between 0 and 1")
-    if plan["endpoint"] not in ("chat", "completions"):
-        raise _usage("endpoint must be chat or completions")
-    for key in ("ignore_eos", "allow_busy", "stop_when_saturated"):
-        if not isinstance(plan[key], bool):
-            raise _usage("%s must be true or false" % key)
-    if plan["seed"] is not None and not (_is_int(plan["seed"]) and plan["seed"] >= 0):
-        raise _usage("seed must be an integer >= 0, or null")
-    if plan["arrival"] not in arrivals.KINDS:
-        raise _usage("arrival must be one of %s" % ", ".join(arrivals.KINDS))
-    for key in ("max_concurrency", "workers"):
-        if plan[key] is not None and (not _is_int(plan[key]) or plan[key] < 1):
-            raise _usage("%s must be an integer >= 1 or null" % key)
-    ratio = plan["random_range_ratio"]
-    if not _is_num(ratio) or not 0 <= ratio <= 1:
-        raise _usage("random_range_ratio must be between 0 and 1")
-    good = plan["goodput"]
-    if good is not None and (not isinstance(good, dict) or not good
-                             or any(k not in GOODPUT_KEYS.values() or not _is_num(v) or v <= 0
-                                    for k, v in good.items())):
-        raise _usage("goodput must map ttft_ms, tpot_ms, e2el_ms to targets > 0 ms")
-    prompts = plan["dataset_prompts"]
-    if prompts is not None:
-        if not isinstance(prompts, list) or not prompts:
-            raise _usage("dataset_prompts must be a non-empty list of [prompt, output_len]")
-        for i, e in enumerate(prompts):
-            if (not isinstance(e, (list, tuple)) or len(e) != 2 or not isinstance(e[0], str)
-                    or not e[0] or not (e[1] is None or (_is_int(e[1]) and e[1] >= 1))):
-                raise _usage("dataset_prompts[%d] is not [prompt, output_len or null]" % i)
+    unknown = sorted(set(given or {}) - set(sweep_plan.FIELDS))
+    if unknown:
+        raise _usage("--plan-json: unknown keys %s" % ", ".join(unknown))
+    return checked_plan(plan)
 
 
 def load_cases(text: Optional[str]) -> List[Dict[str, Any]]:
@@ -367,7 +303,29 @@ def _streams(shape: Dict[str, Any]) -> int:
 # --- target ------------------------------------------------------------------------------
 
 
+class TargetSpec(NamedTuple):
+    """The server to measure, as asked: its base URL, the model to send (None: discovered),
+    the env var holding its API key, the HTTP transport, the seconds to connect and the
+    sanity/canary endpoint (a sweep's is its plan's)."""
+
+    url: str
+    model: Optional[str] = None
+    api_key_env: Optional[str] = None
+    transport: str = "raw"
+    connect_timeout: float = 10.0
+    endpoint: Optional[str] = None
+
+    @classmethod
+    def of(cls, args: Any) -> "TargetSpec":
+        """From ``bench``'s flags (``--url``, ``--model``, ...)."""
+        return cls(args.url, args.model, args.api_key_env, args.transport,
+                   args.connect_timeout, args.endpoint)
+
+
 class Target:
+    """The server resolved: its endpoint, the model discovered (or given) and from where,
+    its API key and version."""
+
     def __init__(self, endpoint: Endpoint, model: str, model_source: str,
                  api_key: Optional[str], server_version: Optional[str]) -> None:
         self.endpoint = endpoint
@@ -377,24 +335,25 @@ class Target:
         self.server_version = server_version
 
 
-async def resolve_target(args: Any) -> Target:
+async def resolve_target(spec: TargetSpec) -> Target:
+    """The server ``spec`` names, resolved: the model discovered unless given."""
     try:
-        endpoint = Endpoint(args.url)
+        endpoint = Endpoint(spec.url)
     except ValueError as exc:
         raise _usage(str(exc)) from None
     api_key = None
-    if args.api_key_env:
-        api_key = os.environ.get(args.api_key_env)
+    if spec.api_key_env:
+        api_key = os.environ.get(spec.api_key_env)
         if not api_key:
-            raise _usage("the API key env var %s is not set" % args.api_key_env)
+            raise _usage("the API key env var %s is not set" % spec.api_key_env)
     version = await _server_version(endpoint, api_key)
-    if args.model:
-        return Target(endpoint, args.model, "flag", api_key, version)
+    if spec.model:
+        return Target(endpoint, spec.model, "flag", api_key, version)
     problems = []
     for api, pick in (("/v1/models", _model_from_list), ("/model_info", _model_from_info),
                       ("/get_model_info", _model_from_info)):
         try:
-            name = pick(await get_json(endpoint, api, api_key, args.connect_timeout))
+            name = pick(await get_json(endpoint, api, api_key, spec.connect_timeout))
         except Exception as exc:  # any failure: try the next way
             problems.append("%s: %s" % (api, _short(exc)))
             if "connect" in type(exc).__name__.lower():
@@ -465,10 +424,10 @@ async def _server_version(endpoint: Endpoint, api_key: Optional[str]) -> Optiona
     return None
 
 
-def _emit_target(target: Target, args: Any, **extra: Any) -> None:
+def _emit_target(target: Target, spec: TargetSpec, **extra: Any) -> None:
     protocol.emit("bench_target", url=target.endpoint.base, model=target.model,
                   model_source=target.model_source, server_version=target.server_version,
-                  transport=args.transport, **extra)
+                  transport=spec.transport, **extra)
 
 
 # --- sanity ------------------------------------------------------------------------------
@@ -479,22 +438,23 @@ def run_sanity(args: Any) -> int:
 
     bench_lock.check_free("a sanity check")  # its requests would land in someone's sweep
     cases = load_cases(args.cases_json)
-    failed = run_loop(sanity_cases(args, cases))
+    failed = run_loop(sanity_cases(TargetSpec.of(args), cases, args.timeout))
     if failed:
         raise protocol.AgentError("sanity_failed", "%d of %d sanity cases failed"
                                   % (failed, len(cases)))
     return 0
 
 
-async def sanity_cases(args: Any, cases: List[Dict[str, Any]]) -> int:
-    target = await resolve_target(args)
-    endpoint = args.endpoint or "chat"
-    _emit_target(target, args, endpoint=endpoint)
-    client = make_client(args.transport, target.endpoint, target.api_key, 1, args.connect_timeout)
+async def sanity_cases(spec: TargetSpec, cases: List[Dict[str, Any]], timeout: float) -> int:
+    """Ask each case's prompt (``timeout`` seconds each); how many failed."""
+    target = await resolve_target(spec)
+    endpoint = spec.endpoint or "chat"
+    _emit_target(target, spec, endpoint=endpoint)
+    client = make_client(spec.transport, target.endpoint, target.api_key, 1, spec.connect_timeout)
     failed = 0
     try:
         for i, case in enumerate(cases):
-            res = await _ask(client, target, endpoint, case, args.timeout)
+            res = await _ask(client, target, endpoint, case, timeout)
             passed = res.ok and re.search(case["expect"], res.answer) is not None
             failed += not passed
             protocol.emit("sanity_case", index=i, name=case["name"], prompt=case["prompt"],
@@ -519,17 +479,18 @@ async def _ask(client: Any, target: Any, endpoint: str, case: Dict[str, Any],
     return parse_stream(raw, case["max_tokens"])
 
 
-async def canary_items(args: Any, items: List[Dict[str, Any]], concurrency: int = 8,
-                       max_tokens: int = 32, source: str = "built-in") -> Dict[str, Any]:
+async def canary_items(spec: TargetSpec, items: List[Dict[str, Any]], concurrency: int = 8,
+                       max_tokens: int = 32, source: str = "built-in", timeout: float = 120.0
+                       ) -> Dict[str, Any]:
     """The accuracy canary (agent/bench/canary.py) through the sanity path: each item at
     temperature 0, ``concurrency`` in flight; a ``canary_item`` event per item, then the
     ``canary`` summary (share correct with its Wilson interval), which it returns."""
     from dsv4tui.agent.bench import canary
 
-    target = await resolve_target(args)
-    endpoint = args.endpoint or "chat"
-    client = make_client(args.transport, target.endpoint, target.api_key, concurrency,
-                         args.connect_timeout)
+    target = await resolve_target(spec)
+    endpoint = spec.endpoint or "chat"
+    client = make_client(spec.transport, target.endpoint, target.api_key, concurrency,
+                         spec.connect_timeout)
     gate = asyncio.Semaphore(concurrency)
     results: List[Optional[bool]] = [None] * len(items)
     wrong: List[Dict[str, Any]] = []
@@ -539,7 +500,7 @@ async def canary_items(args: Any, items: List[Dict[str, Any]], concurrency: int 
         nonlocal errors
         async with gate:
             res = await _ask(client, target, endpoint, {"prompt": item["prompt"],
-                             "max_tokens": max_tokens, "temperature": 0.0}, args.timeout)
+                             "max_tokens": max_tokens, "temperature": 0.0}, timeout)
         ok = res.ok and canary.correct(item, res.answer)
         errors += not res.ok
         results[i] = ok
@@ -614,10 +575,10 @@ class Sweep:
     when every level is (or it stopped, as asked, after two saturated levels in a row).
     """
 
-    def __init__(self, args: Any, plan: Dict[str, Any], sink: Any) -> None:
-        for key, value in DEFAULT_PLAN.items():  # a plan from an older caller: the defaults
+    def __init__(self, target: TargetSpec, plan: Dict[str, Any], sink: Any) -> None:
+        for key, value in sweep_plan.defaults().items():  # an older caller's: the defaults
             plan.setdefault(key, value)
-        self.args = args
+        self.args = target  # the TargetSpec: where, and the transport and connect timeout
         self.plan = plan
         self.sink = sink
         self.shapes = shapes(plan)
@@ -1212,12 +1173,13 @@ def run_reach(args: Any) -> int:
     return 0
 
 
-def execute_sweep(args: Any, plan: Dict[str, Any], sink: Any) -> Sweep:
+def run(plan: Dict[str, Any], target: TargetSpec, sink: Any) -> Sweep:
     """Run a whole sweep, its events to ``sink`` (``emit(type, **fields)``, ``broken``),
     ending with the ``sweep`` event; returns the Sweep (``status``, ``reason``). Ctrl-C and
     SIGTERM cancel it cleanly (what finished is kept). The host-side campaign runner calls
-    this with its journal as the sink; ``bench sweep`` with stdout."""
-    sweep = Sweep(args, plan, sink)
+    this with its journal as the sink; ``bench sweep`` with stdout. ``plan``: a checked one
+    (:func:`checked_plan`, :func:`build_plan`)."""
+    sweep = Sweep(target, plan, sink)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         run_loop(sweep.run())
@@ -1238,14 +1200,12 @@ def run_sweep(args: Any) -> int:
     from dsv4tui.agent.host import bench_lock
 
     plan = build_plan(args)
-    if args.endpoint:
-        plan["endpoint"] = args.endpoint
     # the host's one load generator: never beside a campaign's (or another sweep's)
     if not bench_lock.acquire({"id": None, "name": "bench sweep", "kind": "sweep"}):
         raise bench_lock.busy_error(bench_lock.holder(), "another sweep")
     sink = Sink()
     try:
-        sweep = execute_sweep(args, plan, sink)
+        sweep = run(plan, TargetSpec.of(args), sink)
     finally:
         sink.close()
         bench_lock.release()

@@ -233,17 +233,15 @@ class Status:
 
 
 def _agent_args(*argv: str) -> argparse.Namespace:
-    """The agent's own parsing of the commands the runner calls (bench, server)."""
-    return build_parser((bench, server)).parse_args(list(argv))
+    """A variant's ``server start`` as the console wrote it (``launch.agent_args`` of the
+    campaign's spec), parsed by the agent's own parser."""
+    return build_parser((server,)).parse_args(list(argv))
 
 
-def _target_args(tgt: Dict[str, Any]) -> List[str]:
-    out = ["--url", str(tgt["url"])]
-    if tgt.get("model"):
-        out += ["--model", str(tgt["model"])]
-    if tgt.get("api_key_env"):
-        out += ["--api-key-env", str(tgt["api_key_env"])]
-    return out
+def _target_spec(tgt: Dict[str, Any]) -> bench.TargetSpec:
+    """The variant's server (host/target.py's ``find``) as the bench calls take it."""
+    return bench.TargetSpec(str(tgt["url"]), tgt.get("model") or None,
+                            tgt.get("api_key_env") or None)
 
 
 def prior_state(journal_path: str) -> Dict[str, Any]:
@@ -602,11 +600,10 @@ class Campaign:
                       allow_busy=bool((spec.get("plan") or {}).get("allow_busy")))
         cases = spec.get("cases")
         if cases:
-            args = _agent_args("bench", "sanity", *_target_args(tgt), "--cases-json",
-                               json.dumps(cases), "--timeout",
-                               "%g" % float(spec.get("sanity_timeout_s") or 120))
             try:
-                failed = bench.run_loop(bench.sanity_cases(args, list(cases)))
+                failed = bench.run_loop(bench.sanity_cases(
+                    _target_spec(tgt), [dict(c) for c in cases],
+                    float(spec.get("sanity_timeout_s") or 120)))
             except protocol.AgentError as err:
                 return self._end_run(key, "failed", "sanity could not run: %s" % err.message)
             except KeyboardInterrupt:
@@ -620,14 +617,12 @@ class Campaign:
                 return self._end_run(key, "failed", why)
         self.status.variant(vi, state="running")
         self.status.set(current={"variant": vi, "run": key, "phase": "sweep"})
-        plan = dict(spec.get("plan") or {})
-        args = _agent_args("bench", "sweep", *_target_args(tgt), "--plan-json",
-                           json.dumps(plan))
         key_env = tgt.get("api_key_env")
         sink = RunSink(self.sampler, str(tgt["url"]),
                        os.environ.get(str(key_env)) if key_env else None)
         try:
-            sweep = bench.execute_sweep(args, bench.build_plan(args), sink)
+            plan = bench.checked_plan(dict(spec.get("plan") or {}))
+            sweep = bench.run(plan, _target_spec(tgt), sink)
         except protocol.AgentError as err:
             return self._end_run(key, "failed", err.message)
         finally:
@@ -663,12 +658,11 @@ class Campaign:
                 canary.builtin_items()
         except ValueError as exc:
             return "canary: %s" % exc
-        args = _agent_args("bench", "sanity", *_target_args(tgt), "--timeout", "%g" % float(
-            self.spec.get("sanity_timeout_s") or 120))
         try:
             got = bench.run_loop(bench.canary_items(
-                args, items, int(conf.get("concurrency") or 8), int(conf.get("max_tokens") or 32),
-                conf.get("file") or "built-in"))
+                _target_spec(tgt), items, int(conf.get("concurrency") or 8),
+                int(conf.get("max_tokens") or 32), conf.get("file") or "built-in",
+                float(self.spec.get("sanity_timeout_s") or 120)))
         except protocol.AgentError as err:
             return "canary could not run: %s" % err.message
         self.canaries[vi] = got

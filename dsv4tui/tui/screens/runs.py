@@ -11,8 +11,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Static
 
 from dsv4tui.core.campaign.columns import change_title, fmt_change
-from dsv4tui.core.campaign.compare import SIMULATED, Comparison, sim_name
+from dsv4tui.core.campaign.compare import SIMULATED, Comparison, load_text, sim_name
 from dsv4tui.core.campaign.labels import safe_text
+from dsv4tui.core.campaign.verdict import verdict_lines
 from dsv4tui.core.view.model import RunRow, UiModel, fmt_num
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import DsvScreen
@@ -309,6 +310,22 @@ def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+VERDICT_STYLE = {"faster": "$success", "slower": "$error"}
+
+
+def verdict_markup(cmp: Comparison) -> list[str]:
+    """Each variant (label) against the baseline's per level: its change in output tok/s with
+    the 95 % interval across repeats and the verdict -- ``runs compare``'s lines (one core
+    function, :meth:`Comparison.verdicts`), the verdict word coloured."""
+    out = []
+    for line in verdict_lines(cmp.verdicts(), load_text):
+        text = esc(line)
+        for word, style in VERDICT_STYLE.items():
+            text = text.replace(f"] {word} (", f"] [b {style}]{word}[/] (", 1)
+        out.append(text)
+    return out
+
+
 class CompareScreen(DsvScreen):
     """Pushed over Runs (or over the Campaign, for its variants; escape goes back there):
     grouped bars per C (one colour per run), a second metric, a table."""
@@ -372,6 +389,7 @@ class CompareScreen(DsvScreen):
         servers = cmp.server_args_differences(limit=4)
         if servers:  # the SGLang version, GPUs, driver, server args that differ
             notes.append(f"servers differ: {esc('; '.join(servers))}")
+        notes += verdict_markup(cmp)
         for line in cmp.definition_notes():  # another tool's runs: whose TTFT/TPOT/tokens
             style = "$warning" if line.startswith("warning") else "$foreground-muted"
             notes.append(f"[{style}]{esc(line)}[/]")

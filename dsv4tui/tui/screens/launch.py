@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
-from dsv4tui.tui.screens.base import LogScreen
+from dsv4tui.tui.screens.base import LogBody
 from dsv4tui.tui.screens.messages import PROFILES, SANITY, SERVER, STARTUP
 from dsv4tui.tui.widgets.log_view import LogPanel
 from dsv4tui.tui.widgets.startup import SanityResult, StartupPanel
@@ -66,7 +66,7 @@ def hint_markup(km: dict[str, str]) -> str:
     return "  ".join(parts[:3]) + "\n" + "  ".join(parts[3:])
 
 
-class LaunchScreen(LogScreen):
+class LaunchBody(LogBody):
     MODE = "launch"
 
     def compose_body(self) -> ComposeResult:

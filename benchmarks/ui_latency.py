@@ -14,10 +14,10 @@ measured, not the terminal's own drawing. Timing of requests is the agent's; the
 displays events, so this load cannot distort the sweep's numbers.
 
     python benchmarks/ui_latency.py [--keys 200] [--idle-s 30] [--flood 2000] [--port N]
-                                    [--no-hook draw_now,warm_modes] [--json]
+                                    [--json]
 
-``--no-hook`` turns parts of dsv4tui/tui/textual_hooks.py off (``all``: every one) to measure
-what each buys; ``--idle-s 0`` skips the idle phase.
+``--idle-s 0`` skips the idle phase. The frame clock is Textual's private ``App._display``
+(what the driver is handed), read here only.
 """
 
 from __future__ import annotations
@@ -46,9 +46,6 @@ from dsv4tui.core.hosts.demo import demo_profile  # noqa: E402
 from dsv4tui.core.hosts.resolve import HostSpec, demo_env  # noqa: E402
 from dsv4tui.tui.app import Dsv4App  # noqa: E402
 from dsv4tui.tui.screens.modals import PlanInput  # noqa: E402
-from dsv4tui.tui.textual_hooks import ENV as HOOK_ENV  # noqa: E402
-from dsv4tui.tui.textual_hooks import HOOKS, unknown_names  # noqa: E402
-from dsv4tui.tui.widgets.log_view import LogPanel  # noqa: E402
 
 
 def free_port() -> int:
@@ -69,14 +66,12 @@ class MeasuredApp(Dsv4App):
     def _display(self, screen: Any, renderable: Any) -> None:
         if renderable is not None and self.want is not None and self.current_at is None:
             kind, value = self.want
-            if kind == "mode" and getattr(screen, "name", None) == value:
-                now = time.perf_counter()
-                self.shown_at = self.shown_at or now
-                if not getattr(screen, "catching_up", False):
-                    self.current_at = now
-            elif kind == "follow":
-                panels = screen.query(LogPanel)
-                if panels and panels.first().view.follow is value:
+            if kind == "mode" and screen is self.main and self.view == value:
+                # a body is brought up to date before it is switched in: current at once
+                self.shown_at = self.current_at = time.perf_counter()
+            elif kind == "follow" and screen is self.main:
+                panel = self.main.body.log_panel()
+                if panel is not None and panel.view.follow is value:
                     self.shown_at = self.current_at = time.perf_counter()
         super()._display(screen, renderable)
 
@@ -142,7 +137,7 @@ async def press(app: MeasuredApp, pilot: Any, key: str, want: tuple[str, Any]) -
     app._driver.send_message(events.Key(key, key))  # type: ignore[union-attr]
     deadline = t0 + 2.0
     while app.current_at is None and time.perf_counter() < deadline:
-        if app.shown_at is not None and not getattr(app.screen, "catching_up", False):
+        if app.shown_at is not None:
             app.current_at = time.perf_counter()  # up to date, and nothing more to draw
             break
         await asyncio.sleep(0.001)
@@ -182,7 +177,7 @@ async def load_phase(args: argparse.Namespace) -> dict[str, Any]:
         app.run_sweep(PlanInput("ui-latency", [(64, 100_000)], 128, 64))
         await until(pilot, lambda: sum(lv.completed for lv in m.sweep.levels) > 0, 120,
                     "the C=64 sweep's first requests")
-        app.switch_mode("dashboard")
+        app.show_body("dashboard")
         await until(pilot, lambda: m.server.log_path is not None, 10, "the server log path")
         assert m.server.log_path is not None
         flooder = start_flood(m.server.log_path, args.flood)
@@ -191,7 +186,7 @@ async def load_phase(args: argparse.Namespace) -> dict[str, Any]:
         CPU_MS.clear()
         for key in "124351":
             mode = {"1": "dashboard", "2": "logs", "3": "launch", "4": "bench", "5": "runs"}[key]
-            shown = app.current_mode == mode or mode in first
+            shown = app.view == mode or mode in first
             ms = await press(app, pilot, key, ("mode", mode))
             if not shown:  # the first switch to it in this run (launch was shown at startup)
                 first[mode] = ms
@@ -209,7 +204,9 @@ async def load_phase(args: argparse.Namespace) -> dict[str, Any]:
         for n in range(args.keys):
             key = cycle[n % len(cycle)]
             if key == "f":
-                view = app.screen.query_one(LogPanel).view
+                panel = app.main.body.log_panel() if app.main is not None else None
+                assert panel is not None
+                view = panel.view
                 follow.append(await press(app, pilot, "f", ("follow", not view.follow)))
             else:
                 ms = await press(app, pilot, key, ("mode", names[key]))
@@ -244,7 +241,7 @@ async def idle_phase(args: argparse.Namespace) -> dict[str, Any]:
         m = app.model
         await until(pilot, lambda: m.sanity.status in ("passed", "failed", "error"), 120,
                     "the demo server to be ready")
-        app.switch_mode("dashboard")
+        app.show_body("dashboard")
         await pilot.pause(3.0)
         frames0 = m.telemetry.frames
         cpu0, t0 = time.process_time(), time.monotonic()
@@ -271,13 +268,8 @@ def main() -> int:
     parser.add_argument("--flood", type=int, default=2000, help="log lines per second")
     parser.add_argument("--port", type=int, default=0,
                         help="the simulated server's port (default: a free one)")
-    parser.add_argument("--no-hook", default="",
-                        help="textual_hooks parts to turn off, comma-separated, or 'all'")
     parser.add_argument("--json", action="store_true", help="also print the numbers as JSON")
     args = parser.parse_args()
-    if bad := unknown_names(args.no_hook):
-        parser.error(f"--no-hook: no hook named {', '.join(bad)}; hooks: {', '.join(HOOKS)}")
-    os.environ[HOOK_ENV] = args.no_hook
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DSV4TUI_DATA_DIR"] = tmp
         os.environ["DSV4TUI_CONFIG"] = str(Path(tmp) / "config.toml")
@@ -317,14 +309,14 @@ def main() -> int:
     p99 = pct(every, 99)
     print(f"key press -> screen update p99: {p99:.1f} ms (target < 50 ms): "
           f"{'OK' if p99 < 50 else 'OVER'}"
-          + (f"  [hooks off: {args.no_hook}]" if args.no_hook else ""))
+          )
     if idle is not None:
         print(f"idle: {idle['gpus']} GPUs at 1 Hz ({idle['frames']} frames in "
               f"{idle['wall']:.0f} s): console CPU {idle['cpu_pct']:.1f} % of one core "
               f"(target < 25 %): {'OK' if idle['cpu_pct'] < 25 else 'OVER'}")
     if args.json:
         print(json.dumps({
-            "no_hook": args.no_hook, "keys": len(every), "loadavg": load["loadavg"],
+            "keys": len(every), "loadavg": load["loadavg"],
             "p50": statistics.median(every), "p90": pct(every, 90), "p99": p99,
             "max": max(every), "cpu_p50": statistics.median(load["cpu"]),
             "cpu_p90": pct(load["cpu"], 90),

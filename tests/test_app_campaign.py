@@ -22,7 +22,7 @@ from dsv4tui.core.config import CampaignConfig, CampaignVariant, HostConfig, Set
 from dsv4tui.core.hosts.resolve import HostSpec
 from dsv4tui.core.store import RunStore
 from dsv4tui.tui.app import Dsv4App
-from dsv4tui.tui.screens.campaign import CampaignScreen
+from dsv4tui.tui.screens.campaign import CampaignBody
 from dsv4tui.tui.screens.modals import ConfirmScreen, PickerScreen
 from dsv4tui.tui.screens.runs import CompareScreen
 
@@ -67,7 +67,7 @@ async def test_a_campaign_outlives_its_console_and_a_second_one_sees_it(
         cv = app.model.campaign
         await until(pilot, lambda: app.model.conn.connected, 20, "connected")
         await pilot.press("7")
-        await until(pilot, lambda: isinstance(app.screen, CampaignScreen), 5, "campaign screen")
+        await until(pilot, lambda: isinstance(app.body, CampaignBody), 5, "campaign screen")
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, PickerScreen), 5, "campaign picker")
         assert isinstance(app.screen, PickerScreen)
@@ -103,8 +103,8 @@ async def test_a_campaign_outlives_its_console_and_a_second_one_sees_it(
         for v in cv.variants[:2]:
             assert all(c.state == "done" and c.tok_s for c in v.cells), v
             assert v.run_ids and v.startup_s
-        screen = second.screen
-        assert isinstance(screen, CampaignScreen)
+        screen = second.body
+        assert isinstance(screen, CampaignBody)
         await pilot.pause(0.3)
         # c on the Campaign screen: the variants side by side (the existing compare view)
         await pilot.press("c")
@@ -113,8 +113,8 @@ async def test_a_campaign_outlives_its_console_and_a_second_one_sees_it(
         assert cmp is not None and {r.label for r in cmp.runs} == {"MXFP4_triton",
                                                                    "NVFP4_marlin"}
         await pilot.press("escape")  # back where the comparison was asked for
-        await until(pilot, lambda: isinstance(second.screen, CampaignScreen), 5, "campaign")
-        assert second.current_mode == "campaign"
+        await until(pilot, lambda: isinstance(second.body, CampaignBody), 5, "campaign")
+        assert second.view == "campaign"
     with RunStore() as store:
         runs = store.runs()
         assert sorted((r.label, r.status, r.backend) for r in runs) == [

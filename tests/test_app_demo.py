@@ -26,7 +26,7 @@ from dsv4tui.core.config import HostConfig, Settings, SweepPlan
 from dsv4tui.core.hosts.resolve import HostSpec, demo_env
 from dsv4tui.tui.app import Dsv4App
 from dsv4tui.tui.screens.modals import ConfirmScreen, ErrorScreen, PickerScreen, SweepPlanScreen
-from dsv4tui.tui.screens.runs import CompareScreen, RunsScreen
+from dsv4tui.tui.screens.runs import CompareScreen, RunsBody
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -98,7 +98,7 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "restart confirm")
         await pilot.press("y")
         await until(pilot, lambda: m.startup.status == "ready", 60, "ready")
-        assert app.current_mode == "launch"
+        assert app.view == "launch"
         assert m.server.backend == "marlin" and m.server.state == "ready"
         assert all(m.startup.phases[p].started is not None for p in ("load_weights", "ready"))
         await until(pilot, lambda: m.sanity.status == "passed", 30, "sanity passed")
@@ -138,7 +138,7 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
 
         # 5, space, space, c: compare the two runs
         await pilot.press("5")
-        await until(pilot, lambda: isinstance(app.screen, RunsScreen) and len(m.runs.rows) >= 2,
+        await until(pilot, lambda: isinstance(app.body, RunsBody) and len(m.runs.rows) >= 2,
                     10, "two runs listed")
         from textual.widgets import DataTable
         await until(pilot, lambda: app.screen.query_one("#runs-table", DataTable).row_count >= 2
@@ -162,7 +162,7 @@ async def test_campaign_loop(demo_spec: HostSpec) -> None:
         assert sorted(r["rate"] for r in rows) == ["", "", "", "", "8.0", "8.0"]
         assert {r["baseline_run_id"] for r in rows} == {str(cmp.baseline_id)}
         await pilot.press("escape")
-        assert isinstance(app.screen, RunsScreen)
+        assert isinstance(app.body, RunsBody)
 
         # a plan no one means (1:999999) asks first (issue 23 point 10); n starts nothing
         before = m.sweep

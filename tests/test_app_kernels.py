@@ -8,18 +8,17 @@ from pathlib import Path
 from snapshot_apps.frozen import frozen_app
 from textual.widgets import Static
 
-from dsv4tui.tui.screens.kernels import KernelsScreen
+from dsv4tui.tui.screens.kernels import KernelsBody
 
 
-async def test_a_kernels_screen_mounted_in_the_background_shows_its_captures(
+async def test_a_kernels_body_mounted_in_the_background_shows_its_captures(
         isolated_env: Path) -> None:
     app = frozen_app()  # the run store: the test's own, empty
     async with app.run_test(size=(120, 40)) as pilot:
-        app._warm_modes()  # what a live dashboard does a second after it starts
-        await pilot.pause(3.0)  # one screen every 0.3 s: the Kernels screen is the sixth
-        assert app.current_mode == "dashboard"
+        await pilot.pause(0.3)  # every body is mounted with the main screen
+        assert app.view == "dashboard"
         await pilot.press("6")
         await pilot.pause(0.3)
-        assert isinstance(app.screen, KernelsScreen)
+        assert isinstance(app.body, KernelsBody)
         head = str(app.screen.query_one("#kern-head", Static).render())
         assert "no kernel captures yet" in head  # not "loading…"

@@ -6,12 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from textual.app import App
-from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from dsv4tui.agent.kernels import trace_parse
+from dsv4tui.core.view.model import UiModel
 from dsv4tui.sim.trace import write_trace
-from dsv4tui.tui.screens.kernels import KernelsScreen
+from dsv4tui.tui.screens.base import Body
+from dsv4tui.tui.screens.kernels import KernelsBody
+from dsv4tui.tui.screens.main import MainScreen
 from dsv4tui.tui.widgets.kernel_families import FamilyBars, bar, family_rows
 from dsv4tui.tui.widgets.kernel_table import KernelTable
 
@@ -31,18 +33,19 @@ class Harness(App[None]):
         self.asked: list[Any] = []
 
     def on_mount(self) -> None:
-        self.push_screen(KernelsScreen())
+        self.body = KernelsBody()
+        self.push_screen(MainScreen(UiModel(), [self.body], "kernels"))
 
-    def on_kernels_screen_reload(self, message: KernelsScreen.Reload) -> None:
+    def on_kernels_body_reload(self, message: KernelsBody.Reload) -> None:
         self.asked.append("reload")
-        assert isinstance(self.screen, KernelsScreen)
-        self.screen.set_captures(self.items)
+        assert message.screen is self.body
+        self.body.set_captures(self.items)
 
-    def on_kernels_screen_run_requested(self, message: KernelsScreen.RunRequested) -> None:
+    def on_kernels_body_run_requested(self, message: KernelsBody.RunRequested) -> None:
         self.asked.append(("run", message.steps, message.concurrency))
 
 
-async def test_kernels_screen_shows_and_compares(tmp_path: Path) -> None:
+async def test_kernels_body_shows_and_compares(tmp_path: Path) -> None:
     a = summary(tmp_path / "a", "triton", "MXFP4", 0.8)
     b = summary(tmp_path / "b", "marlin", "NVFP4", 38.0)
     items = [{"id": 2, "summary": b, "backend": "marlin", "checkpoint": "NVFP4",
@@ -52,8 +55,8 @@ async def test_kernels_screen_shows_and_compares(tmp_path: Path) -> None:
     app = Harness(items)
     async with app.run_test(size=(150, 48)) as pilot:
         await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, KernelsScreen)
+        screen = app.body
+        assert isinstance(screen, KernelsBody)
         assert app.asked == ["reload"]
         assert screen.query_one("#kern-table", DataTable).row_count == 2
         assert [i.id for i in screen.shown()] == [2]  # the highlighted (newest) one
@@ -92,7 +95,7 @@ async def test_kernels_screen_shows_and_compares(tmp_path: Path) -> None:
         assert app.asked[-1] == "reload"
 
 
-async def test_kernels_screen_empty() -> None:
+async def test_kernels_body_empty() -> None:
     app = Harness([])
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -100,22 +103,27 @@ async def test_kernels_screen_empty() -> None:
         assert "no kernel captures yet" in head
 
 
-class Modes(App[None]):
-    """Like the dashboard: the Kernels screen is one mode among others, and the app answers
-    Reload only for the screen on top."""
+class Other(Body):
+    MODE = "other"
 
-    MODES = {"other": Screen, "kernels": KernelsScreen}
+
+class Modes(App[None]):
+    """Like the dashboard: the Kernels body is one body among others."""
 
     def __init__(self) -> None:
         super().__init__()
         self.items: list[dict[str, Any]] = []
+        self.main = MainScreen(UiModel(), [Other(UiModel()), KernelsBody()], "other")
 
     def on_mount(self) -> None:
-        self.switch_mode("other")
+        self.push_screen(self.main)
 
-    def on_kernels_screen_reload(self, message: KernelsScreen.Reload) -> None:
-        if isinstance(self.screen, KernelsScreen):
-            self.screen.set_captures(self.items)
+    async def switch_mode(self, mode: str) -> None:
+        self.main.show(mode)
+
+    def on_kernels_body_reload(self, message: KernelsBody.Reload) -> None:
+        assert message.screen is not None
+        message.screen.set_captures(self.items)
 
 
 async def test_a_capture_stored_meanwhile_shows_when_the_screen_comes_back(

@@ -253,7 +253,7 @@ async def test_the_dashboard_shows_every_node(pair: SshHost,
         assert any(ln and ln.node == "local" and ln.tp == 8 for ln in lines)
         assert any(ln and ln.node == "sshdbox" and ln.tp == 0 for ln in lines)
         assert any(ln and ln.text.startswith("local   │ [") for ln in lines)
-        view = app.screen.query_one(LogView)
+        view = app.body.query_one(LogView)
         view.cycle_node()
         assert view.node == "sshdbox"
         view.cycle_node()

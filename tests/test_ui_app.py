@@ -4,8 +4,6 @@ quitting, the runs list and the compare screen."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from plugins.pilot import toasts
 from snapshot_apps.frozen import FrozenApp, frozen_app, frozen_model
 from textual.worker import Worker
@@ -16,7 +14,7 @@ from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.help import HelpScreen
 from dsv4tui.tui.screens.messages import CONN
 from dsv4tui.tui.screens.modals import ConfirmScreen, ErrorScreen
-from dsv4tui.tui.screens.runs import CompareScreen, RunsScreen
+from dsv4tui.tui.screens.runs import CompareScreen, RunsBody
 from dsv4tui.tui.widgets.charts import Chart
 from dsv4tui.tui.widgets.host_bar import ConnectionBanner
 from dsv4tui.tui.widgets.log_view import LogPanel
@@ -36,7 +34,7 @@ async def test_number_keys_switch_screens() -> None:
         for key, mode in zip("12345", keymap.SCREENS, strict=True):
             await pilot.press(key)
             await pilot.pause()
-            assert app.current_mode == mode
+            assert app.view == mode
 
 
 async def test_help_lists_every_binding_and_escape_closes_it() -> None:
@@ -125,10 +123,10 @@ async def test_keys_remapped_in_the_config_replace_the_defaults() -> None:
         await pilot.press("escape")
         await pilot.press("4")
         await pilot.pause()
-        assert app.current_mode == "dashboard"
+        assert app.view == "dashboard"
         await pilot.press("ctrl+u")
         await pilot.pause()
-        assert app.current_mode == "bench"
+        assert app.view == "bench"
 
 
 async def test_an_unknown_theme_falls_back_to_dark_with_a_warning() -> None:
@@ -194,7 +192,7 @@ async def test_the_runs_filter_narrows_the_list() -> None:
     app = frozen_app("runs")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert isinstance(app.screen, RunsScreen)
+        assert isinstance(app.body, RunsBody)
         table = app.screen.query_one("#runs-table")
         assert table.row_count == 4  # type: ignore[attr-defined]
         await pilot.press("slash", *"nvfp4", "enter")
@@ -224,7 +222,7 @@ async def test_the_compare_screen_changes_metric_and_escape_goes_back() -> None:
         await pilot.press("m", "B")
         assert app.screen.metric == 1
         await pilot.press("escape")
-        assert isinstance(app.screen, RunsScreen)
+        assert isinstance(app.body, RunsBody)
 
 
 async def test_dashboard_gpu_panel_shows_each_new_frame() -> None:
@@ -252,115 +250,6 @@ async def test_dashboard_gpu_panel_shows_each_new_frame() -> None:
         after = [panel.render_line(y).text for y in range(panel.size.height)]
         assert sum(" 12% " in row for row in after) == 8
         assert sum("55%" in row for row in after) == 8
-
-
-async def test_a_screen_switch_redraws_the_whole_terminal() -> None:
-    """The first frame after switching screens covers every cell (the terminal still shows
-    the screen we came from); frames after that may be partial."""
-    from textual._compositor import LayoutUpdate
-
-    app = frozen_app()
-    sent: list[tuple[str, object]] = []
-    display = app._display
-
-    def record(screen: Any, update: Any) -> None:
-        if update is not None:
-            sent.append((screen.name, update))
-        display(screen, update)
-
-    app._display = record  # type: ignore[method-assign]
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.3)
-        for key, mode in (("5", "runs"), ("1", "dashboard"), ("2", "logs"), ("4", "bench"),
-                          ("1", "dashboard"), ("3", "launch"), ("5", "runs")):
-            sent.clear()
-            await pilot.press(key)
-            await pilot.pause(0.1)
-            first = next((update for name, update in sent if name == mode), None)
-            assert first is not None, f"no frame after switching to {mode}"
-            assert isinstance(first, LayoutUpdate), (mode, type(first).__name__)
-            assert (first.region.width, first.region.height) == (120, 40)
-
-
-async def test_keys_pause_the_cyclic_gc_only_briefly() -> None:
-    """A key pauses the cyclic GC until its answer is on screen (a same-screen key and a
-    screen switch); it is back on right after, and when the app exits right after a key."""
-    import gc
-
-    from textual import events
-
-    from dsv4tui.tui.app import Dsv4App
-
-    assert gc.isenabled()
-    before = gc.get_threshold()
-    app = frozen_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        assert gc.get_threshold() != before  # tuned while the app runs
-        for key, done in (("f", lambda: not app.screen.query_one(LogPanel).view.follow),
-                          ("2", lambda: app.current_mode == "logs")):
-            app.post_message(events.Key(key, key))  # what the terminal driver does
-            assert not gc.isenabled()
-            await pilot.pause(Dsv4App.GC_AFTER_FRAME_S + 0.1)
-            assert done()  # the key did its work
-            assert gc.isenabled()  # long before GC_PAUSE_MAX_S: its frame was drawn
-        app.post_message(events.Key("f", "f"))
-        assert not gc.isenabled()
-    assert gc.isenabled()  # the app exited inside the pause
-    assert gc.get_threshold() == before  # and put the GC back as it found it
-
-
-def test_strips_that_are_not_cut_make_no_reference_cycles() -> None:
-    """Textual caches a Strip divided or crop-extended to its own size on the strip itself
-    (a cycle per rendered line); with the patch those strips are freed by reference counting."""
-    import gc
-
-    from rich.segment import Segment
-    from textual.strip import Strip
-
-    from dsv4tui.tui.widgets import strip_gc
-
-    assert strip_gc.install()
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(200):
-            strip = Strip([Segment("hello "), Segment("world")], 11)
-            assert strip.divide([11]) == [strip]
-            assert strip.crop_extend(0, 11, None) is strip
-            assert [s.text for s in strip.divide([5, 11])] == ["hello", " world"]
-            assert strip.crop_extend(0, 14, None).cell_length == 14
-        assert gc.collect() == 0
-    finally:
-        gc.enable()
-
-
-def test_strips_build_their_caches_only_when_used() -> None:
-    """Textual builds seven caches (objects the cyclic GC tracks) with every Strip; with the
-    patch a line that is never cut costs the collector its segments and itself, and one that
-    is cut gives the same result as before and caches it."""
-    import gc
-
-    from rich.segment import Segment
-    from textual.strip import Strip
-
-    from dsv4tui.tui.widgets import strip_gc
-
-    assert strip_gc.install()
-    gc.collect()
-    gc.disable()
-    try:
-        before = len(gc.get_objects())
-        kept = [Strip([Segment(f"line {i}")]) for i in range(1000)]
-        per_strip = (len(gc.get_objects()) - before) / len(kept)
-    finally:
-        gc.enable()
-    assert per_strip < 4, per_strip  # the strip, its segment list, a Segment (was 10)
-    strip = kept[7]
-    cropped = strip.crop(0, 4)
-    assert cropped.text == "line" and strip.crop(0, 4) is cropped  # cached on first use
-    assert [s.text for s in strip.divide([2, 6])] == ["li", "ne 7"]
-    assert strip.crop_extend(0, 10, None).text == "line 7    "
 
 
 async def test_a_chart_that_cannot_be_drawn_says_so_once() -> None:
@@ -398,7 +287,7 @@ async def test_keys_typed_quickly_keep_their_order() -> None:
     app = frozen_app("logs")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.3)
-        panel = app.screen.query_one(LogPanel)
+        panel = app.body.query_one(LogPanel)
         follow = panel.view.follow
         for key, char in (("slash", "/"), ("f", "f"), ("o", "o")):
             app.post_message(events.Key(key, char))
@@ -414,7 +303,7 @@ async def test_keys_typed_quickly_keep_their_order() -> None:
         app.post_message(events.Key("escape", None))
         app.post_message(events.Key("m", "m"))
         await pilot.pause(0.3)
-        assert isinstance(app.screen, RunsScreen)
+        assert isinstance(app.body, RunsBody)
         assert compare.metric == 0
 
 

@@ -1,4 +1,4 @@
-"""Keys through Textual's public bindings (dsv4tui/tui/keymap.py, responsive.py): text typed
+"""Keys through Textual's public bindings (dsv4tui/tui/keymap.py): text typed
 into a box stays text, escape leaves a box before anything else, keys typed faster than the
 dashboard answers keep their order, dialogs keep their own keys, a remapped key is the key."""
 
@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Input
 from dsv4tui.core.config import Settings
 from dsv4tui.tui.screens.help import HelpScreen
 from dsv4tui.tui.screens.modals import ConfirmScreen
-from dsv4tui.tui.screens.runs import RunsScreen
+from dsv4tui.tui.screens.runs import RunsBody
 from dsv4tui.tui.widgets.log_view import LogPanel, LogView
 
 
@@ -27,18 +27,18 @@ async def test_text_typed_into_the_log_search_is_text_and_escape_closes_the_box(
     app = frozen_app("logs")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.3)
-        panel = app.screen.query_one(LogPanel)
+        panel = app.body.query_one(LogPanel)
         box = panel.query_one(Input)
         follow = panel.view.follow
         # every one of these is a key of the dashboard outside the box
         await pilot.press("slash", *"flood 1q?w", "N")
         assert box.value == "flood 1q?wN" and box.has_focus
-        assert panel.view.follow is follow and app.current_mode == "logs"
+        assert panel.view.follow is follow and app.view == "logs"
         assert not isinstance(app.screen, HelpScreen) and app.is_running
         await pilot.press("escape")
         assert not panel.search_open and isinstance(app.focused, LogView)
         await pilot.press("escape")  # no box open: nothing to close, still here
-        assert app.current_mode == "logs" and app.is_running
+        assert app.view == "logs" and app.is_running
         await pilot.press("f")  # out of the box the keys are the dashboard's again
         assert panel.view.follow is not follow
 
@@ -64,8 +64,8 @@ async def test_keys_typed_faster_than_answered_keep_their_order() -> None:
     app = frozen_app("runs")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.3)
-        screen = app.screen
-        assert isinstance(screen, RunsScreen)
+        screen = app.body
+        assert isinstance(screen, RunsBody)
         table = screen.query_one("#runs-table", DataTable)
         second = table.coordinate_to_cell_key(Coordinate(1, 0)).row_key.value
         app.model.runs.marked.clear()
@@ -82,9 +82,11 @@ async def test_keys_typed_faster_than_answered_keep_their_order() -> None:
     app = frozen_app("logs")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.3)
-        panel = app.screen.query_one(LogPanel)
+        panel = app.body.query_one(LogPanel)
         follow = panel.view.follow
-        typed(app, "slash", "f", "o", "escape", "f")  # "fo" in the box; then f toggles
+        typed(app, "slash", "f", "o")  # "fo" in the box
+        await pilot.pause(0.3)
+        await pilot.press("escape", "f")  # out of it (the key after escape: once it is out)
         await pilot.pause(0.3)
         assert panel.query_one(Input).value == "fo" and not panel.search_open
         assert panel.view.follow is not follow
@@ -98,18 +100,18 @@ async def test_dialogs_keep_their_keys() -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("1", "4")
-        assert isinstance(app.screen, HelpScreen) and app.current_mode == "dashboard"
+        assert isinstance(app.screen, HelpScreen) and app.view == "dashboard"
         await pilot.press("q")  # closes Help, does not quit
         assert not isinstance(app.screen, HelpScreen) and app.is_running
         await pilot.press("q")  # the frozen sweep runs: asks first
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("4", "q")
-        assert isinstance(app.screen, ConfirmScreen) and app.current_mode == "dashboard"
+        assert isinstance(app.screen, ConfirmScreen) and app.view == "dashboard"
         await pilot.press("n")
         assert not isinstance(app.screen, ConfirmScreen) and app.is_running
         await pilot.press("4")
         await pilot.pause()
-        assert app.current_mode == "bench"
+        assert app.view == "bench"
 
 
 async def test_a_remapped_key_is_the_key_everywhere() -> None:
@@ -119,8 +121,8 @@ async def test_a_remapped_key_is_the_key_everywhere() -> None:
         await pilot.pause(0.3)
         await pilot.press("L")
         await pilot.pause()
-        assert app.current_mode == "logs"
-        panel = app.screen.query_one(LogPanel)
+        assert app.view == "logs"
+        panel = app.body.query_one(LogPanel)
         follow = panel.view.follow
         await pilot.press("f")
         assert panel.view.follow is follow
@@ -128,4 +130,4 @@ async def test_a_remapped_key_is_the_key_everywhere() -> None:
         assert panel.view.follow is not follow
         await pilot.press("2")
         await pilot.pause()
-        assert app.current_mode == "logs"  # 2 is no key of the dashboard any more
+        assert app.view == "logs"  # 2 is no key of the dashboard any more

@@ -53,7 +53,7 @@ async def test_a_key_pressed_before_the_first_look_keeps_its_screen(
         await pilot.press("2", "1")  # before the connection: the user wants the GPUs
         await until(pilot, lambda: m.startup.status == "ready", 60, "the server ready")
         await pilot.pause(0.3)
-        assert app.current_mode == "dashboard"
+        assert app.view == "dashboard"
         assert "the server is starting: 3 shows it on Launch" in toasts(app)
 
 
@@ -61,9 +61,9 @@ async def test_a_key_pressed_before_the_first_look_keeps_its_screen(
 async def test_the_first_look_happens_when_no_key_was_pressed(autostart_spec: HostSpec) -> None:
     app = Dsv4App(autostart_spec, settings=Settings(), autostart=True)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        await until(pilot, lambda: app.current_mode == "launch", 30, "the first look")
+        await until(pilot, lambda: app.view == "launch", 30, "the first look")
         await until(pilot, lambda: app.model.startup.status == "ready", 60, "the server ready")
-        assert app.current_mode == "launch"
+        assert app.view == "launch"
         assert "stayed on your screen" not in toasts(app)
 
 
@@ -83,7 +83,7 @@ async def test_a_comparison_loaded_after_a_screen_key_stays_behind_it() -> None:
         await pilot.press("1")
         app.show_compare(view, asked)  # the read ends
         await pilot.pause()
-        assert app.current_mode == "dashboard" and not isinstance(app.screen, CompareScreen)
+        assert app.view == "dashboard" and not isinstance(app.screen, CompareScreen)
         assert "the comparison is ready: c shows it on Runs" in toasts(app)
         app.show_compare(view, app.nav.token())  # no key since: it is shown
         await pilot.pause()

@@ -1,4 +1,4 @@
-"""The dashboard App: modes (one screen each), bindings, the connection's workers, and the
+"""The dashboard App: one main screen whose bodies switch (:mod:`dsv4tui.tui.screens.main`), bindings, the connection's workers, and the
 batched model flush. Its keys and workers by feature are mixed in: the server's
 (:mod:`dsv4tui.tui.app_server`), the run store's and the kernel captures'
 (:mod:`dsv4tui.tui.app_runs`), sweeps and campaigns (:mod:`dsv4tui.tui.app_campaign`), the
@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from textual import on, work
-from textual.app import SystemCommand
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -51,34 +51,34 @@ from dsv4tui.tui.app_campaign import CampaignWatcher
 from dsv4tui.tui.app_fleet import FleetMember
 from dsv4tui.tui.app_runs import RunsKeys
 from dsv4tui.tui.app_server import ServerKeys
-from dsv4tui.tui.responsive import ResponsiveApp
 from dsv4tui.tui.screens import dialogs
-from dsv4tui.tui.screens.base import TAB_TITLES, DsvScreen
-from dsv4tui.tui.screens.bench import BenchScreen
-from dsv4tui.tui.screens.campaign import CampaignScreen
-from dsv4tui.tui.screens.dashboard import DashboardScreen
+from dsv4tui.tui.screens.base import TAB_TITLES, Body, FramedScreen
+from dsv4tui.tui.screens.bench import BenchBody
+from dsv4tui.tui.screens.campaign import CampaignBody
+from dsv4tui.tui.screens.dashboard import DashboardBody
 from dsv4tui.tui.screens.help import HelpScreen
-from dsv4tui.tui.screens.kernels import KernelsScreen
-from dsv4tui.tui.screens.launch import LaunchScreen
-from dsv4tui.tui.screens.logs import LogsScreen
+from dsv4tui.tui.screens.kernels import KernelsBody
+from dsv4tui.tui.screens.launch import LaunchBody
+from dsv4tui.tui.screens.logs import LogsBody
+from dsv4tui.tui.screens.main import MainScreen
 from dsv4tui.tui.screens.messages import ModelUpdated
 from dsv4tui.tui.screens.modals import ErrorScreen
-from dsv4tui.tui.screens.runs import CompareScreen, RunsScreen
+from dsv4tui.tui.screens.runs import CompareScreen, RunsBody
 from dsv4tui.tui.widgets.gpu_panel import GpuFrame
 
 FLUSH_S = 0.1  # model changes reach the screen at most this often
 LIVE_LEVEL_S = 0.5  # the running level's live TTFT/TPOT/tok/s are recomputed this often
 STATUS_POLL_S = 15.0
-SCREENS: dict[str, type[DsvScreen]] = {
-    "dashboard": DashboardScreen, "logs": LogsScreen, "launch": LaunchScreen,
-    "bench": BenchScreen, "runs": RunsScreen, "kernels": KernelsScreen,
-    "campaign": CampaignScreen}
+SCREENS: dict[str, type[Body]] = {
+    "dashboard": DashboardBody, "logs": LogsBody, "launch": LaunchBody,
+    "bench": BenchBody, "runs": RunsBody, "kernels": KernelsBody,
+    "campaign": CampaignBody}
 EXTRA_TABS = {"6": ("kernels", "Kernels"), "7": ("campaign", "Campaign")}  # after keymap's 1-5
 PALETTE_SCOPES = {"logs", "runs", "compare"}  # the screens' key scopes the palette lists too
 WORKERS_TO_END = ("sweep", "sanity", "server", "status", "connect")  # cancelled by a quit
 
 
-class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp):
+class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, App[int]):
     """``Dsv4App(spec=host_spec(...), settings=...)`` runs live; ``Dsv4App(model=frozen)``
     shows a frozen model (snapshot tests) without any host."""
 
@@ -110,7 +110,8 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
         self._dirty: set[str] = set()
         self._flush_pending = False
         self._live_at = 0.0
-        self._shown_modes: set[str] = set()
+        self.main: MainScreen | None = None  # the main screen, once the app runs
+        self.active_keymap: dict[str, str] = {}  # binding id -> keys, as set_keymap got it
         self.nav = Navigation()  # the user's screen choices: automatic moves yield to them
         self.next_launch = NextLaunch()  # the backend and attention flags picked per profile
         self.host_facts = HostFacts()  # the GPUs' compute capability, the SGLang versions
@@ -145,23 +146,41 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
             self.notify(problem, title="config", severity="warning", timeout=8, markup=False)
         for note in self.notes:
             self.notify(note, timeout=20, markup=False)
-        for mode, cls in SCREENS.items():
-            self.add_mode(mode, partial(cls, self.model))
-        self.switch_mode(self.start_mode if self.start_mode in SCREENS else "dashboard")
-        self._shown_modes.add(self.current_mode)
-        self.call_after_refresh(self._freeze_heap)
         if self.live:
             self.open_store()
             self.connect_host()
-            self.set_timer(1.0, self._warm_modes)
             signals.on_quit_signals(self._on_signal)
+
+    def get_default_screen(self) -> Screen[Any]:
+        start = self.start_mode if self.start_mode in SCREENS else "dashboard"
+        self.main = MainScreen(self.model, [cls(self.model) for cls in SCREENS.values()], start)
+        return self.main
+
+    @property
+    def view(self) -> str:
+        """The body in view on the main screen (``"dashboard"`` ... ``"campaign"``)."""
+        return self.main.MODE if self.main is not None else self.start_mode
+
+    @property
+    def body(self) -> Body | None:
+        return self.main.body if self.main is not None else None
+
+    def show_body(self, mode: str) -> None:
+        """The main screen shows ``mode``'s body (what is pushed over it stays)."""
+        if self.main is not None:
+            self.main.show(mode)
+
+    def set_keymap(self, keymap: Mapping[str, str]) -> None:
+        self.active_keymap = dict(keymap)
+        super().set_keymap(keymap)
+
+    def update_keymap(self, keymap: Mapping[str, str]) -> None:
+        self.active_keymap = {**self.active_keymap, **keymap}
+        super().update_keymap(keymap)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         theme = self.current_theme if self.is_running else None
         return themes.variable_defaults(theme.dark if theme is not None else True)
-
-    def _mode_names(self) -> list[str]:
-        return list(SCREENS)
 
     def _theme_class(self, name: str) -> None:
         for t in themes.THEMES:
@@ -169,10 +188,11 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        scopes = {"app", *PALETTE_SCOPES.intersection(getattr(screen, "SCOPES", ()))}
+        holder: Any = screen.body if isinstance(screen, MainScreen) else screen
+        scopes = {"app", *PALETTE_SCOPES.intersection(getattr(holder, "SCOPES", ()))}
         for action, keys in keymap.effective(self.active_keymap):
             if action.palette and action.scope in scopes:
-                target = self if action.scope == "app" else screen
+                target = self if action.scope == "app" else holder
                 yield SystemCommand(f"{action.description} ({keys})", action.help,
                                     partial(self.call_later, self.run_action, action.action,
                                             target))
@@ -207,7 +227,7 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
             screen = self.screen
         except Exception:  # no screen yet / any more (start-up, shutdown)
             return
-        if isinstance(screen, DsvScreen):
+        if isinstance(screen, FramedScreen):
             screen.post_message(ModelUpdated(parts))
 
     def apply(self, fx: Effects) -> None:
@@ -274,7 +294,7 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
         if step.attach is not None:
             self.attach_running(step.attach)  # someone's sweep or campaign runs: watch it
         elif step.restart:
-            if self.current_mode == "dashboard":  # a first look: the startup phases, then sanity
+            if self.view == "dashboard":  # a first look: the startup phases, then sanity
                 self.auto_show("launch", 0, "the server is starting")
             self.restart_server(self.model.active_profile, None)
         elif step.sanity:
@@ -329,27 +349,24 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
     def auto_show(self, mode: str, since: int, what: str) -> bool:
         """A move the dashboard makes on its own: only if the user has chosen no screen since
         ``since`` (a ``nav.token()``; 0: the app's start), else it says what it would show."""
-        if self.current_mode == mode:
+        if self.view == mode:
             return True
         if not self.nav.may_move(since):
             self.tell(navigation.stayed(what, TAB_TITLES[mode], self.key_of(f"screen.{mode}")))
             return False
-        self.switch_mode(mode)
+        self.show_body(mode)
         return True
 
     def action_show(self, mode: str) -> None:
         if mode not in SCREENS:
             return
         self.nav.chose()
-        if mode not in self._shown_modes:
-            self._shown_modes.add(mode)
-            self.call_after_refresh(self._freeze_heap)
-        if self.current_mode == mode and isinstance(self.screen, CompareScreen):
+        if self.view == mode and isinstance(self.screen, CompareScreen):
             self.pop_screen()
             return
-        if isinstance(self.screen, (HelpScreen, ErrorScreen)):
+        while isinstance(self.screen, (HelpScreen, ErrorScreen, CompareScreen)):
             self.pop_screen()
-        self.switch_mode(mode)
+        self.show_body(mode)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
@@ -359,25 +376,23 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
 
     def action_focus_logs(self) -> None:
         self.nav.chose()
-        screen = self.screen
-        if not isinstance(screen, DsvScreen) or screen.log_panel() is None:
-            self.switch_mode("dashboard")
+        body = self.body
+        if body is None or body.log_panel() is None or self.screen is not self.main:
+            self.show_body("dashboard")
         self.call_after_refresh(self._focus_log)
 
     def _focus_log(self) -> None:
-        screen = self.screen
-        if isinstance(screen, DsvScreen) and (panel := screen.log_panel()) is not None:
+        if (body := self.body) is not None and (panel := body.log_panel()) is not None:
             panel.view.focus()
 
     def action_focus_gpus(self) -> None:
         self.nav.chose()
-        if self.current_mode != "dashboard":
-            self.switch_mode("dashboard")
+        self.show_body("dashboard")
         self.call_after_refresh(self._focus_gpus)
 
     def _focus_gpus(self) -> None:
-        if isinstance(self.screen, DashboardScreen):
-            self.screen.focus_gpus()
+        if isinstance(body := self.body, DashboardBody):
+            body.focus_gpus()
 
     def action_quit_app(self) -> None:
         busy = self.model.busy
@@ -410,7 +425,6 @@ class Dsv4App(ServerKeys, RunsKeys, FleetMember, CampaignWatcher, ResponsiveApp)
                           started_server=self._started_server, end_workers=self._end_workers,
                           say=self.tell)
         await self.link.release(10)
-        await self.settle_screens()  # a screen mounting in the background (_warm_modes)
         if self._hangup:
             self._close_store()
             signals.end_after_hangup()

@@ -81,8 +81,7 @@ class CampaignWatcher:
     # -- a single sweep (w) ---------------------------------------------------------------
     def action_sweep(self) -> None:
         app = _app(self)
-        if app.current_mode != "bench":
-            app.switch_mode("bench")
+        app.show_body("bench")
         if not app._need_live() or app._refused(sweeps.why_not_start(
                 app.model, app._sweep_cid is not None)):
             return
@@ -179,7 +178,7 @@ class CampaignWatcher:
 
         def answer(yes: bool | None) -> None:
             if yes:
-                app.switch_mode("campaign")
+                app.show_body("campaign")
                 app.start_campaign(name)
         app.push_screen(dialogs.campaign_confirm(name, plan), answer)
 

@@ -68,9 +68,8 @@ class FleetMember:
 
     async def _back(self) -> None:
         app: Any = self
-        app._stopping = True  # no more background screens are mounted (_warm_modes)
+        app._stopping = True
         await app.link.release(5)
-        await app.settle_screens()
         app.exit(BACK)
 
 

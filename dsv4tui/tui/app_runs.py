@@ -16,8 +16,7 @@ from dsv4tui.core.view import model as m
 from dsv4tui.core.view import navigation
 from dsv4tui.core.view.parts import COMPARE, RUNS
 from dsv4tui.core.view.runs import baseline_of, latest_runs, run_rows
-from dsv4tui.tui.screens.campaign import CampaignScreen
-from dsv4tui.tui.screens.kernels import KernelsScreen
+from dsv4tui.tui.screens.kernels import KernelsBody
 from dsv4tui.tui.screens.runs import CompareScreen
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ class RunsKeys:
         """While the Runs list is shown: what other processes stored appears in it without
         ctrl+r (a look is one tiny read; the list is read again only after a change)."""
         app = _app(self)
-        if app.current_mode == "runs" and app._store is not None and not app._stopping:
+        if app.view == "runs" and app._store is not None and not app._stopping:
             app.run_worker(app._reload_if_changed, group="store-look", thread=True,
                            exclusive=True, exit_on_error=False)
 
@@ -101,9 +100,8 @@ class RunsKeys:
             app.tell(navigation.stayed("the comparison is ready", "Runs",
                                        app.key_of("compare")))
         elif not isinstance(app.screen, CompareScreen):
-            over = "campaign" if app.current_mode == "campaign" else "runs"
-            if app.current_mode != over:
-                app.switch_mode(over)
+            over = "campaign" if app.view == "campaign" else "runs"
+            app.show_body(over)
             app.push_screen(CompareScreen(app.model, over))
         app.mark(COMPARE)
 
@@ -124,7 +122,7 @@ class RunsKeys:
 
     def action_compare(self) -> None:
         app = _app(self)
-        if isinstance(app.screen, CampaignScreen):
+        if app.view == "campaign" and app.screen is app.main:
             ids = latest_runs(app.model.campaign)
             if len(ids) < 2:
                 app.notify("two variants with runs are needed to compare", timeout=4)
@@ -136,8 +134,7 @@ class RunsKeys:
         if len(marked) >= 2:
             app.load_compare(marked, app.nav.token())
             return
-        if app.current_mode != "runs":
-            app.switch_mode("runs")
+        app.show_body("runs")
         app.notify("mark 2 or more runs with space, then c", timeout=4)
 
     def action_export(self) -> None:
@@ -151,7 +148,7 @@ class RunsKeys:
     def action_save_screen(self) -> None:
         """The screen as SVG (Textual's own screenshot), into the data dir's screenshots."""
         app = _app(self)
-        app.write_screenshot(app.export_screenshot(), outputs.screenshot_name(app.current_mode))
+        app.write_screenshot(app.export_screenshot(), outputs.screenshot_name(app.view))
 
     def action_report_runs(self) -> None:
         app = _app(self)
@@ -169,24 +166,25 @@ class RunsKeys:
             return
         app.write_report([r.id for r in view.runs], view.baseline_id)
 
-    def on_kernels_screen_reload(self, message: KernelsScreen.Reload) -> None:
+    def on_kernels_body_reload(self, message: KernelsBody.Reload) -> None:
         app = _app(self)
         app.load_captures(message.screen)
 
-    def on_kernels_screen_run_requested(self, message: Any) -> None:
+    def on_kernels_body_run_requested(self, message: Any) -> None:
         app = _app(self)
         app.take_capture(int(message.steps), int(message.concurrency))
 
-    def _on_kernels(self, show: Callable[[KernelsScreen], None],
-                    screen: KernelsScreen | None = None) -> None:
-        """``show`` on the Kernels screen ``screen`` (default: the one on top, if it is)."""
+    def _on_kernels(self, show: Callable[[KernelsBody], None],
+                    screen: KernelsBody | None = None) -> None:
+        """``show`` on the Kernels body ``screen`` (default: the main screen's)."""
         app = _app(self)
-        screen = screen or (app.screen if isinstance(app.screen, KernelsScreen) else None)
+        body = app.main.bodies.get("kernels") if app.main is not None else None
+        screen = screen or (body if isinstance(body, KernelsBody) else None)
         if screen is not None and screen.is_mounted:
             show(screen)
 
     @work(group="kernels-load", thread=True, exit_on_error=False)
-    def load_captures(self, screen: KernelsScreen | None = None) -> None:
+    def load_captures(self, screen: KernelsBody | None = None) -> None:
         app = _app(self)
         from dsv4tui.core.store import kernels as kernel_store
 

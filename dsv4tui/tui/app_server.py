@@ -240,7 +240,7 @@ class ServerKeys:
 
         def answer(yes: bool | None) -> None:
             if yes:
-                app.switch_mode("launch")
+                app.show_body("launch")
                 app.restart_server(prof.name, backend, overrides)
         app.push_screen(dialogs.restart_confirm(prof, backend or app.backend_for(prof.name),
                                                  app.model.server.state, changes), answer)

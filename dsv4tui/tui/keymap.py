@@ -5,14 +5,11 @@ The screens build their ``BINDINGS`` with :func:`bindings`; the config's ``[keym
 validated by the config itself (``dsv4tui.core.actions.keymap_problems``) and applied with
 ``App.set_keymap`` (Textual remaps every binding with that id, wherever it is declared).
 
-A screen's keys are priority bindings: Textual answers them the moment the key arrives, where
-a plain binding waits until the key has bubbled from the focused widget up to the App, one
-message hop per widget, each behind whatever the event loop has queued (a log repaint is
-10-15 ms). A printable key that the focused widget takes as text (an Input:
-``check_consume_key``) is left out of every binding above that widget, so ``/flood`` typed
-into the log search box lands in the box. The app-wide keys are declared twice: as the App's
-plain bindings (under a dialog they wait for it, as before: a dialog's ``q`` or ``n`` is
-its own) and as priority bindings of every main screen (:func:`app_keys`), answered at once.
+Every key is an ordinary binding: the App's (the tabs, help, quit ...) and each body's and
+dialog's own, answered where the focus is (a body takes the focus when it is shown), so keys
+typed quickly are answered in the order they came. A printable key that the focused widget
+takes as text (an Input) lands in the box; the keys that open a box are answered as they
+arrive (:func:`bindings`).
 """
 
 from __future__ import annotations
@@ -32,29 +29,27 @@ from dsv4tui.core.actions import (
     split_keys,
 )
 
-__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "app_keys", "bindings", "check_keymap",
+__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "bindings", "check_keymap",
            "display_key", "effective", "escape_binding", "keymap_problems"]
 
 
-def bindings(scope: str, *, priority: bool | None = None) -> list[BindingType]:
-    """The bindings of ``scope``'s actions; priority ones except for the App's own
-    (``scope="app"``), unless ``priority`` says otherwise."""
-    first = scope != "app" if priority is None else priority
+OPEN_A_BOX = frozenset({"log.search", "runs.filter"})  # what is typed next goes into the box
+
+
+def bindings(scope: str) -> list[BindingType]:
+    """The bindings of ``scope``'s actions: ordinary ones, answered where the focus is, except
+    the keys that open a text box (:data:`OPEN_A_BOX`): priority ones, answered as the key
+    arrives, so that text typed right after it lands in the box."""
     return [Binding(a.key, a.action, a.description, show=a.show, id=a.id, tooltip=a.help,
-                    key_display=a.key_display, priority=first)
+                    key_display=a.key_display, priority=a.id in OPEN_A_BOX)
             for a in ACTIONS if a.scope == scope]
 
 
-def app_keys() -> list[BindingType]:
-    """The app-wide keys as a main screen's priority bindings (their actions name the App)."""
-    return bindings("app", priority=True)
-
-
 def escape_binding(action: str) -> Binding:
-    """Escape for ``action`` (closing a search or filter box), answered first; the screen's
-    ``check_action`` says whether a box is open, and when none is the key goes on as
-    usual (the screen's own escape). Not remappable, not listed: the box says "esc"."""
-    return Binding("escape", action, "Close", show=False, priority=True)
+    """Escape for ``action`` (closing a search or filter box): an ordinary binding, after
+    the text typed before it; ``check_action`` says whether a box is open, and when none is
+    the key goes on as usual. Not remappable, not listed: the box says "esc"."""
+    return Binding("escape", action, "Close", show=False)
 
 
 def check_keymap(keymap: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

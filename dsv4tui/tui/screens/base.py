@@ -1,18 +1,19 @@
-"""The frame every main screen shares: connection banner, host bar, screen tabs, footer."""
+"""The frame: connection banner, host bar, screen tabs, key bar (:class:`FramedScreen`), and
+the bodies switched inside it (:class:`Body`, :class:`LogBody`)."""
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
 from dsv4tui.core.view.model import UiModel
-from dsv4tui.tui import keymap, textual_hooks
+from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.messages import (
     ALL,
     CAMPAIGN,
@@ -69,6 +70,12 @@ class NavBar(_KeysBar):
         super().__init__()
         self.current = current
 
+    def set_current(self, current: str) -> None:
+        if current != self.current:
+            self.current = current
+            self._sign = None
+            self.refresh_keys()
+
     def markup_for(self, km: dict[str, str]) -> str:
         keys = dict(keymap.effective(km))
         by_id = {a.id: k for a, k in keys.items()}
@@ -105,6 +112,12 @@ class KeyBar(_KeysBar):
         self.lead = lead  # this screen's own main keys, right after help and quit
         self.cancellable = False  # a sweep, campaign or sanity runs: x is shown (second)
 
+    def set_scopes(self, scopes: tuple[str, ...], lead: tuple[str, ...]) -> None:
+        if (scopes, lead) != (self.scopes, self.lead):
+            self.scopes, self.lead = scopes, lead
+            self._sign = None
+            self.refresh_keys()
+
     def show_cancel(self, cancellable: bool) -> None:
         if cancellable != self.cancellable:
             self.cancellable = cancellable
@@ -125,79 +138,68 @@ class KeyBar(_KeysBar):
         return "  ".join(parts)
 
 
-class DsvScreen(textual_hooks.SwitchScreen):
-    """A main screen (a mode). Subclasses compose their body and redraw their parts. The
-    app-wide keys are its priority bindings (answered at once; :mod:`dsv4tui.tui.keymap`)."""
+class Parts:
+    """What a frame and a body share: the model, widgets found once."""
 
-    BINDINGS: ClassVar[list[BindingType]] = keymap.app_keys()
+    model: UiModel
+    _found: dict[tuple[type[Widget], str | None], Widget]
 
-    MODE = ""
-    AUTO_FOCUS: ClassVar[str | None] = None
+    def one(self, kind: type[W], selector: str | None = None) -> W:
+        """``query_one([selector,] kind)``, remembered: the widgets live as long as their
+        parent, and a CSS query on every model update adds up under load."""
+        key = (kind, selector)
+        found = self._found.get(key)
+        if found is None:
+            node = cast(Widget, self)
+            found = node.query_one(selector, kind) if selector else node.query_one(kind)
+            self._found[key] = found
+        return cast(W, found)
+
+    def log_panel(self) -> LogPanel | None:
+        key = (LogPanel, None)
+        if key not in self._found:
+            panels = cast(Widget, self).query(LogPanel)
+            if not panels:
+                return None
+            self._found[key] = panels.first()
+        return cast(LogPanel, self._found[key])
+
+
+class FramedScreen(Parts, Screen[Any]):
+    """A screen inside the frame: the main screen (its bodies switch) and the compare view
+    pushed over it. Subclasses compose their body and redraw their parts."""
+
+    MODE = ""  # the tab shown as current
     SCOPES: ClassVar[tuple[str, ...]] = ("app",)  # whose keys the key bar shows, in order
     LEAD_KEYS: ClassVar[tuple[str, ...]] = ()  # binding ids the key bar shows first
+    AUTO_FOCUS: ClassVar[str | None] = None
 
     def __init__(self, model: UiModel) -> None:
-        super().__init__(name=self.MODE)
+        super().__init__(name=self.MODE or None)
         self.model = model
-        self._found: dict[tuple[type[Widget], str | None], Widget] = {}
-        # from going out of view until its parts show current data again
-        self.catching_up = False
-        self._been_shown = False  # resumed (shown) once already
+        self._found = {}
 
     def compose(self) -> ComposeResult:
         yield ConnectionBanner(self.model)
         yield HostBar(self.model)
         yield NavBar(self.MODE)
+        yield from self.compose_frame_body()
+        yield KeyBar(self.SCOPES, self.LEAD_KEYS)
+
+    def compose_frame_body(self) -> ComposeResult:
         with Container(classes="body"):
             yield from self.compose_body()
-        yield KeyBar(self.SCOPES, self.LEAD_KEYS)
 
     def compose_body(self) -> ComposeResult:
         yield from ()
 
     def on_mount(self) -> None:
-        textual_hooks.mark_styled(self)  # mounted now, with the current stylesheet
         self.refresh_parts(ALL)
 
-    def on_screen_resume(self, event: events.ScreenResume) -> None:
-        """Back into view (Textual's own resume steps: ``textual_hooks.resume_from_cache``).
-
-        A screen shown before answers the key at once, as it was when it was left (from its
-        widgets' cached lines: nothing re-rendered); then every part is brought up to date
-        and drawn again in the same callback. Bringing the Dashboard up to date is 5-25 ms
-        under load (the server panel's quantiles, the GPU rows, the log tail), which the
-        screen switch no longer waits for; :attr:`catching_up` says which frame is which.
-        A screen's first showing is drawn with current data only (it may have been mounted
-        in the background long before, and its layout is new)."""
-        textual_hooks.keep_styles(event)
-        textual_hooks.resume_from_cache(self, event)
+    def on_screen_resume(self) -> None:
         self.one(NavBar).refresh_keys()
         self.one(KeyBar).refresh_keys()
-        if not (self._been_shown and textual_hooks.enabled("switch_then_update")):
-            self.refresh_parts(ALL)
-            self.catching_up = False
-        self._been_shown = True
-        self.on_resumed()
-        self.call_next(self._draw_resumed)
-
-    def on_screen_suspend(self) -> None:
-        self.catching_up = True  # out of view: what it shows ages until it is back
-
-    def _draw_resumed(self) -> None:
-        drawn = self.is_attached and self.is_current
-        if self.catching_up:
-            if drawn:
-                textual_hooks.draw_now(self)  # the switch: the screen as it was left
-            self.refresh_parts(ALL)
-            self.catching_up = False
-        if drawn:
-            textual_hooks.draw_now(self)  # as it is now
-            key_answered = getattr(self.app, "key_answered", None)
-            if key_answered is not None:
-                key_answered()
-
-    def on_resumed(self) -> None:
-        """Called after the screen came back into view (subclasses)."""
+        self.refresh_parts(ALL)  # it may have missed updates while covered
 
     def on_model_updated(self, message: ModelUpdated) -> None:
         if self.is_current:
@@ -208,7 +210,7 @@ class DsvScreen(textual_hooks.SwitchScreen):
             self.one(ConnectionBanner).refresh_model()
             stale = self.model.conn.down
             self.set_class(stale, "-stale")
-            if (panel := self.log_panel()) is not None:
+            for panel in self.query(LogPanel):
                 panel.set_stale(stale)
         if parts & {CONN, SERVER, PROFILES}:
             self.one(HostBar).refresh_model()
@@ -218,31 +220,65 @@ class DsvScreen(textual_hooks.SwitchScreen):
                                          or m.sanity.status == "running")
         self.refresh_body(parts)
 
-    def one(self, kind: type[W], selector: str | None = None) -> W:
-        """``query_one([selector,] kind)``, remembered: the frame's widgets live as long as
-        the screen, and a CSS query on every model update adds up under load."""
-        key = (kind, selector)
-        found = self._found.get(key)
-        if found is None:
-            found = self.query_one(selector, kind) if selector else self.query_one(kind)
-            self._found[key] = found
-        return cast(W, found)
-
     def refresh_body(self, parts: frozenset[str]) -> None:
         """Redraw the body's widgets that show ``parts``."""
 
-    def log_panel(self) -> LogPanel | None:
-        key = (LogPanel, None)
-        if key not in self._found:
-            panels = self.query(LogPanel)
-            if not panels:
-                return None
-            self._found[key] = panels.first()
-        return cast(LogPanel, self._found[key])
+
+class Body(Parts, Container):
+    """One of the main screen's bodies (a tab): its widgets, its keys (ordinary bindings:
+    they answer while the focus is inside it; shown, it takes the focus), its redraws."""
+
+    MODE = ""
+    # what takes the focus when first shown (None: its first focusable widget, else itself)
+    AUTO_FOCUS: ClassVar[str | None] = None
+    SCOPES: ClassVar[tuple[str, ...]] = ("app",)
+    LEAD_KEYS: ClassVar[tuple[str, ...]] = ()
+    can_focus = True
+
+    def __init__(self, model: UiModel) -> None:
+        super().__init__(id=self.MODE, classes="body")
+        self.model = model
+        self._found = {}
+        self.last_focus: Widget | None = None  # focused when it was left: focused again
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_body()
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    @property
+    def is_current(self) -> bool:
+        """Shown: the body in view, on the screen on top."""
+        return self.display and self.is_attached and self.screen.is_current
+
+    def set_focus(self, widget: Widget | None) -> None:
+        self.screen.set_focus(widget)
+
+    def take_focus(self) -> None:
+        """Shown: the focus goes into the body (its keys answer), unless it is there."""
+        screen = self.screen
+        if screen.focused is not None and self in screen.focused.ancestors_with_self:
+            return
+        target: Widget | None = self.last_focus
+        if target is None or not target.is_attached:
+            found = self.query(self.AUTO_FOCUS) if self.AUTO_FOCUS else None
+            mine = [w for w in self.query("*") if w.focusable]
+            target = found.first() if found else (mine[0] if mine else self)
+        screen.set_focus(target)
+
+    def refresh_parts(self, parts: frozenset[str]) -> None:
+        self.refresh_body(parts)
+
+    def refresh_body(self, parts: frozenset[str]) -> None:
+        """Redraw the widgets that show ``parts``."""
+
+    def on_shown(self) -> None:
+        """Called when the body came into view (subclasses)."""
 
 
-class LogScreen(DsvScreen):
-    """A main screen with a LogPanel: the log keys (``/``, n/N, f, v, t) work anywhere on it."""
+class LogBody(Body):
+    """A body with a LogPanel: the log keys (``/``, n/N, f, v, t) work anywhere in it."""
 
     BINDINGS: ClassVar[list[BindingType]] = keymap.bindings("logs")
     SCOPES = ("logs", "app")

@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
 from dsv4tui.core.view.model import SweepView, UiModel, fmt_duration
-from dsv4tui.tui.screens.base import DsvScreen
+from dsv4tui.tui.screens.base import Body
 from dsv4tui.tui.screens.messages import ALL, CONN, DECODE, GPU, SANITY, SWEEP
 from dsv4tui.tui.widgets.charts import Chart, Series
 from dsv4tui.tui.widgets.gpu_strip import GpuStrip
@@ -69,7 +69,7 @@ def chart_series(sw: SweepView) -> tuple[list[str], list[Series]]:
     return labels, [Series("output tok/s", [lv.out_tok_s for lv in sw.levels])]
 
 
-class BenchScreen(DsvScreen):
+class BenchBody(Body):
     MODE = "bench"
     LEAD_KEYS = ("sweep", "sanity")  # never cut off the key bar, even at 80 columns
 

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Static
 from dsv4tui.core.campaign.view import CampaignView, VariantView
 from dsv4tui.core.view.model import PHASE_LABELS, UiModel, fmt_duration
 from dsv4tui.tui import keymap
-from dsv4tui.tui.screens.base import DsvScreen
+from dsv4tui.tui.screens.base import Body
 from dsv4tui.tui.screens.messages import CAMPAIGN, SANITY, STARTUP
 from dsv4tui.tui.widgets.charts import Chart, Series
 from dsv4tui.tui.widgets.startup import SanityResult, StartupPanel
@@ -188,7 +188,7 @@ class CampaignMatrix(DataTable[Text]):
                                                          strict=True) if key in keys)
 
 
-class CampaignScreen(DsvScreen):
+class CampaignBody(Body):
     MODE = "campaign"
     SCOPES = ("app", "campaign")
     AUTO_FOCUS = "#camp-matrix"
@@ -211,7 +211,7 @@ class CampaignScreen(DsvScreen):
                         classes="panel")
 
     def on_mount(self) -> None:
-        super().on_mount()
+
         self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:

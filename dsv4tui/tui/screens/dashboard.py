@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from dsv4tui.core.view.model import UiModel, fmt_num
 from dsv4tui.tui import keymap
-from dsv4tui.tui.screens.base import LogScreen
+from dsv4tui.tui.screens.base import LogBody
 from dsv4tui.tui.screens.messages import CONN, DECODE, GPU, METRICS, SANITY, STARTUP, SWEEP
 from dsv4tui.tui.widgets.gpu_panel import GpuPanel
 from dsv4tui.tui.widgets.log_view import LogPanel
@@ -55,7 +55,7 @@ def startup_markup(model: UiModel) -> str:
     return f"restart [{color}]{escape(su.status)}[/] in {total}"
 
 
-class DashboardScreen(LogScreen):
+class DashboardBody(LogBody):
     MODE = "dashboard"
 
     def compose_body(self) -> ComposeResult:

@@ -7,8 +7,8 @@ The screen never reads the store or talks to a host. The app feeds it:
   host=...)``;
 * ``screen.set_progress(text)`` / ``screen.set_error(text)`` while a capture is being taken.
 
-and answers its messages: :class:`KernelsScreen.Reload` (shown, ctrl+r: load the stored
-captures) and :class:`KernelsScreen.RunRequested` (``k``: take a capture now, e.g. with
+and answers its messages: :class:`KernelsBody.Reload` (shown, ctrl+r: load the stored
+captures) and :class:`KernelsBody.RunRequested` (``k``: take a capture now, e.g. with
 ``dsv4tui.core.campaign.kernels.collect_kernels`` + ``store_capture`` in a worker).
 
 Keys: ``k`` capture now, ``space`` mark (two marked captures show side by side, the first
@@ -33,7 +33,7 @@ from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
-from dsv4tui.tui.screens.base import DsvScreen
+from dsv4tui.tui.screens.base import Body
 from dsv4tui.tui.widgets.kernel_families import FamilyBars
 from dsv4tui.tui.widgets.kernel_table import KernelTable
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
@@ -155,27 +155,27 @@ def findings_text(shown: Sequence[CaptureItem], limit: int = 3) -> str:
     return "\n".join(blocks)
 
 
-class KernelsScreen(DsvScreen):
+class KernelsBody(Body):
     MODE = "kernels"
     AUTO_FOCUS = "#kern-table"
     BINDINGS: ClassVar[list[BindingType]] = keymap.bindings("kernels")
     SCOPES = ("kernels", "app")  # the key bar shows k, space ... like every other screen
     DEFAULT_CSS = """
-    KernelsScreen #kern-main { height: 1fr; }
-    KernelsScreen #kern-list-box { width: 44; min-width: 30; }
-    KernelsScreen #kern-table { height: 1fr; }
-    KernelsScreen #kern-detail { width: 1fr; }
-    KernelsScreen #kern-head { height: auto; padding: 0 1; }
-    KernelsScreen #kern-families { height: auto; max-height: 24; }
-    KernelsScreen #kern-findings { height: auto; max-height: 12; padding: 0 1; }
-    KernelsScreen #kern-status { height: auto; padding: 0 1; color: $text-muted; }
+    KernelsBody #kern-main { height: 1fr; }
+    KernelsBody #kern-list-box { width: 44; min-width: 30; }
+    KernelsBody #kern-table { height: 1fr; }
+    KernelsBody #kern-detail { width: 1fr; }
+    KernelsBody #kern-head { height: auto; padding: 0 1; }
+    KernelsBody #kern-families { height: auto; max-height: 24; }
+    KernelsBody #kern-findings { height: auto; max-height: 12; padding: 0 1; }
+    KernelsBody #kern-status { height: auto; padding: 0 1; color: $text-muted; }
     """
 
     class Reload(Message):
         """The app: load the stored captures and call ``set_captures`` of ``screen`` (the
         one asking: it may be mounted in the background, not on top)."""
 
-        def __init__(self, screen: KernelsScreen | None = None) -> None:
+        def __init__(self, screen: KernelsBody | None = None) -> None:
             super().__init__()
             self.screen = screen
 
@@ -213,13 +213,13 @@ class KernelsScreen(DsvScreen):
         table = self.query_one("#kern-table", DataTable)
         for label, key, width in LIST_COLUMNS:
             table.add_column(label, key=key, width=width)
-        super().on_mount()
+
         self._draw_detail()
 
-    def on_resumed(self) -> None:
+    def on_shown(self) -> None:
         """Ask for the stored captures each time the screen is shown: it may have been mounted
         in the background, and a capture taken meanwhile (the CLI, another console) shows."""
-        self.post_message(self.Reload(self))
+        self.app.post_message(self.Reload(self))  # messages from a widget stop at its screen
 
     # -- fed by the app -----------------------------------------------------------------
     def set_captures(self, items: Sequence[Any]) -> None:
@@ -311,8 +311,8 @@ class KernelsScreen(DsvScreen):
         self._draw_detail()
 
     def action_reload(self) -> None:
-        self.post_message(self.Reload(self))
+        self.app.post_message(self.Reload(self))  # messages from a widget stop at its screen
 
     def action_capture(self) -> None:
         self.set_progress(f"capture requested: {self.steps} steps at C={self.concurrency}…")
-        self.post_message(self.RunRequested(self.steps, self.concurrency))
+        self.app.post_message(self.RunRequested(self.steps, self.concurrency))

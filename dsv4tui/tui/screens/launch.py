@@ -11,7 +11,7 @@ from textual.widgets import Static
 from dsv4tui.core.server import next_move
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
-from dsv4tui.tui.screens.base import LogScreen
+from dsv4tui.tui.screens.base import LogBody
 from dsv4tui.tui.screens.messages import PROFILES, SANITY, SERVER, STARTUP
 from dsv4tui.tui.widgets.log_view import LogPanel
 from dsv4tui.tui.widgets.startup import SanityResult, StartupPanel
@@ -82,7 +82,7 @@ def next_move_markup(err: BaseException | None, km: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-class LaunchScreen(LogScreen):
+class LaunchBody(LogBody):
     MODE = "launch"
 
     def compose_body(self) -> ComposeResult:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 
-from dsv4tui.tui.screens.base import LogScreen
+from dsv4tui.tui.screens.base import LogBody
 from dsv4tui.tui.widgets.log_view import LogPanel, LogView
 
 
-class LogsScreen(LogScreen):
+class LogsBody(LogBody):
     MODE = "logs"
     AUTO_FOCUS = "LogView"
 
@@ -17,5 +17,5 @@ class LogsScreen(LogScreen):
                        "f follow · v level · t rank)", classes="panel", id="logs-log",
                        empty_text="no server log yet")
 
-    def on_resumed(self) -> None:
+    def on_shown(self) -> None:
         self.query_one(LogView).focus()

@@ -16,7 +16,7 @@ from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.campaign.verdict import verdict_lines
 from dsv4tui.core.view.model import RunRow, UiModel, fmt_num
 from dsv4tui.tui import keymap
-from dsv4tui.tui.screens.base import DsvScreen
+from dsv4tui.tui.screens.base import Body, FramedScreen
 from dsv4tui.tui.screens.messages import COMPARE, RUNS
 from dsv4tui.tui.widgets.charts import Chart, Series
 from dsv4tui.tui.widgets.text import esc, plain, update_static
@@ -74,7 +74,7 @@ def fmt_date(epoch: float, year: bool = True) -> str:
                                                       else "%m-%d %H:%M")
 
 
-class RunsScreen(DsvScreen):
+class RunsBody(Body):
     MODE = "runs"
     BINDINGS = [*keymap.bindings("runs"), keymap.escape_binding("close_filter")]
     SCOPES = ("runs", "app")
@@ -326,7 +326,7 @@ def verdict_markup(cmp: Comparison) -> list[str]:
     return out
 
 
-class CompareScreen(DsvScreen):
+class CompareScreen(FramedScreen):
     """Pushed over Runs (or over the Campaign, for its variants; escape goes back there):
     grouped bars per C (one colour per run), a second metric, a table."""
 

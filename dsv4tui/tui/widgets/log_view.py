@@ -225,6 +225,7 @@ class LogView(ScrollView, can_focus=True):
 
     # -- follow -------------------------------------------------------------------------
     def on_resize(self) -> None:
+        self.post_message(self.Changed(self))  # the status says whether ←/→ scroll
         if self.follow:
             self.call_after_refresh(self._scroll_to_end)
 

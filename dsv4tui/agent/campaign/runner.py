@@ -50,6 +50,7 @@ from dsv4tui.agent.commands import build_parser
 from dsv4tui.agent.host import bench_lock, procs, server, server_metrics, server_state, target
 from dsv4tui.agent.host.failure import next_flag, with_flag
 from dsv4tui.agent.host.gpu_window import GpuWindow
+from dsv4tui.agent.state import read_json, write_json
 
 ENDED = ("done", "failed", "cancelled")
 # Free space a runner needs to start (besides its reserve): below it, a campaign would stop
@@ -62,29 +63,6 @@ class Cancelled(Exception):
 
 
 # -- files of a campaign ---------------------------------------------------------------------
-
-def write_json(path: str, data: Dict[str, Any]) -> None:
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, default=str)
-        os.replace(tmp, path)
-    except OSError:  # a full disk: no half-written copy left taking room
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def read_json(path: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
 
 def agent_argv() -> List[str]:
     """How to start this agent again (the zipapp we run from, or ``-m dsv4tui.agent``)."""

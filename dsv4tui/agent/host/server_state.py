@@ -7,12 +7,11 @@ it). Read by ``server``, ``logs``, ``adopt``, ``target`` and the campaign runner
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 from typing import Any, Dict, Optional
 
-from dsv4tui.agent import protocol
+from dsv4tui.agent import protocol, state
 from dsv4tui.agent.host import bench_lock, procs
 from dsv4tui.agent.state import cache_dir
 
@@ -26,20 +25,11 @@ def path(name: str) -> str:
 
 
 def read_json(name: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(path(name), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return state.read_json(str(path(name)))
 
 
 def write_json(name: str, data: Dict[str, Any]) -> None:
-    target = path(name)
-    tmp = "%s.%d.tmp" % (target, os.getpid())
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, target)
+    state.write_json(str(path(name)), data)
 
 
 def read_state() -> Optional[Dict[str, Any]]:

@@ -81,12 +81,12 @@ def test_each_variant_gets_its_capture_at_the_level_and_attaching_again_adds_not
     cid = out["id"]
     with RunStore() as store:
         caps = kernel_store.campaign_captures(store, cid)
-        for v in out["variants"]:  # each variant's own run, the one whose sweep ran at C=2
+        for i, v in enumerate(out["variants"]):  # each variant's own run (its sweep ran C=2)
             run = store.run(v["run_id"])
             assert run is not None and run.status == "done"
             assert [lv.concurrency for lv in store.levels(run.id)] == [1, 2]  # sweep kept
             cap = caps[run.id]
-            assert v["kernels"] == {"run": "v%d.r0.a0" % out["variants"].index(v),
+            assert v["kernels"] == {"run": f"v{i}.r0.a0",
                                     "run_id": run.id, "level": 1, "concurrency": 2,
                                     "capture_id": cap.id, "error": None, "kind": None}
             assert cap.campaign_id == cid and cap.launch_id == run.launch_id is not None
@@ -124,12 +124,16 @@ def test_a_capture_that_fails_keeps_the_sweep_and_says_why(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the trace folder should go")
-    write_config(['name = "only"'],
+    write_config(['name = "crash"\nextra_args = ["--sim-speed", "200", "--sim-decode-speed", '
+                  '"20", "--sim-fault", "crash-after:3"]', 'name = "only"'],
                  f'kernels = {{ level = 2, warmup = 0.5, output_dir = "{blocker}" }}')
-    assert main(["campaign", "start", "story", "--json"]) == 0  # the variant is done
+    assert main(["campaign", "start", "story", "--json"]) == 1  # "crash" failed
     out, err = _json(capsys)
-    [v] = out["variants"]
-    assert v["state"] == "done"
+    crash, v = out["variants"]
+    assert crash["state"] == "failed" and "the server died" in crash["reason"]
+    assert crash["kernels"]["kind"] == "not_taken" and crash["kernels"]["capture_id"] is None
+    assert crash["kernels"]["error"] == "no kernel capture at C=2: the run failed"
+    assert v["state"] == "done"  # the failed capture did not fail it
     assert v["kernels"]["capture_id"] is None and v["kernels"]["kind"] == "output_dir"
     assert "kernel capture at C=2 failed: cannot create" in v["kernels"]["error"]
     assert str(blocker) in v["kernels"]["error"]

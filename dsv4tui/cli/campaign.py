@@ -201,9 +201,12 @@ class Printer(reducer.Reader):
         sim = " (SIMULATED)" if (ev.get("server") or {}).get("simulated") else ""
         basis = "decode" if ev.get("basis") == "decode" else "all"
         fams = sorted(ev.get("families") or [], key=lambda f: -(f.get("share") or 0.0))[:3]
-        where = {True: "on tensor cores", False: "on CUDA cores"}
+        def cores(flag: Any) -> str:
+            return "on tensor cores" if flag is True else "on CUDA cores" if flag is False \
+                else "cores unknown"
+
         parts = [f"{f.get('label') or f.get('family')} {100 * float(f.get('share') or 0):.0f} %"
-                 f" {where.get(f.get('tensor_cores'), 'cores unknown')}" for f in fams]
+                 f" {cores(f.get('tensor_cores'))}" for f in fams]
         _say(f"    kernels{sim} at {load}: share of {basis} GPU time: {', '.join(parts)}")
         note = (ev.get("load") or {}).get("batch_note")
         if note:

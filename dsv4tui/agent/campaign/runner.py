@@ -625,7 +625,7 @@ class Campaign:
             return self._end_run(key, "cancelled", reason or "cancelled")
         ended = self._end_run(key, status if status in ("done", "partial", "failed") else
                               "failed", reason, lines)
-        variant_kernels.after_run(spec, self.cdir, key, repeat, ended[0], tgt)  # kernels = {}
+        variant_kernels.after_run(spec, self.cdir, key, repeat, ended[0], tgt)  # kernels = {..}
         return ended
 
     def _canary(self, vi: int, key: str, tgt: Dict[str, Any]) -> Optional[str]:

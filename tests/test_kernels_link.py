@@ -89,14 +89,14 @@ def test_a_store_with_the_old_kernel_profiles_table_migrates(tmp_path: Path) -> 
                "VALUES (7, 'ct200', 'triton', 1.0, '{\"basis\": \"decode\"}')")
     db.close()
     with RunStore(path) as store:
-        assert store.schema_version == 7  # 7: the runs table gained canary_json
+        assert store.schema_version == 8  # 8: kernels gained campaign_id, journal_seq
         old = kernel_store.get_capture(store, 7)
         assert old is not None and old.backend == "triton" and old.summary == {"basis": "decode"}
         new = kernel_store.save_capture(store, SUMMARY, host="ct200", server_pid=9)
         assert kernel_store.get_capture(store, new).server_pid == 9  # type: ignore[union-attr]
         names = {r[0] for r in store.query("SELECT name FROM sqlite_master")}
     assert "kernel_profiles" not in names and {"kernels", "kernels_by_run",
-                                               "kernels_by_host"} <= names
+                                               "kernels_by_host", "kernels_by_journal"} <= names
 
 
 def test_without_a_recorded_launch_the_server_start_decides(tmp_path: Path) -> None:

@@ -156,3 +156,25 @@ def test_cancel_ends_the_workers_and_keeps_what_finished(
     assert sweep["status"] == "cancelled" and len(reqs) >= 8
     assert sweep["reason"] == (f"cancelled during level C=4: {len(reqs):,} requests measured, "
                                "0 of 1 levels complete")
+
+
+def test_a_spread_level_says_how_many_requests_are_in_flight(
+        known_server: Callable[..., KnownServer]) -> None:
+    """level_progress of a level run by worker processes carries the real in-flight count
+    (claimed in the workers' shared flow, less what reached the agent), not null."""
+    srv = known_server(ttft_ms=20, itl_ms=20)  # ~0.7 s a request: always some in flight
+    cmd = [sys.executable, "-m", "dsv4tui.agent", "bench", "sweep", "--url", srv.url,
+           "--levels", "6:36", "--output-len", "32", "--warmup", "0", "--workers", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=subprocess_env(), cwd=REPO,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    events = [e for e in (parse_event(x) for x in proc.stdout.splitlines()) if e]
+    [level] = [e for e in events if e["type"] == "level"]
+    assert level["workers"] == 2
+    progress = [e for e in events if e["type"] == "level_progress"]
+    assert progress, "no level_progress during a ~5 s level"
+    flights = [e["in_flight"] for e in progress]
+    assert all(isinstance(n, int) and 0 <= n <= 6 for n in flights), flights
+    assert max(flights) > 0
+    for e in progress:  # what finished and what is in flight never exceed the level's n
+        assert e["completed"] + e["errors"] + e["in_flight"] <= 36

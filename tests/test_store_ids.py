@@ -58,7 +58,7 @@ def test_migration_to_autoincrement_keeps_every_column_row_and_reference(tmp_pat
     db.close()
 
     with RunStore(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 7
+        assert store.schema_version == SCHEMA_VERSION == 8
         assert [r.id for r in store.runs()] == [3, 2, 1]
         assert store.run(2).campaign_id == "c1"  # type: ignore[union-attr]
         assert store.start_run(label="new", host="ct200") == 4

@@ -213,6 +213,67 @@ class LevelGpusEvent(Event, total=False):
     final: bool
 
 
+class KernelsTargetEvent(Event, total=False):
+    """A kernel capture begins (agent/kernels/capture.py): the server, where its traces go."""
+
+    url: str
+    model: str
+    output_dir: str
+    trace_dir: str
+    steps: int
+    concurrency: int
+    expected_files: int
+    backend: Optional[str]
+    checkpoint: Optional[str]
+    tp_size: Optional[int]
+    simulated: bool
+
+
+class KernelsPhaseEvent(Event, total=False):
+    phase: str  # load | ramp | profiling | waiting_traces | stopping | parsing | flagged
+    message: str
+    time: float
+
+
+class KernelsTracesEvent(Event, total=False):
+    files: List[Dict[str, Any]]  # path, bytes (on the host: the traces stay there)
+    stopped_by: Optional[str]  # num_steps | stop_profile
+
+
+class KernelsEvent(Event, total=False):
+    """A kernel capture's summary (docs/kernels.md): per kernel family its share of a decode
+    step and whether it ran on tensor cores, the top kernels, the load it ran under. In a
+    campaign (``kernels = { level = C }``), stamped with the variant and run, and with the
+    sweep ``level`` index and its ``concurrency``."""
+
+    families: List[Dict[str, Any]]  # family, share, total_us, tensor_cores, tensor_basis, ...
+    kernels: List[Dict[str, Any]]
+    steps: Dict[str, Any]  # decode / prefill: count, mean_bs, interval_ms, ...
+    basis: str  # decode | all
+    load: Dict[str, Any]  # concurrency, measured_bs, batch_far, batch_note, ...
+    telemetry: Dict[str, Any]
+    tensor_decision: Dict[str, Any]
+    server: Dict[str, Any]  # backend, checkpoint, tp_size, simulated, ...
+    url: str
+    model: str
+    profiled_steps: int
+    output_dir: str
+    time: float
+    level: Optional[int]
+    concurrency: int
+    server_pid: Optional[int]
+
+
+class KernelsFailedEvent(Event, total=False):
+    """A campaign's kernel capture of a variant that was not taken or failed (the run and its
+    sweep are kept)."""
+
+    kind: str  # not_taken, or the capture's error kind (output_dir, start_profile, ...)
+    message: str
+    level: Optional[int]
+    concurrency: int
+
+
 class SweepEndEvent(Event, total=False):
     status: str
     reason: Optional[str]
@@ -252,6 +313,9 @@ EVENTS: Dict[str, Any] = {
     "canary_gate": CanaryGateEvent, "notice": NoticeEvent, "level_prep": LevelPrepEvent,
     "level_start": LevelStartEvent, "request": RequestEvent, "level_progress": LevelProgressEvent,
     "level": LevelEvent, "level_gpus": LevelGpusEvent, "sweep": SweepEndEvent,
+    "kernels_target": KernelsTargetEvent, "kernels_phase": KernelsPhaseEvent,
+    "kernels_traces": KernelsTracesEvent, "kernels": KernelsEvent,
+    "kernels_failed": KernelsFailedEvent,
     "campaign_end": CampaignEndEvent, "journal_pos": JournalPosEvent,
     "journal_torn": JournalTornEvent, "journal_end": JournalEndEvent,
 }

@@ -21,6 +21,7 @@ from dsv4tui.core.campaign import plan as cplan
 from dsv4tui.core.campaign import reducer, session
 from dsv4tui.core.campaign.compare import campaign_comparison, load_text
 from dsv4tui.core.campaign.ingest import Collected
+from dsv4tui.core.campaign.kernel_load import load_text as kernel_load_text
 from dsv4tui.core.campaign.labels import safe_text
 from dsv4tui.core.campaign.verdict import canary_lines, verdict_lines
 from dsv4tui.core.entry import load_settings, run_async
@@ -195,6 +196,25 @@ class Printer(reducer.Reader):
             for line in lines:
                 _say(f"      | {line}")
 
+    def kernels(self, ev: ev_t.KernelsEvent) -> None:  # kernels = { level = C }
+        load = kernel_load_text(ev.get("concurrency"), ev.get("load")) or "?"
+        sim = " (SIMULATED)" if (ev.get("server") or {}).get("simulated") else ""
+        basis = "decode" if ev.get("basis") == "decode" else "all"
+        fams = sorted(ev.get("families") or [], key=lambda f: -(f.get("share") or 0.0))[:3]
+        def cores(flag: Any) -> str:
+            return "on tensor cores" if flag is True else "on CUDA cores" if flag is False \
+                else "cores unknown"
+
+        parts = [f"{f.get('label') or f.get('family')} {100 * float(f.get('share') or 0):.0f} %"
+                 f" {cores(f.get('tensor_cores'))}" for f in fams]
+        _say(f"    kernels{sim} at {load}: share of {basis} GPU time: {', '.join(parts)}")
+        note = (ev.get("load") or {}).get("batch_note")
+        if note:
+            _say(f"    kernels: {note}")
+
+    def kernels_failed(self, ev: ev_t.KernelsFailedEvent) -> None:
+        _say(f"    {ev.get('message')} (the run and its sweep are kept)")
+
     def notice(self, ev: ev_t.NoticeEvent) -> None:
         _say(f"note: {ev.get('message')}")
 
@@ -322,6 +342,10 @@ def _print_plan(plan: cplan.CampaignPlan) -> None:
     print(f"  sweep: {levels}; input {s.input_len}, output {s.output_len} tokens"
           f"{' (ignore_eos)' if s.ignore_eos else ''}, warm-up {s.warmup}")
     print(f"  sanity: {', '.join(c.name or c.prompt for c in plan.cases) or 'none'}")
+    if plan.kernels is not None:
+        k = plan.kernels
+        print(f"  kernels: a capture per variant after its first sweep, steady load C={k.level}"
+              f" ({k.steps} steps profiled, output {k.output_len} tokens)")
     for v in plan.variants:
         print(f"  [{v.index + 1}] {v.name} (label {v.label}): profile {v.profile_name}, "
               f"backend {v.launch.backend}, checkpoint {v.launch.checkpoint}")

@@ -30,6 +30,8 @@ from dsv4tui.agent.bench import datasets
 from dsv4tui.agent.bench import plan as sweep_plan
 from dsv4tui.agent.bench.levels import check_level
 from dsv4tui.agent.bench.sanity_cases import DEFAULT_CASES
+from dsv4tui.agent.campaign import variant_kernels
+from dsv4tui.agent.kernels import settings as capture_settings
 from dsv4tui.core import actions, paths, theme_names
 from dsv4tui.core.errors import ConfigError
 from dsv4tui.core.server import sglang_choices
@@ -176,7 +178,11 @@ GoodputKey = Literal["ttft_ms", "tpot_ms", "e2el_ms"]
 
 def _plan_field(name: str, **kw: Any) -> Any:
     """A SweepPlan field with the agent's default and limits (agent/bench/plan.py)."""
-    f = sweep_plan.FIELDS[name]
+    return _agent_field(sweep_plan.FIELDS[name], **kw)
+
+
+def _agent_field(f: sweep_plan.Field, **kw: Any) -> Any:
+    """A pydantic Field with the default and limits of the agent's definition ``f``."""
     if f.low is not None:
         kw["gt" if f.above else "ge"] = f.low
     if f.high is not None:
@@ -506,6 +512,42 @@ class CanaryConfig(_Model):
         return self.model_dump()
 
 
+class CampaignKernels(_Model):
+    """``kernels = { level = 16 }``: a kernel capture per variant, after its first run's sweep,
+    under a steady load of that level's C (agent/campaign/variant_kernels.py; docs/kernels.md).
+    The other keys are the capture's settings (agent/kernels/settings.py's defaults)."""
+
+    level: int = Field(..., ge=1, description="The sweep level (its C) the capture's steady "
+                       "load runs at: one of the campaign's sweep levels.")
+    steps: int = _agent_field(capture_settings.FIELDS["steps"],
+                              description="Forward steps profiled (SGLang's num_steps).")
+    warmup: float = _agent_field(capture_settings.FIELDS["warmup"],
+                                 description="Seconds of load at least, before profiling.")
+    ramp_timeout: float = _agent_field(
+        capture_settings.FIELDS["ramp_timeout"], description="Wait at most this long for the "
+        "server's batch to reach C; then capture anyway, flagged.")
+    output_len: int = _agent_field(capture_settings.FIELDS["output_len"],
+                                   description="Tokens per load request (long: decode).")
+    timeout: float = _agent_field(capture_settings.FIELDS["timeout"],
+                                  description="Give up when no trace appeared by then (s).")
+    top: int = _agent_field(capture_settings.FIELDS["top"], description="Kernels kept.")
+    output_dir: str | None = Field(None, min_length=1, description="Where SGLang writes the "
+                                   "traces on the host, a folder per run (default: the "
+                                   "campaign's directory in the agent cache).")
+
+    def problem(self, plan: SweepPlan) -> str | None:
+        """What is wrong with this capture for the campaign's sweep ``plan`` (its level not
+        one of the sweep's), in the agent's words; None when it can run."""
+        try:
+            variant_kernels.check(self.agent_spec(), plan.model_dump(mode="json"))
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def agent_spec(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
 class CampaignConfig(_Model):
     """Ordered variants of a launch profile on one host: restart -> sanity -> sweep each."""
 
@@ -530,6 +572,9 @@ class CampaignConfig(_Model):
     stop_server: bool = Field(False, description="Stop the server when the campaign ends.")
     canary: CanaryConfig | None = Field(
         None, description="The accuracy canary per variant (true, or a table; default off).")
+    kernels: CampaignKernels | None = Field(
+        None, description="A kernel capture per variant at one sweep level "
+        "(``{ level = 16 }``; default none).")
     variants: list[CampaignVariant] = Field(..., min_length=1)
 
     @field_validator("canary", mode="before")
@@ -575,10 +620,13 @@ class Settings(_Model):
     def _campaign_plans(self) -> Settings:
         for name, camp in self.campaigns.items():
             try:
-                camp.plan(self.sweep)
+                plan = camp.plan(self.sweep)
             except ValidationError as exc:
                 raise ValueError("; ".join(f"campaigns.{name}.sweep.{line}"
                                            for line in error_lines(exc, SweepPlan))) from None
+            problem = camp.kernels.problem(plan) if camp.kernels is not None else None
+            if problem is not None:
+                raise ValueError(f"campaigns.{name}.{problem}")
         return self
 
     @field_validator("theme")

@@ -80,7 +80,7 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _field_problem(key: str, f: Field, v: Any) -> Optional[str]:
+def field_problem(key: str, f: Field, v: Any) -> Optional[str]:
     """What is wrong with value ``v`` of the int/num/bool/choice field ``key``, or None."""
     if v is None and f.null:
         return None
@@ -123,7 +123,7 @@ def check(plan: Dict[str, Any]) -> None:
                              % (lv,))
     for key, f in FIELDS.items():
         if f.kind != "data":
-            problem = _field_problem(key, f, plan[key])
+            problem = field_problem(key, f, plan[key])
             if problem is not None:
                 raise ValueError(problem)
     good = plan["goodput"]

@@ -578,7 +578,7 @@ class Sweep:
     def __init__(self, target: TargetSpec, plan: Dict[str, Any], sink: Any) -> None:
         for key, value in sweep_plan.defaults().items():  # an older caller's: the defaults
             plan.setdefault(key, value)
-        self.args = target  # the TargetSpec: where, and the transport and connect timeout
+        self.target_spec = target  # where, and the transport and connect timeout
         self.plan = plan
         self.sink = sink
         self.shapes = shapes(plan)
@@ -601,11 +601,12 @@ class Sweep:
 
     async def run(self) -> None:
         self.cancel = protocol.cancel_event_on_signals()
-        target = await resolve_target(self.args)
+        target = await resolve_target(self.target_spec)
         plan = self.plan
         self.sink.emit("bench_target", url=target.endpoint.base, model=target.model,
                        model_source=target.model_source, server_version=target.server_version,
-                       transport=self.args.transport, plan=self._plan_event(), seed=self.seed)
+                       transport=self.target_spec.transport, plan=self._plan_event(),
+                       seed=self.seed)
         ctx, where = await context_length(target.endpoint, target.api_key)
         problem = plan_size.context_problem(plan, ctx, where)
         if problem is not None:  # every request would decode until its timeout: none is sent
@@ -614,8 +615,8 @@ class Sweep:
         gc.collect()
         gc.freeze()  # what exists now (imports, client) is never scanned again
         biggest = max(_streams(s) for s in self.shapes)
-        client = make_client(self.args.transport, target.endpoint, target.api_key, biggest,
-                             self.args.connect_timeout)
+        client = make_client(self.target_spec.transport, target.endpoint, target.api_key,
+                             biggest, self.target_spec.connect_timeout)
         try:
             await self._probe_ignore_eos(client, target)
             for li, shape in enumerate(self.shapes):
@@ -777,7 +778,7 @@ class Sweep:
         errors = [0]
 
         tally = level_progress.LevelTally(li, c, n)
-        flows: List[Flow] = []  # in-process: the flow knows what is in flight
+        flows: List[Flow] = []  # the level's flow (shared with its workers): what is in flight
 
         def deliver(event: Dict[str, Any]) -> None:
             results.append(event)
@@ -812,13 +813,14 @@ class Sweep:
                 self.current["perf0"] = load.t0  # type: ignore[index]
             else:
                 work = workers.Work(
-                    transport=self.args.transport, endpoint=target.endpoint,
-                    api_key=target.api_key, connect_timeout=self.args.connect_timeout,
+                    transport=self.target_spec.transport, endpoint=target.endpoint,
+                    api_key=target.api_key, connect_timeout=self.target_spec.connect_timeout,
                     path=path, bodies=bodies, datas=datas, timeout=timeout, stall=stall,
                     level=li, c=c, planned=planned, n=n, streams=streams, schedule=schedule,
                     cap=shape["cap"], asked=asked)
                 try:
-                    out = await workers.run_spread(work, w, deliver, stop)
+                    flows.append(workers.level_flow(work))  # shared: the workers' one count
+                    out = await workers.run_spread(work, w, deliver, stop, flows[-1])
                 except OSError as exc:  # no fork, no shared memory: say so, run in-process
                     self.sink.emit("notice", kind="workers_unavailable", level=li,
                                    message="cannot start %d load workers (%s); level %s runs "

@@ -194,15 +194,24 @@ def reap(pid: int, wait_s: float) -> Optional[int]:
         time.sleep(0.01)
 
 
+def level_flow(work: Work) -> Flow:
+    """The level's one :class:`Flow` in shared memory, made before the fork: every worker
+    claims from it, and the agent reads from it what is in flight (``claimed`` less the
+    requests delivered). OSError: no shared memory here."""
+    return Flow(work.n, active=work.c if work.schedule is None else 0, shared=True)
+
+
 async def run_spread(work: Work, workers: int, deliver: Callable[[Dict[str, Any]], None],
-                     stop: asyncio.Event) -> Outcome:
+                     stop: asyncio.Event, flow: Optional[Flow] = None) -> Outcome:
     """Fork ``workers`` processes for one level, start them together, deliver their request
-    events as they come, and return when every worker ended (or was ended)."""
+    events as they come, and return when every worker ended (or was ended). ``flow``: the
+    level's (:func:`level_flow`; one is made when not given)."""
     out = Outcome()
     out.workers = workers
     closed = work.schedule is None
     shares = split(work.c if closed else work.streams, workers)
-    flow = Flow(work.n, active=work.c if closed else 0, shared=True)
+    if flow is None:
+        flow = level_flow(work)
     caps = split(work.cap, workers) if (work.cap and not closed) else [None] * workers
     loop = asyncio.get_running_loop()
     kids: List[Dict[str, Any]] = []

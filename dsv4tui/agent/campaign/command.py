@@ -32,6 +32,7 @@ import time
 from typing import Any, Dict
 
 from dsv4tui.agent import detach, protocol
+from dsv4tui.agent.campaign import variant_kernels
 from dsv4tui.agent.campaign.journal import disk_full, free_bytes, read_lines, size_text
 from dsv4tui.agent.campaign.runner import ENDED, read_json, write_json
 from dsv4tui.agent.host import bench_lock, procs, server_state
@@ -87,6 +88,11 @@ def check_spec(spec: Any) -> Dict[str, Any]:
         raise _usage("the campaign spec has no sweep plan")
     if spec.get("on_failure", "skip") not in ("skip", "stop", "retry-suggested"):
         raise _usage("on_failure must be skip, stop or retry-suggested")
+    if spec.get("kernels") is not None:
+        try:
+            variant_kernels.check(spec["kernels"], spec["plan"])
+        except ValueError as exc:
+            raise _usage(str(exc)) from None
     return spec
 
 

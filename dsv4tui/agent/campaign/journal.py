@@ -26,7 +26,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 # Events after which the journal is fsync'ed (the end of something worth a disk flush).
-_SYNC_EVENTS = ("level", "run_end", "variant_end", "campaign_end", "launch_end")
+_SYNC_EVENTS = ("level", "run_end", "variant_end", "campaign_end", "launch_end", "kernels")
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 RESERVE_BYTES = 256 << 10  # the runner's last event, runner.json and its log line fit in it
 

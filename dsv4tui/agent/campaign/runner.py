@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from dsv4tui.agent import detach, protocol
 from dsv4tui.agent.bench import canary
 from dsv4tui.agent.bench import sweep as bench
+from dsv4tui.agent.campaign import variant_kernels
 from dsv4tui.agent.campaign.journal import (
     RESERVE_BYTES,
     Journal,
@@ -622,8 +623,10 @@ class Campaign:
                     how, ": " + str(fields.get("cause")) if fields.get("cause") else "")
         if status == "cancelled":
             return self._end_run(key, "cancelled", reason or "cancelled")
-        return self._end_run(key, status if status in ("done", "partial", "failed") else
-                             "failed", reason, lines)
+        ended = self._end_run(key, status if status in ("done", "partial", "failed") else
+                              "failed", reason, lines)
+        variant_kernels.after_run(spec, self.cdir, key, repeat, ended[0], tgt)  # kernels = {..}
+        return ended
 
     def _canary(self, vi: int, key: str, tgt: Dict[str, Any]) -> Optional[str]:
         """The accuracy canary on this variant's first repeat, through the sanity path; its

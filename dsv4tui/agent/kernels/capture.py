@@ -11,6 +11,8 @@ started and given a warm-up; then the GPU telemetry is sampled while SGLang's
 this agent must run there, or ``--trace-dir`` must see them), the load stops, the traces are
 parsed here (only the summary travels to the console) and the tensor-core flag of each kernel
 family is decided from the kernel names and the tensor-pipe activity of the same window.
+Its settings are :class:`~dsv4tui.agent.kernels.settings.CaptureSettings`; :func:`take` runs one
+in-process (``kernels run``, and a campaign's capture per variant, which holds the bench lock).
 
 Events: ``kernels_target``, ``kernels_phase`` (progress), ``kernels_traces``, and the final
 ``kernels`` (the summary). ``model-facts`` emits one ``model_facts`` event.
@@ -40,10 +42,9 @@ from dsv4tui.agent.bench.openai_stream import (
     make_client,
     parse_stream,
 )
-from dsv4tui.agent.kernels import trace_parse
+from dsv4tui.agent.kernels import settings, trace_parse
+from dsv4tui.agent.kernels.settings import CaptureSettings
 
-DEFAULT_STEPS = 5
-DEFAULT_CONCURRENCY = 16
 TRACE_GLOBS = ("*.trace.json.gz", "*.trace.json")
 LEAD_S = 3.0  # seconds of steady load before /start_profile whose telemetry counts
 MIN_BUSY_PCT = 20.0  # ... when the GPUs were busy then; else the whole run's telemetry counts
@@ -62,35 +63,36 @@ def add_parser(sub: Any) -> None:
                        "parsing, model facts")
     psub = p.add_subparsers(dest="kernels_command", required=True)
 
+    d = {k: f.default for k, f in settings.FIELDS.items()}
     run = psub.add_parser("run", help="steady load + /start_profile, then parse the traces")
     run.add_argument("--url", required=True, help="the server's base URL")
-    run.add_argument("--steps", type=int, default=DEFAULT_STEPS,
-                     help="forward steps to profile (SGLang num_steps, default %d)" % DEFAULT_STEPS)
-    run.add_argument("--concurrency", "-c", type=int, default=DEFAULT_CONCURRENCY,
+    run.add_argument("--steps", type=int, default=d["steps"],
+                     help="forward steps to profile (SGLang num_steps, default %d)" % d["steps"])
+    run.add_argument("--concurrency", "-c", type=int, default=d["concurrency"],
                      help="concurrent streaming requests of the steady load (default %d)"
-                     % DEFAULT_CONCURRENCY)
+                     % d["concurrency"])
     run.add_argument("--output-dir", help="where SGLang writes the traces (default: a new "
                      "directory under the agent cache)")
     run.add_argument("--trace-dir", help="where this agent looks for them (default: output-dir)")
-    run.add_argument("--warmup", type=float, default=3.0,
+    run.add_argument("--warmup", type=float, default=d["warmup"],
                      help="at least this many seconds of load before profiling starts, and "
-                     "then until the server runs the load's batch (default 3)")
-    run.add_argument("--ramp-timeout", type=float, default=RAMP_TIMEOUT_S,
+                     "then until the server runs the load's batch (default %g)" % d["warmup"])
+    run.add_argument("--ramp-timeout", type=float, default=d["ramp_timeout"],
                      help="wait at most this long for the server's batch to reach the load's "
-                     "concurrency; then capture anyway, flagged (default %g)" % RAMP_TIMEOUT_S)
-    run.add_argument("--input-len", type=int, default=128)
-    run.add_argument("--output-len", type=int, default=1024,
+                     "concurrency; then capture anyway, flagged (default %g)" % d["ramp_timeout"])
+    run.add_argument("--input-len", type=int, default=d["input_len"])
+    run.add_argument("--output-len", type=int, default=d["output_len"],
                      help="tokens per load request (long, so the batch stays in decode)")
-    run.add_argument("--stop-after", type=float, default=60.0,
+    run.add_argument("--stop-after", type=float, default=d["stop_after"],
                      help="call /stop_profile when no trace appeared after this many seconds")
-    run.add_argument("--timeout", type=float, default=300.0,
+    run.add_argument("--timeout", type=float, default=d["timeout"],
                      help="give up when no trace appeared after this many seconds")
-    run.add_argument("--telemetry", default="auto",
-                     choices=("auto", "nvml", "nvidia-smi", "simulated", "off"),
-                     help="tensor-pipe source for the window (default auto)")
+    run.add_argument("--telemetry", default=d["telemetry"], choices=settings.TELEMETRY,
+                     help="tensor-pipe source for the window (default %s)" % d["telemetry"])
     run.add_argument("--rank", type=int, action="append",
                      help="parse only this TP rank's trace (repeatable; default: all)")
-    run.add_argument("--top", type=int, default=25, help="kernels listed (default 25)")
+    run.add_argument("--top", type=int, default=d["top"],
+                     help="kernels listed (default %d)" % d["top"])
     run.add_argument("--by-stage", action="store_true",
                      help="send profile_by_stage (SGLang writes -EXTEND/-DECODE files)")
     run.add_argument("--model", help="model name for the load (default: discovered)")
@@ -101,7 +103,7 @@ def add_parser(sub: Any) -> None:
 
     parse = psub.add_parser("parse", help="summarize trace files or directories")
     parse.add_argument("paths", nargs="+")
-    parse.add_argument("--top", type=int, default=25)
+    parse.add_argument("--top", type=int, default=settings.FIELDS["top"].default)
     parse.add_argument("--rank", type=int, action="append")
     parse.add_argument("--tensor-active", type=float,
                        help="measured tensor-pipe activity (percent) over the trace window")
@@ -445,43 +447,76 @@ def _trace_files(directory: str) -> Dict[str, int]:
     return out
 
 
-def _check_run_args(args: Any) -> None:
-    if args.steps < 1:
-        raise _usage("--steps must be >= 1")
-    if args.concurrency < 1:
-        raise _usage("--concurrency must be >= 1")
-    if args.input_len < 1 or args.output_len < 1:
-        raise _usage("--input-len and --output-len must be >= 1")
-    for name in ("warmup", "stop_after", "timeout", "ramp_timeout"):
-        value = getattr(args, name)
-        if not value >= 0:  # also NaN
-            raise _usage("--%s must be >= 0" % name.replace("_", "-"))
-    if args.timeout <= 0:
-        raise _usage("--timeout must be > 0")
+def settings_of(args: Any) -> CaptureSettings:
+    """``kernels run``'s flags as the capture's settings (one usage line when one is wrong)."""
+    try:
+        return CaptureSettings.of({
+            "steps": args.steps, "concurrency": args.concurrency, "warmup": args.warmup,
+            "ramp_timeout": args.ramp_timeout, "input_len": args.input_len,
+            "output_len": args.output_len, "stop_after": args.stop_after,
+            "timeout": args.timeout, "top": args.top, "telemetry": args.telemetry,
+            "by_stage": bool(args.by_stage), "output_dir": args.output_dir,
+            "trace_dir": args.trace_dir, "ranks": args.rank})
+    except ValueError as exc:
+        raise _usage("--" + str(exc).replace("_", "-")) from None
+
+
+def target_of(args: Any) -> Any:
+    """``kernels run``'s server flags as the bench's TargetSpec."""
+    from dsv4tui.agent.bench.sweep import TargetSpec
+
+    return TargetSpec(args.url, args.model, args.api_key_env, args.transport,
+                      args.connect_timeout)
 
 
 def run_kernels(args: Any) -> int:
     from dsv4tui.agent.host import bench_lock
 
-    _check_run_args(args)
+    conf = settings_of(args)
     # its steady load would skew a campaign's sweep (and a campaign would skew the capture)
     if not bench_lock.acquire({"id": None, "name": "kernel capture", "kind": "kernels"}):
         raise bench_lock.busy_error(bench_lock.holder(), "a kernel capture under load")
-    job = ProfileRun(args)
     try:
-        asyncio.run(job.run())
-    except KeyboardInterrupt:
-        job.cancelled = True
+        summary = take(conf, target_of(args))
     finally:
         bench_lock.release()
-    if job.cancelled:
-        raise KeyboardInterrupt
+    protocol.emit("kernels", **summary)
     return 0
 
 
+def take(conf: CaptureSettings, spec: Any) -> Dict[str, Any]:
+    """One capture of the server ``spec`` (a bench TargetSpec) names, in this process, on
+    a loop of its own; returns the summary (the ``kernels`` event's fields). Its progress
+    events (``kernels_target``, ``kernels_phase``, ``kernels_traces``) go out as it runs.
+    The caller holds the host's bench lock (``kernels run``, or the campaign runner).
+    Ctrl-C / SIGTERM stop it at a clean point (the server's profiler stopped) and raise
+    KeyboardInterrupt; a failure is an AgentError. Signal handlers are as they were after."""
+    import signal
+
+    from dsv4tui.agent.bench.openai_stream import run as run_loop
+
+    job = ProfileRun(conf, spec)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        summary = run_loop(job.run())
+    except KeyboardInterrupt:
+        job.cancelled = True
+        summary = None
+    finally:  # the loop's own handlers are gone with it
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    if job.cancelled or summary is None:
+        raise KeyboardInterrupt
+    return summary
+
+
 class ProfileRun:
-    def __init__(self, args: Any) -> None:
-        self.args = args
+    """Steady load, ``/start_profile``, the traces parsed: :meth:`run` returns the summary."""
+
+    def __init__(self, conf: CaptureSettings, spec: Any) -> None:
+        self.conf = conf
+        self.spec = spec  # the bench TargetSpec: where, the transport, the connect timeout
         self.cancelled = False
         self.cancel: Optional[asyncio.Event] = None
 
@@ -489,19 +524,20 @@ class ProfileRun:
         protocol.emit("kernels_phase", phase=phase, message=message, time=round(time.time(), 3),
                       **extra)
 
-    async def run(self) -> None:
+    async def run(self) -> Optional[Dict[str, Any]]:
+        """The capture's summary; None when cancelled."""
         from dsv4tui.agent.bench.sweep import resolve_target
         from dsv4tui.agent.state import cache_dir
 
-        args = self.args
+        conf = self.conf
         self.cancel = protocol.cancel_event_on_signals()
-        target = await resolve_target(args)
+        target = await resolve_target(self.spec)
         info = await server_info(target.endpoint, target.api_key)
         labels = _info_labels(info)
         stamp = time.strftime("%Y%m%d-%H%M%S") + "-%04x" % random.randrange(1 << 16)
         out_dir = os.path.abspath(os.path.expanduser(
-            args.output_dir or os.path.join(str(cache_dir()), "kernels", stamp)))
-        watch = os.path.abspath(os.path.expanduser(args.trace_dir or out_dir))
+            conf.output_dir or os.path.join(str(cache_dir()), "kernels", stamp)))
+        watch = os.path.abspath(os.path.expanduser(conf.trace_dir or out_dir))
         try:
             os.makedirs(out_dir, exist_ok=True)
         except OSError as exc:
@@ -511,11 +547,12 @@ class ProfileRun:
         if isinstance(labels.get("tp_size"), int) and labels["tp_size"] > 0:
             expected = labels["tp_size"]
         protocol.emit("kernels_target", url=target.endpoint.base, model=target.model,
-                      output_dir=out_dir, trace_dir=watch, steps=args.steps,
-                      concurrency=args.concurrency, expected_files=expected, **labels)
-        load = SteadyLoad(target, args.concurrency, args.input_len, args.output_len,
-                          args.transport, args.connect_timeout, random.randrange(1 << 30))
-        tele = TelemetryWindow(args.telemetry)
+                      output_dir=out_dir, trace_dir=watch, steps=conf.steps,
+                      concurrency=conf.concurrency, expected_files=expected, **labels)
+        load = SteadyLoad(target, conf.concurrency, conf.input_len, conf.output_len,
+                          self.spec.transport, self.spec.connect_timeout,
+                          random.randrange(1 << 30))
+        tele = TelemetryWindow(conf.telemetry)
         started_trace = False
         found: Dict[str, int] = {}
         stopped_by = None
@@ -523,35 +560,35 @@ class ProfileRun:
         ramp: Optional[Dict[str, Any]] = None
         try:
             self.phase("load", "steady load: %d concurrent streams of %d tokens"
-                       % (args.concurrency, args.output_len))
+                       % (conf.concurrency, conf.output_len))
             await load.start()
             tele.start()  # from the start: the steady load before /start_profile counts too
-            if await self._sleep(args.warmup):
-                return
+            if await self._sleep(conf.warmup):
+                return None
             if load.errors and not load.done:
                 raise protocol.AgentError("load_failed", "the steady load fails: %s"
                                           % load.first_error)
             ramp = await self._ramp(target, load, info)
             if ramp is None:
-                return
+                return None
             if load.errors and not load.done and not load.streaming():
                 raise protocol.AgentError("load_failed", "the steady load fails: %s"
                                           % load.first_error)
             before = _trace_files(watch)
-            body = {"output_dir": out_dir, "num_steps": args.steps,
+            body = {"output_dir": out_dir, "num_steps": conf.steps,
                     "activities": ["CPU", "GPU"], "with_stack": False, "record_shapes": False}
-            if args.by_stage:
+            if conf.by_stage:
                 body["profile_by_stage"] = True
             self.phase("profiling", "/start_profile: %d steps, traces to %s"
-                       % (args.steps, out_dir))
+                       % (conf.steps, out_dir))
             tele.trace_started_at = time.time()
             start_call = asyncio.ensure_future(_post(target.endpoint, "/start_profile", body,
-                                                     target.api_key, args.timeout))
+                                                     target.api_key, conf.timeout))
             started_trace = True
             found, stopped_by = await self._wait_traces(target, start_call, watch, before,
                                                         expected)
             if self.cancelled:
-                return
+                return None
         finally:
             tele.stop()
             load_info = await load.stop()
@@ -568,13 +605,13 @@ class ProfileRun:
         tele_info = tele.summary(summary.get("window_unix"))
         trace_parse.attribute_tensor_cores(summary, tele_info.get("tensor_active_pct"),
                                            tele_info.get("source"), tele_info.get("util_gpu_pct"))
-        load_info.update(measured_batch(summary, args.concurrency, ramp))
+        load_info.update(measured_batch(summary, conf.concurrency, ramp))
         if load_info.get("batch_far"):
             self.phase("flagged", load_info["batch_note"])
-        summary.update(url=target.endpoint.base, model=target.model, profiled_steps=args.steps,
+        summary.update(url=target.endpoint.base, model=target.model, profiled_steps=conf.steps,
                        output_dir=out_dir, stopped_by=stopped_by, load=load_info,
                        telemetry=tele_info, server=labels, time=round(time.time(), 3))
-        protocol.emit("kernels", **summary)
+        return summary
 
     async def _ramp(self, target: Any, load: SteadyLoad, info: Dict[str, Any]
                     ) -> Optional[Dict[str, Any]]:
@@ -585,7 +622,7 @@ class ProfileRun:
         what was seen when profiling starts, or None when cancelled."""
         from dsv4tui.agent.host import server_metrics
 
-        c = self.args.concurrency
+        c = self.conf.concurrency
         cap = info.get("max_running_requests")
         want = min(c, cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 \
             else c
@@ -607,7 +644,7 @@ class ProfileRun:
                 running = float(load.streaming())
             waited = time.monotonic() - t0
             reached = running >= need
-            if reached or waited >= self.args.ramp_timeout:
+            if reached or waited >= self.conf.ramp_timeout:
                 if not reached:
                     self.phase("ramp", "the server's batch reached %g of C=%d in %.0f s "
                                "(%s); capturing anyway" % (running, c, waited,
@@ -626,7 +663,8 @@ class ProfileRun:
         """Parse the traces; a file still being written (truncated) gets two more tries."""
         for attempt in range(3):
             try:
-                return trace_parse.parse_traces(files, top=self.args.top, ranks=self.args.rank)
+                return trace_parse.parse_traces(files, top=self.conf.top,
+                                                ranks=self.conf.ranks)
             except trace_parse.TraceError as exc:
                 if attempt == 2 or "truncated" not in str(exc):
                     raise protocol.AgentError("trace", str(exc)) from None
@@ -649,7 +687,7 @@ class ProfileRun:
                            ) -> Tuple[Dict[str, int], Optional[str]]:
         """Wait for new trace files whose sizes stopped changing; call /stop_profile when
         they are late. Returns ({path: bytes}, how the trace stopped)."""
-        args = self.args
+        conf = self.conf
         t0 = time.monotonic()
         stop_sent = False
         last: Dict[str, int] = {}
@@ -687,7 +725,7 @@ class ProfileRun:
                 stable_since = None
             last = current
             elapsed = now - t0
-            if not current and not stop_sent and elapsed >= args.stop_after:
+            if not current and not stop_sent and elapsed >= conf.stop_after:
                 stop_sent = True
                 self.phase("stopping", "no trace after %.0f s: calling /stop_profile" % elapsed)
                 try:
@@ -698,7 +736,7 @@ class ProfileRun:
                                    % (code, text[:200]))
                 except Exception as exc:
                     self.phase("stopping", "/stop_profile failed: %s" % exc)
-            if not current and elapsed >= args.timeout:
+            if not current and elapsed >= conf.timeout:
                 start_call.cancel()
                 raise protocol.AgentError(
                     "no_traces", "no trace file appeared in %s within %.0f s; SGLang writes "

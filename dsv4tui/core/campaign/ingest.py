@@ -1,8 +1,8 @@
 """Journal events into the run store: the console's half of a campaign.
 
 :class:`Collector` applies journal events to the store (runs, launches, requests, levels, GPU
-summaries, sanity answers, the campaign's state) — idempotently, so events read twice add
-nothing — and keeps the journal offset already stored, so attaching again reads only what is
+summaries, sanity answers, kernel captures, the campaign's state) — idempotently, so events
+read twice add nothing — and keeps the journal offset already stored, so attaching again reads only what is
 missing. :func:`collect` is the loop: the agent's ``campaign follow`` stream -> a bounded queue
 -> one writer (batches in one transaction each, retried while the store is busy, never
 dropped: the journal on the host stays the backstop) -> the store.
@@ -26,6 +26,7 @@ from dsv4tui.core.campaign import reducer
 from dsv4tui.core.errors import UserError
 from dsv4tui.core.store import RunStore, StoreBusy, StoreError, StoreReadOnly, StoreReplaced
 from dsv4tui.core.store import campaigns as cstore
+from dsv4tui.core.store import kernels as kernel_store
 
 EventCallback = Callable[[dict[str, Any]], None]
 BATCH = 1000
@@ -231,6 +232,33 @@ class Collector(reducer.Reader):
         rid = self._run_id(ev)
         if rid is not None and ev.get("gpus"):
             self.store.set_level_gpus(rid, int(ev.get("level") or 0), self._every_node(ev))
+
+    def kernels(self, ev: ev_t.KernelsEvent) -> None:
+        """A campaign's kernel capture of a variant (``kernels = { level = C }``): into the
+        ``kernels`` table with the variant's run, once per journal event (a re-read adds
+        nothing); the variant's ``kernels`` entry in the detail points at it."""
+        rid = self._run_id(ev)
+        run = self.store.run(rid) if rid is not None else None
+        seq = ev.get("seq")
+        capture_id = kernel_store.save_capture(
+            self.store, _own_fields(ev), host=self.host, run_id=rid,
+            simulated=True if self.simulated else None,
+            launch_id=run.launch_id if run is not None else None,
+            server_pid=ev.get("server_pid"), campaign_id=self.cid,
+            journal_seq=int(seq) if seq is not None else None)
+        self._variant_kernels(ev, rid, capture_id=capture_id, error=None, kind=None)
+
+    def kernels_failed(self, ev: ev_t.KernelsFailedEvent) -> None:
+        self._variant_kernels(ev, self._run_id(ev), capture_id=None,
+                              error=str(ev.get("message") or "the kernel capture failed"),
+                              kind=ev.get("kind"))
+
+    def _variant_kernels(self, ev: ev_t.KernelsEvent | ev_t.KernelsFailedEvent,
+                         rid: int | None, **fields: Any) -> None:
+        v = self._variant(ev.get("variant"))
+        v["kernels"] = {"run": ev.get("run"), "run_id": rid, "level": ev.get("level"),
+                        "concurrency": ev.get("concurrency"), **fields}
+        self._dirty = True
 
     def run_start(self, ev: ev_t.RunStartEvent) -> None:
         self._run_start(ev, self._told)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from dsv4tui.core.config import (
     CampaignConfig,
+    CampaignKernels,
     CanaryConfig,
     HostConfig,
     SanityCase,
@@ -65,6 +66,7 @@ class CampaignPlan:
     stop_server: bool = False
     source: str | None = None  # where it was defined
     canary: CanaryConfig | None = None
+    kernels: CampaignKernels | None = None  # a kernel capture per variant at one level
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "host": self.host, "repeats": self.repeats,
@@ -73,7 +75,8 @@ class CampaignPlan:
                 "sweep": self.sweep.model_dump(mode="json"),
                 "sanity": [c.model_dump() for c in self.cases],
                 "variants": [v.to_json() for v in self.variants], "source": self.source,
-                "canary": self.canary.agent_spec() if self.canary else None}
+                "canary": self.canary.agent_spec() if self.canary else None,
+                "kernels": self.kernels.agent_spec() if self.kernels else None}
 
     def agent_spec(self) -> dict[str, Any]:
         """What ``agent campaign start`` gets."""
@@ -95,6 +98,8 @@ class CampaignPlan:
                 "cases": [c.model_dump() for c in self.cases] or None, "variants": variants}
         if self.canary is not None:
             out["canary"] = self.canary.agent_spec()
+        if self.kernels is not None:  # the runner's agent/campaign/variant_kernels.py
+            out["kernels"] = self.kernels.agent_spec()
         if self.repeats > 1:  # a restart per repeat, in this order (the runner's _scheduled)
             out.update(order=self.order, schedule=[list(x) for x in self.schedule()])
         return out
@@ -212,11 +217,14 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
         raise ConfigError(f"campaign {name}{_where(source)}: {prefix}sweep."
                           f"{'.'.join(str(p) for p in err['loc'])}: "
                           f"{err['msg'].removeprefix('Value error, ')}") from None
+    problem = camp.kernels.problem(plan) if camp.kernels is not None else None
+    if problem is not None:
+        raise ConfigError(f"campaign {name}{_where(source)}: {prefix}{problem}")
     variants = [_variant(config, camp, i, source, prefix) for i in range(len(camp.variants))]
     cases = list(camp.sanity) if camp.sanity is not None else settings.sanity.suite()
     return CampaignPlan(name=name, host=camp.host, variants=variants, sweep=plan, cases=cases,
                         repeats=camp.repeats, order=camp.order, seed=camp.seed,
-                        on_failure=camp.on_failure, canary=camp.canary,
+                        on_failure=camp.on_failure, canary=camp.canary, kernels=camp.kernels,
                         stop_server=camp.stop_server, source=source)
 
 

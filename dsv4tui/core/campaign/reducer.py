@@ -71,6 +71,11 @@ class Reader:
     def level(self, ev: ev_t.LevelEvent) -> Any: return None
     def level_gpus(self, ev: ev_t.LevelGpusEvent) -> Any: return None
     def sweep(self, ev: ev_t.SweepEndEvent) -> Any: return None
+    def kernels_target(self, ev: ev_t.KernelsTargetEvent) -> Any: return None
+    def kernels_phase(self, ev: ev_t.KernelsPhaseEvent) -> Any: return None
+    def kernels_traces(self, ev: ev_t.KernelsTracesEvent) -> Any: return None
+    def kernels(self, ev: ev_t.KernelsEvent) -> Any: return None
+    def kernels_failed(self, ev: ev_t.KernelsFailedEvent) -> Any: return None
     def campaign_end(self, ev: ev_t.CampaignEndEvent) -> Any: return None
     def journal_pos(self, ev: ev_t.JournalPosEvent) -> Any: return None
     def journal_torn(self, ev: ev_t.JournalTornEvent) -> Any: return None

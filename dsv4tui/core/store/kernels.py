@@ -44,6 +44,8 @@ class KernelCapture:
     launch_id: int | None = None
     server_pid: int | None = None
     load: dict[str, Any] | None = None
+    campaign_id: str | None = None  # a campaign's capture per variant (its journal's event)
+    journal_seq: int | None = None
 
     @property
     def title(self) -> str:
@@ -89,7 +91,13 @@ def _row(r: Any) -> KernelCapture:
         tensor_active_pct=r["tensor_active_pct"], simulated=bool(r["simulated"]),
         created_at=r["created_at"], summary=summary if isinstance(summary, dict) else {},
         launch_id=r["launch_id"], server_pid=r["server_pid"],
-        load=load if isinstance(load, dict) else None)
+        load=load if isinstance(load, dict) else None,
+        campaign_id=_col(r, "campaign_id"), journal_seq=_col(r, "journal_seq"))
+
+
+def _col(r: Any, name: str) -> Any:
+    """A column an older (read-only, not migrated) store file lacks reads as None."""
+    return r[name] if name in r.keys() else None  # noqa: SIM118 (a Row: its keys)
 
 
 def _part(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -101,9 +109,12 @@ def save_capture(store: RunStore, summary: Mapping[str, Any], *, host: str,
                  run_id: int | None = None, label: str | None = None,
                  backend: str | None = None, checkpoint: str | None = None,
                  simulated: bool | None = None, launch_id: int | None = None,
-                 server_pid: int | None = None) -> int:
+                 server_pid: int | None = None, campaign_id: str | None = None,
+                 journal_seq: int | None = None) -> int:
     """Store one ``kernels`` event; returns the capture's id. Labels default to the run's;
-    the backend and checkpoint given (what the server ran) win over the run's."""
+    the backend and checkpoint given (what the server ran) win over the run's. A campaign's
+    capture (``campaign_id`` and its journal ``journal_seq``) is stored once: the same event
+    read again returns the capture stored the first time."""
     server, load = _part(summary, "server"), _part(summary, "load")
     decision = _part(summary, "tensor_decision")
     decode = _part(_part(summary, "steps"), "decode")
@@ -116,11 +127,16 @@ def save_capture(store: RunStore, summary: Mapping[str, Any], *, host: str,
         label = label or run.label
     step_ms = decode.get("interval_ms") or decode.get("mean_ms")
     with store.transaction() as db:
+        if campaign_id is not None and journal_seq is not None:
+            had = db.execute("SELECT id FROM kernels WHERE campaign_id = ? AND journal_seq = ?",
+                             (campaign_id, journal_seq)).fetchone()
+            if had is not None:
+                return int(had[0])
         cur = db.execute(
             "INSERT INTO kernels (run_id, host, url, model, backend, checkpoint, label, "
             "steps, concurrency, basis, decode_step_ms, tensor_active_pct, simulated, "
-            "created_at, summary_json, launch_id, server_pid, load_json) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "created_at, summary_json, launch_id, server_pid, load_json, campaign_id, "
+            "journal_seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run_id, host, summary.get("url"), summary.get("model"),
              backend or server.get("backend"), checkpoint or server.get("checkpoint")
              or server.get("quantization"), label, summary.get("profiled_steps"),
@@ -130,7 +146,7 @@ def save_capture(store: RunStore, summary: Mapping[str, Any], *, host: str,
              float(summary.get("time") or time.time()),
              sql.dumps(dict(summary)),
              launch_id, server_pid,
-             sql.dumps(dict(load)) if load else None))
+             sql.dumps(dict(load)) if load else None, campaign_id, journal_seq))
         return int(cur.lastrowid or 0)
 
 
@@ -140,6 +156,20 @@ def captures(store: RunStore, *, host: str | None = None, run_id: int | None = N
     return [_row(r) for r in store.query(*sql.select(
         "SELECT * FROM kernels", {"host": host, "run_id": run_id},
         order="created_at DESC, id DESC", limit=limit))]
+
+
+def campaign_captures(store: RunStore, campaign_id: str) -> dict[int, KernelCapture]:
+    """A campaign's captures per variant, by the run id each belongs to (the run at the
+    campaign's ``kernels.level``; the newest when a run has several)."""
+    if not store.has("kernels", "campaign_id"):
+        return {}
+    out: dict[int, KernelCapture] = {}
+    for r in store.query("SELECT * FROM kernels WHERE campaign_id = ? AND run_id IS NOT NULL "
+                         "ORDER BY created_at, id", (campaign_id,)):
+        cap = _row(r)
+        assert cap.run_id is not None
+        out[cap.run_id] = cap
+    return out
 
 
 def get_capture(store: RunStore, capture_id: int) -> KernelCapture | None:

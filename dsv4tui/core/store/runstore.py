@@ -246,7 +246,8 @@ class RunStore:
                              "read)" if wal.exists() else
                              f"cannot read the run store {self.path} read-only: {exc}") from None
 
-    def _has(self, table: str, column: str | None = None) -> bool:
+    def has(self, table: str, column: str | None = None) -> bool:
+        """The file has ``table`` (and ``column``): an older one, opened read-only, may not."""
         cols = self._cols.get(table)
         return cols is not None and (column is None or column in cols)
 
@@ -508,7 +509,7 @@ class RunStore:
             return []
         # a campaign's runs belong to its runner on the host: the journal says how they end
         rows = self._query("SELECT id, owner FROM runs WHERE status = 'running'" +
-                           (" AND campaign_id IS NULL" if self._has("runs", "campaign_id")
+                           (" AND campaign_id IS NULL" if self.has("runs", "campaign_id")
                             else ""))
         dead = [r["id"] for r in rows if not owner_alive(r["owner"])]
         for run_id in dead:
@@ -613,7 +614,7 @@ class RunStore:
             by_idx.setdefault(lv.idx, lv)
         levels = [by_idx[i] for i in sorted(by_idx)]
         gpus: dict[int, list[dict[str, Any]]] = {}
-        if self._has("level_gpus"):
+        if self.has("level_gpus"):
             for r in self._query("SELECT * FROM level_gpus WHERE run_id = ? "
                                  "ORDER BY level_idx, gpu", (run_id,)):
                 gpus.setdefault(r["level_idx"], []).append(
@@ -682,14 +683,14 @@ class RunStore:
 
     def launch(self, launch_id: int) -> Launch | None:
         """One recorded server launch by id (None: not there, or an older file without them)."""
-        if not self._has("launches"):
+        if not self.has("launches"):
             return None
         rows = self._query("SELECT * FROM launches WHERE id = ?", (launch_id,))
         return Launch.from_row(rows[0]) if rows else None
 
     def launches(self, host: str | None = None, limit: int | None = None) -> list[Launch]:
         """Newest first."""
-        if not self._has("launches"):  # an older file, read-only
+        if not self.has("launches"):  # an older file, read-only
             return []
         return [Launch.from_row(r) for r in self._query(*sql.select(
             "SELECT * FROM launches", {"host": host}, order="created_at DESC, id DESC",

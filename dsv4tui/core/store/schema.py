@@ -257,6 +257,10 @@ MIGRATIONS: list[tuple[Step, ...]] = [
     (_kernels_table,),
     # 6 -> 7: a run's accuracy canary (share correct, Wilson interval, its items' answers)
     ("ALTER TABLE runs ADD COLUMN canary_json TEXT",),
+    # 7 -> 8: a campaign's kernel capture per variant, stored once per journal event
+    ("ALTER TABLE kernels ADD COLUMN campaign_id TEXT",
+     "ALTER TABLE kernels ADD COLUMN journal_seq INTEGER",
+     "CREATE UNIQUE INDEX kernels_by_journal ON kernels(campaign_id, journal_seq)"),
 ]
 
 LATEST = len(MIGRATIONS)

@@ -291,22 +291,6 @@ def test_every_nodes_gpus_come_from_an_srun_step_on_that_node(
     assert code == 0, out + err
 
 
-def test_a_campaign_on_a_slurm_host_is_refused_before_anything_runs(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """The host-side runner restarts the server where it runs: on a Slurm host that would be
-    the login node. Refused with what to do instead, dry run or not; nothing is submitted."""
-    write_config(free_port(), free_port())
-    with paths.config_file().open("a") as f:
-        f.write('[campaigns.two]\nhost = "cluster"\n'
-                '[[campaigns.two.variants]]\nname = "a"\n'
-                '[[campaigns.two.variants]]\nname = "b"\n')
-    for extra in (["--dry-run"], []):
-        code, out, err = run_cli(capsys, "campaign", "start", "two", *extra)
-        assert code == 2, out + err
-        assert "cluster is a Slurm host" in err and "dsv4tui server restart cluster" in err
-        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-
-
 async def test_the_dashboards_link_follows_every_node_of_the_running_job(
         slurm: SlurmCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -44,6 +44,7 @@ def test_the_spec_carries_the_server_start_as_an_object(
     assert launch["spec"]["replace"] and launch["spec"]["wait_ready"]
 
 
+@pytest.mark.e2e
 def test_an_old_spec_with_agent_args_resumes_to_the_end(
         capsys: pytest.CaptureFixture[str]) -> None:
     port = free_port()

@@ -190,6 +190,10 @@ def test_a_rank_sigkilled_ends_the_job_and_status_names_its_node(
     code, out, _ = run_cli(capsys, "server", "status", "cluster")
     assert f"Slurm job {st['job_id']} FAILED" in out
     assert "failed first: node node1 (rank 1): killed by SIGKILL (status 137)" in out
+    # the failed rank's log classified as a one-host start's is, with the next move (#27)
+    assert st["failure"]["class"] == "killed" and "killed by SIGKILL" in st["failure"]["cause"]
+    assert "class killed: killed by SIGKILL" in out
+    assert "next: SIGKILL without an error: the host's OOM killer (dmesg) or a kill" in out
     _wait(lambda: not rank_pids(port), 30, "rank 0 outlived the job")
 
 

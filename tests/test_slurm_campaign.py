@@ -150,3 +150,37 @@ def test_two_variants_in_one_allocation_through_a_link_drop_nothing_lost(
     # attaching again adds nothing
     code, out2, err = run_cli(capsys, "campaign", "attach", "cluster", cdir.name, "--json")
     assert code == 0 and json.loads(out2)["variants"] == info["variants"]
+
+
+def test_a_rank_killed_fails_its_variant_names_the_node_and_the_next_runs_in_the_same_job(
+        slurm: SlurmCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """--kill-on-bad-exit: rank 1 SIGKILLed mid-sweep ends the first variant's step; the
+    variant fails naming node1, its status and the failure class; the allocation stays, and
+    the second variant runs as the next step of the same job."""
+    from test_slurm import rank_pids
+
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    add_campaign()
+    text = paths.config_file().read_text().replace(
+        SWEEP, '{ levels = [[1, 3], [2, 40]], input_len = 16, output_len = 48, warmup = 0 }')
+    paths.config_file().write_text(text)
+    code, out, err = run_cli(capsys, "campaign", "start", "two", "--detach", "--json")
+    assert code == 0, out + err
+    cdir = _campaign_dir(json.loads(out)["id"])
+    _wait(lambda: any(e.get("type") == "level" for e in _journal(cdir)), 240,
+          "no level of the first variant")
+    (pid,) = rank_pids(port, 1)
+    os.kill(pid, signal.SIGKILL)
+    _wait(lambda: any(e.get("type") == "campaign_end" for e in _journal(cdir)), 300,
+          "the campaign did not end")
+    journal = _journal(cdir)
+    ends = {e["variant"]: e for e in journal if e.get("type") == "variant_end"}
+    assert ends[0]["state"] == "failed" and ends[1]["state"] == "done"
+    why = ends[0]["reason"]
+    assert "node node1 (rank 1) status 137" in why and "killed by SIGKILL" in why, why
+    launches = [e for e in journal if e.get("type") == "launch_end"]
+    assert [e["ok"] for e in launches] == [True, True]
+    assert len({e["slurm_job_id"] for e in launches}) == 1  # the same allocation
+    code, out, err = run_cli(capsys, "campaign", "attach", "cluster", cdir.name, "--json")
+    assert code == 1 and [v["state"] for v in json.loads(out)["variants"]] == ["failed", "done"]

@@ -554,10 +554,12 @@ class Campaign:
             self.step = step
             startup_s = step.wait_ready(float(launch.get("timeout") or 1800.0))
         except slurm_step.StepFailed as exc:
+            failed = exc.failed or {}
             protocol.emit("launch_end", launch=key, ok=False, kind="crashed", error=exc.reason,
                           last_errors=exc.lines[-10:], tail=exc.lines[-20:],
                           elapsed_s=round(time.time() - t0, 3), slurm_job_id=job,
-                          slurm_step=step.step_id)
+                          slurm_step="%s.%s" % (job, step.step_id), node=failed.get("node"),
+                          failure=failed.get("failure"))
             self._stop_step()
             return "startup failed: %s" % exc.reason, exc.lines[-10:], key
         except KeyboardInterrupt:
@@ -692,8 +694,10 @@ class Campaign:
                 protocol.emit("level_gpus", level=lv.get("level"), gpus=gpus, final=True)
         status, reason, lines = sweep.status, sweep.reason, []
         if self.step is not None and not self.step.alive():  # a rank died: the step ended
-            status, reason = "failed", "the job step %s.%s ended during the sweep" % (
-                self.step.job_id, self.step.step_id)
+            status, reason = "failed", "the job step %s.%s ended during the sweep (%s)" % (
+                self.step.job_id, self.step.step_id, slurm_step.ended_text(
+                    self.step.failed_rank(), self.step.proc.returncode
+                    if self.step.proc is not None else None))
             lines = self.step.tail()
         elif tgt.get("ours"):
             st = server_state.read_state()

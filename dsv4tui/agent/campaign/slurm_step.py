@@ -14,14 +14,19 @@ Python >= 3.9, stdlib only.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from typing import Any, Dict, List, Optional
 
 from dsv4tui.agent import protocol
 from dsv4tui.agent.campaign.slurm_job import run
-from dsv4tui.agent.host import health
+from dsv4tui.agent.host import failure, health
+from dsv4tui.agent.host.server import parse_log
 
+# the line each rank's log ends with (core/launchers/slurm._rank_case writes it)
+RANK_END_RE = re.compile(r"dsv4tui: rank (\d+) on (\S+) exited with status (\d+) at ([\d.]+)")
+SRUN_ERROR_RE = re.compile(r"srun: error: (\S+): task (\d+): (.+)")
 STEP_FIND_S = 60.0
 STOP_WAIT_S = 120.0
 
@@ -29,10 +34,12 @@ STOP_WAIT_S = 120.0
 class StepFailed(Exception):
     """The step ended (a rank died, srun refused) or never answered before its timeout."""
 
-    def __init__(self, reason: str, lines: List[str]) -> None:
+    def __init__(self, reason: str, lines: List[str],
+                 failed: Optional[Dict[str, Any]] = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.lines = lines
+        self.failed = failed  # JobStep.failed_rank: node, rank, status, failure class
 
 
 def head_addr(var: str) -> str:
@@ -130,6 +137,39 @@ class JobStep:
             out += ["[%s] %s" % (tag, ln) for ln in lines[-n:]]
         return out
 
+    def failed_rank(self) -> Optional[Dict[str, Any]]:
+        """The rank that failed first and why: its node, status, and the failure class of
+        its log (agent/host/failure.diagnose), as ``server status`` gives it on one host."""
+        ends = []
+        for path in self.rank_logs():
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    text = fh.read()[-65536:]
+            except OSError:
+                continue
+            for m in RANK_END_RE.finditer(text):
+                if int(m.group(3)) != 0:
+                    ends.append((float(m.group(4)), int(m.group(1)), m.group(2), int(m.group(3))))
+        srun_first = None
+        try:
+            with open(self.srun_log, encoding="utf-8", errors="replace") as fh:
+                srun_first = next((m for m in map(SRUN_ERROR_RE.search, fh) if m), None)
+        except OSError:
+            pass
+        if srun_first is not None:  # srun names the first task that failed
+            task = int(srun_first.group(2))
+            said = [e for e in ends if e[1] == task]
+            rank, node, status = task, srun_first.group(1), said[0][3] if said else None
+        elif ends:
+            _, rank, node, status = min(ends)
+        else:
+            return None
+        info = parse_log(self.rank_logs()[rank], [])
+        diag = failure.diagnose(info["events"], info["parser"],
+                                status if status is not None and status < 128 else None,
+                                status - 128 if status is not None and status > 128 else None)
+        return {"node": node, "rank": rank, "status": status, "failure": diag}
+
     def wait_ready(self, timeout: float) -> float:
         """Until node 0 answers ``/health`` (every rank joined: SGLang's node 0 serves only
         then); its startup seconds. StepFailed when the step ends first or the time is up."""
@@ -137,8 +177,10 @@ class JobStep:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise StepFailed("the job step %s.%s ended before ready (srun exit code %s)" % (
-                    self.job_id, self.step_id, self.proc.returncode), self.tail())
+                who = self.failed_rank()
+                raise StepFailed("the job step %s.%s ended before ready (%s)" % (
+                    self.job_id, self.step_id, ended_text(who, self.proc.returncode)),
+                    self.tail(), who)
             if health.health(self.port, self.addr, timeout=2.0).get("status") == 200:
                 return round(time.time() - self.started_at, 3)
             if time.monotonic() > deadline:
@@ -175,6 +217,15 @@ class JobStep:
         if errors:
             out["errors"] = errors
         return out
+
+
+def ended_text(who: Optional[Dict[str, Any]], srun_code: Optional[int]) -> str:
+    """``node node1 (rank 1) status 137: killed by SIGKILL ...`` or srun's exit code."""
+    if who is None:
+        return "srun exit code %s" % srun_code
+    text = "node %s (rank %s) status %s" % (who["node"], who["rank"], who["status"])
+    diag = who.get("failure")
+    return text + (": %s" % diag["cause"] if diag else "")
 
 
 def job_id() -> str:

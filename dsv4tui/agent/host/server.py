@@ -597,7 +597,7 @@ def stop(args: Any) -> int:
 
 # -- status ----------------------------------------------------------------------------------
 
-def _parse_log(path: Optional[str], secrets: List[str]) -> Dict[str, Any]:
+def parse_log(path: Optional[str], secrets: List[str]) -> Dict[str, Any]:
     """Parse the log (its first 4 MB and, when bigger, its last 1 MB): phase, errors, tail."""
     redact = redactor(secrets)
     parser = logparse.LogParser()
@@ -638,7 +638,7 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
     base: Dict[str, Any] = {"port": port, "host": host, "ours": False}
     if state and not state.get("stopped_at") and int(state.get("port") or 0) == port:
         pid, start = int(state["pid"]), state.get("proc_start")
-        info = _parse_log(state.get("log"), server_secrets(state))
+        info = parse_log(state.get("log"), server_secrets(state))
         parser: logparse.LogParser = info["parser"]
         base.update(ours=True, pid=pid, pgid=state.get("pgid"), log=state.get("log"),
                     argv=state.get("argv"), profile=state.get("profile"),

@@ -462,8 +462,41 @@ async def status(host: Host, profile_name: str | None = None,
                                          [str(x) for x in prof.get("slurm_rank_logs") or []])
         if js.state != "CANCELLED":  # a stop: every task was terminated, none failed
             out["failed"] = failed
+            if failed is not None:
+                await _classify(host, out, failed, prof)
         out["output_tail"] = tail[-10:]
     return out
+
+
+async def _classify(host: Host, out: dict[str, Any], failed: dict[str, Any],
+                    prof: Mapping[str, Any]) -> None:
+    """The failed rank's log read on the login node (the shared home) and classified as a
+    one-host start's is (agent/host/failure.diagnose), with the next move for that rank's argv:
+    ``failure`` and ``next_move`` of the status."""
+    from dsv4tui.agent.host.failure import diagnose
+    from dsv4tui.agent.host.logparse import LogParser
+    from dsv4tui.core.server.next_move import suggest
+
+    rank = failed.get("task")
+    logs = [str(x) for x in prof.get("slurm_rank_logs") or []]
+    if not isinstance(rank, int) or rank >= len(logs):
+        return
+    parser = LogParser()
+    events = []
+    for line in await output_tail(host, logs[rank], 400):
+        events.extend(parser.feed(line))
+    events.extend(parser.close())
+    status = failed.get("status")
+    diag = diagnose(events, parser, status if isinstance(status, int) and status < 128 else None,
+                    status - 128 if isinstance(status, int) and status > 128 else None)
+    if diag is None:
+        return
+    out["failure"] = diag
+    ranks = prof.get("slurm_ranks") or []
+    argv = [str(a) for a in ranks[rank]] if rank < len(ranks) else []
+    move = suggest(diag, argv, prof)
+    if move is not None:
+        out["next_move"] = move.to_json(host.name, prof.get("profile_name"))
 
 
 def status_text(host: str, ev: Mapping[str, Any]) -> str:
@@ -486,6 +519,11 @@ def status_text(host: str, ev: Mapping[str, Any]) -> str:
     if failed:
         lines.append(f"  failed first: node {failed['node']} (rank {failed['task']}): "
                      f"{failed['what']}")
+    diag, move = ev.get("failure"), ev.get("next_move")
+    if diag:
+        lines.append(f"  class {diag['class']}: {diag['cause']}")
+    if move:
+        lines.append(f"  next: {move['command'] or move['why']}")
     if ev.get("job_state") == "TIMEOUT":
         lines.append("  the job hit its time limit (slurm.time)")
     lines += [f"  | {line}" for line in (ev.get("output_tail") or [])[-5:]]
@@ -579,7 +617,8 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
         try:
             result.launch_id = store.record_launch(
                 host.name, p.profile_name,
-                {**p.launch.profile, "argv": p.launch.argv, "slurm_job_id": job,
+                {**p.launch.profile, "profile_name": p.profile_name, "argv": p.launch.argv,
+                 "slurm_job_id": job,
                  "slurm_output": p.output(job), "slurm_rank_logs": p.rank_logs(job),
                  "slurm_ranks": [launch.argv for launch in p.ranks],
                  "started_at": result.started_at},

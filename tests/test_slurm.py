@@ -197,6 +197,25 @@ def test_a_rank_sigkilled_ends_the_job_and_status_names_its_node(
     _wait(lambda: not rank_pids(port), 30, "rank 0 outlived the job")
 
 
+def test_a_start_whose_ranks_fail_at_init_names_the_node_and_the_failure_class(
+        slurm: SlurmCluster, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tp 16 over 2 nodes of 8 GPUs, but the simulated nodes have 4: the ranks die at init,
+    the job ends before ready, and the start names the node that failed first, the class of
+    its log (a Python exception) and what to look at next."""
+    monkeypatch.setenv("DSV4TUI_SIM_GPUS", "4")
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    code, out, err = run_cli(capsys, "server", "start", "cluster", "--timeout", "120")
+    assert code == 1, out + err
+    assert "FAILED: cluster: Slurm job" in out and "before ready (node node" in out, out
+    assert "cause: a Python exception" in out and "invalid device ordinal" in out, out
+    st = status(capsys)
+    assert st["state"] == "ended" and st["failure"]["class"] == "python_exception"
+    code, out, _ = run_cli(capsys, "server", "status", "cluster")
+    assert "class python_exception: a Python exception" in out and "next: " in out, out
+
+
 def test_a_pending_job_shows_its_reason_and_is_cancellable(
         slurm: SlurmCluster, capsys: pytest.CaptureFixture[str]) -> None:
     write_config(free_port(), free_port(), nodes=3, tp=24)  # three nodes of two

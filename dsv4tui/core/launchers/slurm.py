@@ -468,30 +468,37 @@ async def status(host: Host, profile_name: str | None = None,
     return out
 
 
-async def _classify(host: Host, out: dict[str, Any], failed: dict[str, Any],
-                    prof: Mapping[str, Any]) -> None:
-    """The failed rank's log read on the login node (the shared home) and classified as a
-    one-host start's is (agent/host/failure.diagnose), with the next move for that rank's argv:
-    ``failure`` and ``next_move`` of the status."""
+async def diagnose_rank(host: Host, failed: Mapping[str, Any], rank_logs: list[str]
+                        ) -> dict[str, Any] | None:
+    """The failed rank's log, read on the login node (the shared home), classified as a
+    one-host start's is (agent/host/failure.diagnose, with the status the rank ended with)."""
     from dsv4tui.agent.host.failure import diagnose
     from dsv4tui.agent.host.logparse import LogParser
-    from dsv4tui.core.server.next_move import suggest
 
     rank = failed.get("task")
-    logs = [str(x) for x in prof.get("slurm_rank_logs") or []]
-    if not isinstance(rank, int) or rank >= len(logs):
-        return
+    if not isinstance(rank, int) or not 0 <= rank < len(rank_logs):
+        return None
     parser = LogParser()
     events = []
-    for line in await output_tail(host, logs[rank], 400):
+    for line in await output_tail(host, rank_logs[rank], 400):
         events.extend(parser.feed(line))
     events.extend(parser.close())
     status = failed.get("status")
-    diag = diagnose(events, parser, status if isinstance(status, int) and status < 128 else None,
+    return diagnose(events, parser, status if isinstance(status, int) and status < 128 else None,
                     status - 128 if isinstance(status, int) and status > 128 else None)
+
+
+async def _classify(host: Host, out: dict[str, Any], failed: dict[str, Any],
+                    prof: Mapping[str, Any]) -> None:
+    """``failure`` (:func:`diagnose_rank`) and ``next_move`` (for that rank's argv) of the
+    status of a job that failed."""
+    from dsv4tui.core.server.next_move import suggest
+
+    diag = await diagnose_rank(host, failed, [str(x) for x in prof.get("slurm_rank_logs") or []])
     if diag is None:
         return
     out["failure"] = diag
+    rank = int(failed["task"])
     ranks = prof.get("slurm_ranks") or []
     argv = [str(a) for a in ranks[rank]] if rank < len(ranks) else []
     move = suggest(diag, argv, prof)
@@ -682,9 +689,10 @@ async def _follow(host: Host, p: SlurmPlan, job: str, result: StartResult, t0: f
                      if failed else "")
             logs = [f"[rank {r}] {line}" for r, lines in enumerate(rank_tails)
                     for line in lines[-8:]]
+            diag = await diagnose_rank(host, failed, p.rank_logs(job)) if failed else None
             raise StartupFailed(f"{host.name}: Slurm job {job} ended {js.state} before ready "
                                 f"({where}exit code {js.exit_code or '?'})", kind="crashed",
-                                excerpt=tail[-10:] + logs, result=result)
+                                excerpt=tail[-10:] + logs, result=result, failure=diag)
         if running_at is not None and addr is not None and \
                 await _health(host, addr, port) == 200:
                 result.ready = True

@@ -166,7 +166,7 @@ def test_the_log_stream_and_a_crash_report_see_a_bare_exception(tmp_path: Path) 
     assert step.text == "ValueError: Unsupported architectures: LlavaQwenForCausalLM"
     from dsv4tui.agent.host import server
 
-    info = server._parse_log(str(log), [])
+    info = server.parse_log(str(log), [])
     assert logparse.root_cause(info["events"]) == step.text
     assert info["parser"].current_phase == "failed"
 

@@ -170,6 +170,7 @@ def test_a_rank_that_fails_to_start_stops_the_group(pair: SshHost,
     assert code == 1, out + err
     assert "FAILED: node local (rank 1):" in out and "every node was stopped" in out
     assert "[local]" in out and "invalid device ordinal" in out
+    assert "cause: a Python exception" in out  # the failing node's log, classified (#27)
     st = status(capsys)
     assert st["nodes"][0]["state"] == "stopped"
     assert took < 30

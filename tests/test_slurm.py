@@ -190,7 +190,30 @@ def test_a_rank_sigkilled_ends_the_job_and_status_names_its_node(
     code, out, _ = run_cli(capsys, "server", "status", "cluster")
     assert f"Slurm job {st['job_id']} FAILED" in out
     assert "failed first: node node1 (rank 1): killed by SIGKILL (status 137)" in out
+    # the failed rank's log classified as a one-host start's is, with the next move (#27)
+    assert st["failure"]["class"] == "killed" and "killed by SIGKILL" in st["failure"]["cause"]
+    assert "class killed: killed by SIGKILL" in out
+    assert "next: SIGKILL without an error: the host's OOM killer (dmesg) or a kill" in out
     _wait(lambda: not rank_pids(port), 30, "rank 0 outlived the job")
+
+
+def test_a_start_whose_ranks_fail_at_init_names_the_node_and_the_failure_class(
+        slurm: SlurmCluster, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tp 16 over 2 nodes of 8 GPUs, but the simulated nodes have 4: the ranks die at init,
+    the job ends before ready, and the start names the node that failed first, the class of
+    its log (a Python exception) and what to look at next."""
+    monkeypatch.setenv("DSV4TUI_SIM_GPUS", "4")
+    port, init = free_port(), free_port()
+    write_config(port, init)
+    code, out, err = run_cli(capsys, "server", "start", "cluster", "--timeout", "120")
+    assert code == 1, out + err
+    assert "FAILED: cluster: Slurm job" in out and "before ready (node node" in out, out
+    assert "cause: a Python exception" in out and "invalid device ordinal" in out, out
+    st = status(capsys)
+    assert st["state"] == "ended" and st["failure"]["class"] == "python_exception"
+    code, out, _ = run_cli(capsys, "server", "status", "cluster")
+    assert "class python_exception: a Python exception" in out and "next: " in out, out
 
 
 def test_a_pending_job_shows_its_reason_and_is_cancellable(
@@ -289,22 +312,6 @@ def test_every_nodes_gpus_come_from_an_srun_step_on_that_node(
           30, "an agent step outlived the live view")
     code, out, err = run_cli(capsys, "server", "stop", "cluster")
     assert code == 0, out + err
-
-
-def test_a_campaign_on_a_slurm_host_is_refused_before_anything_runs(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """The host-side runner restarts the server where it runs: on a Slurm host that would be
-    the login node. Refused with what to do instead, dry run or not; nothing is submitted."""
-    write_config(free_port(), free_port())
-    with paths.config_file().open("a") as f:
-        f.write('[campaigns.two]\nhost = "cluster"\n'
-                '[[campaigns.two.variants]]\nname = "a"\n'
-                '[[campaigns.two.variants]]\nname = "b"\n')
-    for extra in (["--dry-run"], []):
-        code, out, err = run_cli(capsys, "campaign", "start", "two", *extra)
-        assert code == 2, out + err
-        assert "cluster is a Slurm host" in err and "dsv4tui server restart cluster" in err
-        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 async def test_the_dashboards_link_follows_every_node_of_the_running_job(

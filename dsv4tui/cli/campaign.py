@@ -320,8 +320,7 @@ def _start(args: Any) -> int:
             cid = str(started["id"])
             if args.json and args.detach:
                 return cid, None
-            _say(f"campaign {cid} ({plan.name}) started on {plan.host} (runner pid "
-                 f"{started.get('pid')})")
+            _say(f"campaign {cid} ({plan.name}) started on {plan.host} ({runner_text(started)})")
             if args.detach:
                 return cid, None
             return cid, await _follow(settings, plan.host, store, cid,
@@ -331,6 +330,14 @@ def _start(args: Any) -> int:
     if result is None:
         return EXIT_INTERRUPTED
     return _finish(args, settings, plan.host, *result)
+
+
+def runner_text(started: dict[str, Any]) -> str:
+    """Where the runner is: its pid, or on a Slurm host the job it is the payload of."""
+    if started.get("slurm_job_id"):
+        return (f"runner in Slurm job {started['slurm_job_id']}: every variant a job step of "
+                "that one allocation")
+    return f"runner pid {started.get('pid')}"
 
 
 def _print_plan(plan: cplan.CampaignPlan) -> None:
@@ -346,10 +353,14 @@ def _print_plan(plan: cplan.CampaignPlan) -> None:
         k = plan.kernels
         print(f"  kernels: a capture per variant after its first sweep, steady load C={k.level}"
               f" ({k.steps} steps profiled, output {k.output_len} tokens)")
+    if plan.slurm is not None:
+        print(f"  one Slurm job of {plan.slurm.nodes} nodes for every variant (the runner on "
+              "node 0; each variant's ranks a job step, stopped with scancel of the step)")
     for v in plan.variants:
         print(f"  [{v.index + 1}] {v.name} (label {v.label}): profile {v.profile_name}, "
               f"backend {v.launch.backend}, checkpoint {v.launch.checkpoint}")
-        print(f"      {v.launch.command_line()}")
+        for r, rank in enumerate(v.ranks or [v.launch]):
+            print(f"      {f'rank {r}: ' if v.ranks else ''}{rank.command_line()}")
         for w in v.warnings:
             print(f"      warning: {w}")
 
@@ -593,7 +604,7 @@ def _resume(args: Any) -> int:
         with RunStore() as store:
             async with open_host(args.host, settings) as host:
                 started = await session.resume(host, args.id)
-            _say(f"campaign {args.id} resumed on {args.host} (runner pid {started.get('pid')})")
+            _say(f"campaign {args.id} resumed on {args.host} ({runner_text(started)})")
             if args.detach:
                 return args.id, None
             return args.id, await _follow(settings, args.host, store, args.id)

@@ -32,10 +32,11 @@ import time
 from typing import Any, Dict
 
 from dsv4tui.agent import detach, protocol
-from dsv4tui.agent.campaign import variant_kernels
+from dsv4tui.agent.campaign import slurm_job, variant_kernels
 from dsv4tui.agent.campaign.journal import disk_full, free_bytes, read_lines, size_text
 from dsv4tui.agent.campaign.runner import ENDED, read_json, write_json
 from dsv4tui.agent.host import bench_lock, procs, server_state
+from dsv4tui.agent.host.launch_spec import LaunchSpec
 from dsv4tui.agent.state import cache_dir
 
 _ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
@@ -80,10 +81,24 @@ def check_spec(spec: Any) -> Dict[str, Any]:
         if not isinstance(v, dict) or not v.get("name"):
             raise _usage("variant %d has no name" % i)
         launch = v.get("launch")
-        if launch is not None and not (isinstance(launch, dict) and isinstance(
-                launch.get("agent_args"), list) and all(isinstance(a, str)
-                                                        for a in launch["agent_args"])):
-            raise _usage("variant %s: launch.agent_args must be a list of strings" % v["name"])
+        if launch is None:
+            continue
+        if not isinstance(launch, dict):
+            raise _usage("variant %s: launch must be a JSON object" % v["name"])
+        if "slurm_step" in launch:  # a Slurm host: the ranks as a step of the campaign's job
+            step = launch["slurm_step"]
+            if not (isinstance(step, dict) and isinstance(step.get("body"), str)
+                    and isinstance(step.get("nodes"), int) and step["nodes"] > 0):
+                raise _usage("variant %s: launch.slurm_step needs a body and nodes" % v["name"])
+            if not isinstance((spec.get("slurm") or {}).get("script"), str):
+                raise _usage("variant %s runs as a Slurm job step, but the spec has no "
+                             "slurm.script" % v["name"])
+        elif "spec" in launch:  # this version's: the server start as an object
+            LaunchSpec.from_json(launch["spec"])
+        elif not (isinstance(launch.get("agent_args"), list) and all(
+                isinstance(a, str) for a in launch["agent_args"])):  # a spec written before
+            raise _usage("variant %s: launch has neither a spec nor agent_args (a list of "
+                         "strings)" % v["name"])
     if not isinstance(spec.get("plan"), dict):
         raise _usage("the campaign spec has no sweep plan")
     if spec.get("on_failure", "skip") not in ("skip", "stop", "retry-suggested"):
@@ -97,7 +112,12 @@ def check_spec(spec: Any) -> Dict[str, Any]:
 
 
 def runner_alive(cdir: str) -> bool:
+    """The runner is at work: its pid (checked with its start time), or on a Slurm host its
+    job still in the queue (the runner is the job's payload, maybe on another machine)."""
     rec = read_json(os.path.join(cdir, "runner.json")) or {}
+    if rec.get("slurm_job_id"):
+        return rec.get("state") in ("queued", "running") and slurm_job.active(
+            str(rec["slurm_job_id"]))
     return rec.get("state") == "running" and procs.alive(rec.get("pid"), rec.get("proc_start"))
 
 
@@ -110,6 +130,8 @@ def summary(cdir: str) -> Dict[str, Any]:
     state = status.get("state") or runner.get("state") or "starting"
     if runner.get("state") in ENDED:  # the runner's own last word wins over its summary
         state = runner["state"]
+    if state == "queued":  # a Slurm host: the runner's job has not started it yet
+        state = "running" if alive else "interrupted"
     if state == "running" and not alive:
         state = "interrupted"
     try:
@@ -125,7 +147,9 @@ def summary(cdir: str) -> Dict[str, Any]:
            "variants": status.get("variants") or [
                {"name": v.get("name"), "label": v.get("label"), "state": "pending",
                 "runs": [], "reason": None} for v in spec.get("variants") or []],
-           "runner": {"pid": runner.get("pid"), "alive": alive},
+           "runner": {"pid": runner.get("pid"), "alive": alive,
+                      **({"slurm_job_id": runner["slurm_job_id"], "node": runner.get("node")}
+                         if runner.get("slurm_job_id") else {})},
            "journal_bytes": size}
     host = out["host"] or "HOST"
     if state == "interrupted" and runner.get("disk_full"):  # the runner said why it stopped
@@ -189,6 +213,33 @@ def _fork_runner(cdir: str, resume: bool) -> Dict[str, Any]:
     return reply
 
 
+def _submit_runner(cdir: str, spec: Dict[str, Any], resume: bool) -> Dict[str, Any]:
+    """A Slurm host: the runner as the payload of one job (:mod:`slurm_job`); the job id,
+    recorded in runner.json (``queued`` until the runner starts and takes over the file)."""
+    from dsv4tui.agent.campaign.runner import agent_argv
+
+    job = slurm_job.submit(cdir, spec, agent_argv(), resume)
+    write_json(os.path.join(cdir, "runner.json"), {"state": "queued", "slurm_job_id": job,
+                                                   "submitted_at": time.time(),
+                                                   "resume": resume})
+    return {"ok": True, "pid": None, "slurm_job_id": job}
+
+
+def _job_fields(reply: Dict[str, Any]) -> Dict[str, Any]:
+    return {"slurm_job_id": reply["slurm_job_id"]} if reply.get("slurm_job_id") else {}
+
+
+def run_job(args: Any) -> int:
+    """``campaign run-job DIR``: the runner in the foreground, the payload of a campaign's
+    Slurm job (its output is the job's, runner.log)."""
+    from dsv4tui.agent.campaign import runner as campaign_runner
+
+    cdir = os.path.abspath(args.dir)
+    if not os.path.isfile(os.path.join(cdir, "spec.json")):
+        raise _usage("no campaign in %s" % cdir)
+    return campaign_runner.main(cdir, bool(args.resume))
+
+
 def _last_line(path: str) -> str:
     try:
         with open(path, "rb") as fh:
@@ -235,18 +286,20 @@ def start(args: Any) -> int:
     spec = dict(spec, id=cid, created_at=time.time())
     try:
         write_json(os.path.join(cdir, "spec.json"), spec)
-        reply = _fork_runner(cdir, resume=False)
+        reply = _submit_runner(cdir, spec, resume=False) if spec.get("slurm") else \
+            _fork_runner(cdir, resume=False)
     except OSError as exc:
         _discard(cdir)
         if not disk_full(exc):
             raise
         raise _full_error(exc, cdir) from None
     except protocol.AgentError as err:
-        if err.kind in ("busy", "disk_full"):  # it never ran: nothing to keep
+        if err.kind in ("busy", "disk_full", "slurm"):  # it never ran: nothing to keep
             _discard(cdir)
         raise
     protocol.emit("campaign_started", id=cid, pid=reply.get("pid"), dir=cdir,
-                  name=spec.get("name"), kind=spec.get("kind", "campaign"))
+                  name=spec.get("name"), kind=spec.get("kind", "campaign"),
+                  **_job_fields(reply))
     return 0
 
 
@@ -345,17 +398,25 @@ def cancel(args: Any) -> int:
                       server=info.get("server"), message="the campaign is not running (%s)"
                       % info["state"])
         return 0
-    pid = int(rec["pid"])
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass  # it ended just now: the summary below says how
+    if rec.get("slurm_job_id"):  # the runner is its job's payload: Slurm signals it
+        slurm_job.cancel(str(rec["slurm_job_id"]), queued=rec.get("state") == "queued")
+    else:
+        try:
+            os.kill(int(rec["pid"]), signal.SIGTERM)
+        except ProcessLookupError:
+            pass  # it ended just now: the summary below says how
+    pid = rec.get("pid") or "of Slurm job %s" % rec.get("slurm_job_id")
     deadline = time.monotonic() + float(args.wait)
     while time.monotonic() < deadline and runner_alive(cdir):
         time.sleep(0.1)
+    if rec.get("state") == "queued" and not runner_alive(cdir):  # it never ran
+        rec = read_json(os.path.join(cdir, "runner.json")) or rec
+        if rec.get("state") == "queued":
+            write_json(os.path.join(cdir, "runner.json"), dict(rec, state="cancelled",
+                                                                 ended_at=time.time()))
     info = summary(cdir)
     if runner_alive(cdir):
-        raise protocol.AgentError("cancel", "the campaign runner (pid %d) has not ended %g s "
+        raise protocol.AgentError("cancel", "the campaign runner (pid %s) has not ended %g s "
                                   "after SIGTERM; it is still finishing its current step"
                                   % (pid, float(args.wait)))
     protocol.emit("campaign_cancelled", id=args.id, state=info["state"], was_running=True,
@@ -376,15 +437,18 @@ def resume(args: Any) -> int:
     if holder is not None:
         raise bench_lock.busy_error(holder, "resuming another campaign")
     _check_server_lock()
+    spec = read_json(os.path.join(cdir, "spec.json")) or {}
     try:
-        reply = _fork_runner(cdir, resume=True)
+        reply = _submit_runner(cdir, spec, resume=True) if spec.get("slurm") else \
+            _fork_runner(cdir, resume=True)
     except protocol.AgentError as err:
         if err.kind != "disk_full":
             raise
         raise protocol.AgentError(err.kind, "campaign %s not resumed: %s" % (
             args.id, err.message)) from None
     protocol.emit("campaign_started", id=args.id, pid=reply.get("pid"), dir=cdir,
-                  name=info.get("name"), kind=info.get("kind"), resumed=True)
+                  name=info.get("name"), kind=info.get("kind"), resumed=True,
+                  **_job_fields(reply))
     return 0
 
 
@@ -414,4 +478,9 @@ def add_parser(sub: Any) -> None:
     r = cmds.add_parser("resume", help="run what an interrupted campaign did not finish")
     r.add_argument("id")
     r.set_defaults(func=resume)
+    j = cmds.add_parser("run-job", help="run a campaign's runner in the foreground (the "
+                        "payload of its Slurm job)")
+    j.add_argument("dir")
+    j.add_argument("--resume", action="store_true")
+    j.set_defaults(func=run_job)
 

@@ -23,7 +23,6 @@ Python >= 3.9, stdlib only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -37,7 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from dsv4tui.agent import detach, protocol
 from dsv4tui.agent.bench import canary
 from dsv4tui.agent.bench import sweep as bench
-from dsv4tui.agent.campaign import variant_kernels
+from dsv4tui.agent.campaign import slurm_step, variant_kernels
 from dsv4tui.agent.campaign.journal import (
     RESERVE_BYTES,
     Journal,
@@ -51,6 +50,7 @@ from dsv4tui.agent.commands import build_parser
 from dsv4tui.agent.host import bench_lock, procs, server, server_metrics, server_state, target
 from dsv4tui.agent.host.failure import next_flag, with_flag
 from dsv4tui.agent.host.gpu_window import GpuWindow
+from dsv4tui.agent.host.launch_spec import LaunchSpec
 from dsv4tui.agent.state import read_json, write_json
 
 ENDED = ("done", "failed", "cancelled")
@@ -211,10 +211,14 @@ class Status:
         write_json(self.path, self.data)
 
 
-def _agent_args(*argv: str) -> argparse.Namespace:
-    """A variant's ``server start`` as the console wrote it (``launch.agent_args`` of the
-    campaign's spec), parsed by the agent's own parser."""
-    return build_parser((server,)).parse_args(list(argv))
+def launch_spec(launch: Dict[str, Any]) -> LaunchSpec:
+    """A variant's server start as an object: ``launch.spec`` (this version's campaign specs),
+    or ``launch.agent_args`` (the argv a spec written before carried; read by the agent's own
+    parser, so a campaign started by an older console still resumes)."""
+    if "spec" in launch:
+        return LaunchSpec.from_json(launch["spec"])
+    return LaunchSpec.from_args(build_parser((server,)).parse_args(
+        [str(a) for a in launch["agent_args"]]))
 
 
 def _target_spec(tgt: Dict[str, Any]) -> bench.TargetSpec:
@@ -249,14 +253,13 @@ def prior_state(journal_path: str) -> Dict[str, Any]:
             "finished": finished}
 
 
-def _start_waiting_for_the_server_lock(args: argparse.Namespace, wait_s: float = 30.0
-                                       ) -> None:
+def _start_waiting_for_the_server_lock(spec: LaunchSpec, wait_s: float = 30.0) -> None:
     """``server start``; while another command holds the server lock (a stop or status of
     another console's that got there first), wait for it rather than fail the variant."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            server.start(args)
+            server.start_launch(spec)
             return
         except protocol.AgentError as err:
             if err.kind != "busy" or time.monotonic() >= deadline:
@@ -281,6 +284,7 @@ class Campaign:
         self.started_server: Optional[int] = None
         self.open_run: Optional[str] = None  # the run whose run_end is still to come
         self.canaries: Dict[int, Dict[str, Any]] = {}  # variant -> its canary summary
+        self.step: Optional[slurm_step.JobStep] = None  # a Slurm host: the variant's job step
 
     # the journal's context: which variant / launch / run the events that follow belong to
     def _ctx(self, **fields: Any) -> None:
@@ -352,7 +356,11 @@ class Campaign:
             self._end_run(self.open_run, status, reason)
 
     def _stop_server(self) -> None:
-        """``stop_server = true``: the server we started goes when the campaign ends."""
+        """``stop_server = true``: the server we started goes when the campaign ends (on a
+        Slurm host always: the last variant's job step, before the allocation ends)."""
+        if self.step is not None:
+            self._stop_step()
+            return
         st = server_state.read_state()
         if not server_state.ours_alive(st):
             return
@@ -365,7 +373,21 @@ class Campaign:
             protocol.emit("notice", kind="stop_failed", message="could not stop the server "
                           "at the end: %s" % err.message)
 
+    def _stop_step(self) -> None:
+        """The running variant's job step: ``scancel`` of the step, confirmed (``stopped``)."""
+        if self.step is None:
+            return
+        step, self.step = self.step, None
+        with detach.signals_deferred():
+            ev = step.stop()
+        protocol.emit("stopped", **ev)
+
     def _server_note(self) -> Dict[str, Any]:
+        if self.spec.get("slurm"):  # the job steps end with the allocation, the runner's job
+            return {"running": False, "pid": None, "at": time.time(),
+                    "started_by_campaign": True, "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+                    "text": "when it ended, its last job step was stopped (scancel); Slurm job "
+                    "%s ends with the campaign" % os.environ.get("SLURM_JOB_ID")}
         st = server_state.read_state()
         alive = server_state.ours_alive(st)
         return {"running": alive, "pid": (st or {}).get("pid") if alive else None,
@@ -474,14 +496,16 @@ class Campaign:
         key = key or "v%d.a%d" % (vi, self.attempt)
         self._ctx(variant=vi, launch=key)
         self.status.variant(vi, state="restarting")
+        if launch.get("slurm_step"):
+            return self._launch_step(vi, variant, key)
         protocol.emit("launch_start", launch=key, variant=vi, profile_name=launch.get(
             "profile_name"), backend=launch.get("backend"), checkpoint=launch.get("checkpoint"),
             changes=launch.get("changes"), argv=server.redact(launch.get("argv") or []),
             profile=launch.get("profile"))
-        args = _agent_args(*launch["agent_args"])
+        start = launch_spec(launch)
         t0 = time.time()
         try:
-            _start_waiting_for_the_server_lock(args)
+            _start_waiting_for_the_server_lock(start)
         except protocol.AgentError as err:
             lines = [str(x) for x in err.details.get("last_errors") or []]
             tail = [str(x) for x in err.details.get("tail") or []]
@@ -510,6 +534,61 @@ class Campaign:
                       elapsed_s=round(time.time() - t0, 3))
         return None, [], key
 
+    def _launch_step(self, vi: int, variant: Dict[str, Any], key: str
+                     ) -> Tuple[Optional[str], List[str], Optional[str]]:
+        """A Slurm host: the previous variant's job step stopped (confirmed), this variant's
+        ranks started as a step of the same allocation, until node 0 answers; the sweep then
+        aims at node 0's port (the variant's target)."""
+        launch = variant["launch"]
+        job = slurm_step.job_id()
+        self._stop_step()
+        profile = dict(launch.get("profile") or {}, slurm_job_id=job)
+        protocol.emit("launch_start", launch=key, variant=vi, profile_name=launch.get(
+            "profile_name"), backend=launch.get("backend"), checkpoint=launch.get("checkpoint"),
+            changes=launch.get("changes"), argv=server.redact(launch.get("argv") or []),
+            profile=profile)
+        t0 = time.time()
+        step = slurm_step.JobStep(job, self.cdir, key, launch["slurm_step"])
+        try:
+            step.start()
+            self.step = step
+            startup_s = step.wait_ready(float(launch.get("timeout") or 1800.0))
+        except slurm_step.StepFailed as exc:
+            failed = exc.failed or {}
+            protocol.emit("launch_end", launch=key, ok=False, kind="crashed", error=exc.reason,
+                          last_errors=exc.lines[-10:], tail=exc.lines[-20:],
+                          elapsed_s=round(time.time() - t0, 3), slurm_job_id=job,
+                          slurm_step="%s.%s" % (job, step.step_id), node=failed.get("node"),
+                          failure=failed.get("failure"))
+            self._stop_step()
+            return "startup failed: %s" % exc.reason, exc.lines[-10:], key
+        except KeyboardInterrupt:
+            protocol.emit("launch_end", launch=key, ok=False, kind="cancelled",
+                          error="cancelled while the job step was starting",
+                          elapsed_s=round(time.time() - t0, 3))
+            raise Cancelled() from None
+        # this variant's server: node 0's port, reached from here (the runner is on node 0)
+        variant["target"] = {"mode": "url", "url": step.url, "model": profile.get(
+            "served_model_name") or profile.get("model_path")}
+        protocol.emit("launch_end", launch=key, ok=True, started_at=step.started_at,
+                      argv=server.redact(launch.get("argv") or []), startup_s=startup_s,
+                      elapsed_s=round(time.time() - t0, 3), slurm_job_id=job,
+                      slurm_step="%s.%s" % (job, step.step_id), url=step.url)
+        return None, [], key
+
+    def _step_meta(self, variant: Dict[str, Any], meta: Dict[str, Any]) -> Dict[str, Any]:
+        """A run on a job step: what its launch ran (node 0's argv, the profile) and the job
+        id and step, which the run store keeps with the run."""
+        assert self.step is not None
+        launch = variant.get("launch") or {}
+        job, sid = self.step.job_id, "%s.%s" % (self.step.job_id, self.step.step_id)
+        prof = dict(launch.get("profile") or {}, slurm_job_id=job, slurm_step=sid)
+        return dict(meta, source="launch", argv=server.redact(launch.get("argv") or []),
+                    profile=prof, profile_name=launch.get("profile_name"),
+                    backend=launch.get("backend") or meta.get("backend"),
+                    checkpoint=launch.get("checkpoint") or meta.get("checkpoint"),
+                    slurm_job_id=job, slurm_step=sid)
+
     def _suggested(self, variant: Dict[str, Any], key: str, fail: Any
                    ) -> Optional[Dict[str, Any]]:
         """With ``on_failure = "retry-suggested"``, the variant with the failed start's next
@@ -527,11 +606,12 @@ class Campaign:
         if move is None:
             return None
         new_argv = with_flag(argv, move["flag"], move["to"])
-        args = list(launch["agent_args"])
-        args[args.index("--argv-json") + 1] = json.dumps(new_argv)
+        start = launch_spec(launch)
+        start.argv = with_flag(start.argv, move["flag"], move["to"])
         changes = dict(launch.get("changes") or {})
         changes[move["flag"]] = {"from": move["from"], "to": move["to"]}
-        return dict(variant, launch=dict(launch, argv=new_argv, agent_args=args,
+        retry = {k: v for k, v in launch.items() if k != "agent_args"}
+        return dict(variant, launch=dict(retry, argv=new_argv, spec=start.to_json(),
                                          changes=changes))
 
     def _variant(self, vi: int, variant: Dict[str, Any]
@@ -573,6 +653,8 @@ class Campaign:
         self.status.variant(vi, state="sanity" if spec.get("cases") else "running")
         self.status.set(current={"variant": vi, "run": key, "phase": "sanity"})
         self.open_run = key
+        if self.step is not None:  # every run says which job (and step) it measured
+            meta = self._step_meta(variant, meta)
         protocol.emit("run_start", run=key, variant=vi, repeat=repeat,
                       label=variant.get("label") or variant["name"], plan=spec.get("plan"),
                       meta=meta, launch=launch_key, url=tgt["url"], model=tgt.get("model"),
@@ -611,7 +693,13 @@ class Campaign:
             if gpus:
                 protocol.emit("level_gpus", level=lv.get("level"), gpus=gpus, final=True)
         status, reason, lines = sweep.status, sweep.reason, []
-        if tgt.get("ours"):
+        if self.step is not None and not self.step.alive():  # a rank died: the step ended
+            status, reason = "failed", "the job step %s.%s ended during the sweep (%s)" % (
+                self.step.job_id, self.step.step_id, slurm_step.ended_text(
+                    self.step.failed_rank(), self.step.proc.returncode
+                    if self.step.proc is not None else None))
+            lines = self.step.tail()
+        elif tgt.get("ours"):
             st = server_state.read_state()
             if st is not None and not server_state.ours_alive(st):
                 fields = server.status_fields(st)
@@ -707,6 +795,10 @@ def main(cdir: str, resume: bool, handshake_fd: Optional[int] = None) -> int:
     runner_path = os.path.join(cdir, "runner.json")
     record = {"pid": os.getpid(), "proc_start": procs.proc_start(os.getpid()),
               "started_at": time.time(), "state": "running", "resume": resume}
+    submitted = read_json(runner_path) or {}
+    if submitted.get("slurm_job_id"):  # a Slurm host: the runner is its job's payload
+        record.update(slurm_job_id=submitted["slurm_job_id"], node=os.environ.get(
+            "SLURMD_NODENAME"))
     try:
         write_json(runner_path, record)
         journal = Journal(os.path.join(cdir, "journal.jsonl"), reserve)

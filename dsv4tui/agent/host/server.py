@@ -37,6 +37,12 @@ from typing import Any, Dict, List, Optional, Set
 
 from dsv4tui.agent import detach, protocol
 from dsv4tui.agent.host import adopt, bench_lock, failure, health, logparse, procs, server_state
+from dsv4tui.agent.host.launch_spec import (
+    DEFAULT_GPU_WAIT_S,
+    DEFAULT_GRACE_S,
+    LaunchSpec,
+    json_arg,
+)
 from dsv4tui.agent.host.logs import ParsedTail, redactor, server_secrets
 from dsv4tui.agent.host.procs import alive, proc_start, proc_table
 from dsv4tui.agent.host.server_state import (
@@ -51,8 +57,6 @@ from dsv4tui.agent.host.server_state import (
 )
 from dsv4tui.agent.state import cache_dir
 
-DEFAULT_GRACE_S = 60.0
-DEFAULT_GPU_WAIT_S = 30.0
 _REDACTED = "***"
 _WAIT_EVENTS = ("phase", "load_weights_progress", "http_up", "ready", "sigterm",
                 *logparse.ERROR_KINDS)
@@ -189,20 +193,6 @@ def _signal_if_same(pid: int, start: int, sig: int) -> None:
 
 # -- start -----------------------------------------------------------------------------------
 
-def _json_arg(text: Optional[str], what: str, kind: type) -> Any:
-    if text is None:
-        return kind()
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise protocol.AgentError("usage", "%s is not valid JSON: %s" % (what, exc),
-                                  protocol.EXIT_USAGE) from None
-    if not isinstance(value, kind):
-        raise protocol.AgentError("usage", "%s must be a JSON %s" % (what, kind.__name__),
-                                  protocol.EXIT_USAGE)
-    return value
-
-
 def _check_argv(argv: List[Any]) -> List[str]:
     if not argv or not all(isinstance(a, str) for a in argv):
         raise protocol.AgentError("usage", "--argv-json must be a non-empty list of strings",
@@ -314,45 +304,49 @@ def _spawn(argv: List[str], env: Dict[str, str], log: str, workdir: str) -> int:
 
 
 def start(args: Any) -> int:
-    argv = _check_argv(_json_arg(args.argv_json, "--argv-json", list))
-    env_extra = _json_arg(args.env_json, "--env-json", dict)
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env_extra.items()):
-        raise protocol.AgentError("usage", "--env-json must map strings to strings",
-                                  protocol.EXIT_USAGE)
-    profile = _json_arg(args.profile_json, "--profile-json", dict) if args.profile_json else None
-    log = _resolve(args.log, "server.log")
-    workdir = _resolve(args.workdir, str(cache_dir()))
+    """``agent server start``: the argv surface of :func:`start_launch`."""
+    return start_launch(LaunchSpec.from_args(args))
+
+
+def start_launch(spec: LaunchSpec) -> int:
+    """Launch ``spec``'s server in its own process group (stopping ours first with
+    ``replace``), following its startup until ready with ``wait_ready``."""
+    argv = _check_argv(spec.argv)
+    env_extra = dict(spec.env)
+    profile = spec.profile
+    log = _resolve(spec.log, "server.log")
+    workdir = _resolve(spec.workdir, str(cache_dir()))
     if not os.path.isdir(workdir):
         raise protocol.AgentError("not_found", "workdir not found on this host: %s" % workdir)
     env = dict(os.environ)
     env.update(env_extra)
     launch_argv = list(argv)
-    if args.api_key_env:
-        key = os.environ.get(args.api_key_env)
+    if spec.api_key_env:
+        key = os.environ.get(spec.api_key_env)
         if not key:
             raise protocol.AgentError("api_key", "the API key variable %s is not set on this "
-                                      "host" % args.api_key_env)
+                                      "host" % spec.api_key_env)
         launch_argv += ["--api-key", key]
     bench_lock.check_free("a restart")  # before the server lock: a refusal holds nothing
-    with ServerLock("restart" if args.replace else "start"):
+    with ServerLock("restart" if spec.replace else "start"):
         bench_lock.check_free("a restart")
         state = read_state()
         if ours_alive(state):
             assert state is not None
-            if not args.replace:
+            if not spec.replace:
                 raise protocol.AgentError(
                     "already_running", "a server started by dsv4tui is already running: pid %s "
                     "on port %s (stop it first, or restart)" % (state["pid"], state.get("port")))
             with detach.signals_deferred():  # a stop half done leaves a half-dead server group
-                _stop_and_report(state, args.grace, args.gpu_wait)
-        node_rank = int(getattr(args, "node_rank", 0) or 0)
+                _stop_and_report(state, spec.grace, spec.gpu_wait)
+        node_rank = spec.node_rank
         # a node rank > 0 serves no HTTP: the port is node rank 0's (maybe on this machine)
-        owner = health.port_owner(args.port, health.probe_host(args.host)) \
+        owner = health.port_owner(spec.port, health.probe_host(spec.host)) \
             if node_rank == 0 else None
         if owner is not None:
             raise protocol.AgentError(
                 "port_taken", "port %d is taken by %s; dsv4tui did not start it and will not "
-                "stop it" % (args.port, health.owner_text(owner)), owner=owner)
+                "stop it" % (spec.port, health.owner_text(owner)), owner=owner)
         try:
             os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
             if os.path.exists(log):
@@ -367,15 +361,15 @@ def start(args: Any) -> int:
         pid = _spawn(launch_argv, env, log, workdir)
         state = {"v": 1, "pid": pid, "pgid": pid, "proc_start": proc_start(pid),
                  "launch_id": launch_id,
-                 "argv": redact(launch_argv), "port": args.port, "host": args.host, "log": log,
+                 "argv": redact(launch_argv), "port": spec.port, "host": spec.host, "log": log,
                  "workdir": workdir, "started_at": started_at, "profile": profile,
-                 "api_key_env": args.api_key_env, "env": env_extra, "stopped_at": None,
+                 "api_key_env": spec.api_key_env, "env": env_extra, "stopped_at": None,
                  "node_rank": node_rank}
         write_json(STATE_FILE, state)
-        protocol.emit("started", pid=pid, pgid=pid, port=args.port, host=args.host, log=log,
+        protocol.emit("started", pid=pid, pgid=pid, port=spec.port, host=spec.host, log=log,
                       workdir=workdir, argv=state["argv"], started_at=started_at)
-        if args.wait_ready:
-            return wait_ready(state, args.timeout, live=True)
+        if spec.wait_ready:
+            return wait_ready(state, spec.timeout, live=True)
         time.sleep(0.3)  # an argv the server refuses (exit 2) fails right away: say so now
         if not alive(pid, state["proc_start"]):
             _report_crash(state)
@@ -603,7 +597,7 @@ def stop(args: Any) -> int:
 
 # -- status ----------------------------------------------------------------------------------
 
-def _parse_log(path: Optional[str], secrets: List[str]) -> Dict[str, Any]:
+def parse_log(path: Optional[str], secrets: List[str]) -> Dict[str, Any]:
     """Parse the log (its first 4 MB and, when bigger, its last 1 MB): phase, errors, tail."""
     redact = redactor(secrets)
     parser = logparse.LogParser()
@@ -644,7 +638,7 @@ def status_fields(state: Optional[Dict[str, Any]], port: Optional[int] = None,
     base: Dict[str, Any] = {"port": port, "host": host, "ours": False}
     if state and not state.get("stopped_at") and int(state.get("port") or 0) == port:
         pid, start = int(state["pid"]), state.get("proc_start")
-        info = _parse_log(state.get("log"), server_secrets(state))
+        info = parse_log(state.get("log"), server_secrets(state))
         parser: logparse.LogParser = info["parser"]
         base.update(ours=True, pid=pid, pgid=state.get("pgid"), log=state.get("log"),
                     argv=state.get("argv"), profile=state.get("profile"),
@@ -813,7 +807,7 @@ def status(args: Any) -> int:
 # -- servers we did not start (agent/host/adopt.py) ----------------------------------------------
 
 def _adopt(args: Any) -> int:
-    profile = _json_arg(args.profile_json, "--profile-json", dict)
+    profile = json_arg(args.profile_json, "--profile-json", dict)
     protocol.emit("adopted", **adopt.adopt(args.port, args.host, args.pid, args.proc_start,
                                            profile, args.api_key_env))
     return 0

@@ -25,6 +25,7 @@ from dsv4tui.core.config import (
     SanityCase,
     ServerProfile,
     Settings,
+    SlurmConfig,
     SweepPlan,
 )
 from dsv4tui.core.errors import ConfigError, UserError
@@ -44,6 +45,7 @@ class VariantPlan:
     profile: ServerProfile
     launch: LaunchPlan
     warnings: list[str] = field(default_factory=list)
+    ranks: list[LaunchPlan] = field(default_factory=list)  # on a Slurm host: one per node
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "label": self.label, "profile": self.profile_name,
@@ -67,6 +69,7 @@ class CampaignPlan:
     source: str | None = None  # where it was defined
     canary: CanaryConfig | None = None
     kernels: CampaignKernels | None = None  # a kernel capture per variant at one level
+    slurm: SlurmConfig | None = None  # a Slurm host: every variant a job step of one job
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "host": self.host, "repeats": self.repeats,
@@ -83,15 +86,21 @@ class CampaignPlan:
         variants = []
         for v in self.variants:
             la = v.launch
-            variants.append({
-                "name": v.name, "label": v.label,
-                "launch": {"agent_args": la.agent_args(replace=True, wait_ready=True,
-                                                       grace=GRACE_S,
-                                                       timeout=STARTUP_TIMEOUT_S),
-                           "profile_name": v.profile_name, "backend": la.backend,
-                           "checkpoint": la.checkpoint, "changes": la.changes,
-                           "argv": la.argv, "profile": {"name": v.profile_name, **la.profile}},
-                "target": {"mode": "ours"}})
+            launch: dict[str, Any] = {
+                "profile_name": v.profile_name, "backend": la.backend,
+                "checkpoint": la.checkpoint, "changes": la.changes, "argv": la.argv,
+                "profile": {"name": v.profile_name, **la.profile}}
+            if self.slurm is not None:  # the ranks as one step of the campaign's job
+                from dsv4tui.core.launchers import slurm
+
+                launch.update(slurm_step=slurm.campaign_step(v.ranks, v.profile.dist_init_addr),
+                              argv=v.ranks[0].argv, timeout=STARTUP_TIMEOUT_S)
+                launch["profile"]["nnodes"] = len(v.ranks)
+            else:
+                launch["spec"] = la.launch_spec(replace=True, wait_ready=True, grace=GRACE_S,
+                                                timeout=STARTUP_TIMEOUT_S)
+            variants.append({"name": v.name, "label": v.label, "launch": launch,
+                             "target": {"mode": "ours"}})
         out = {"v": SPEC_VERSION, "name": self.name, "kind": "campaign", "host": self.host,
                 "repeats": self.repeats, "on_failure": self.on_failure,
                 "stop_server": self.stop_server, "plan": self.sweep.model_dump(mode="json"),
@@ -100,6 +109,12 @@ class CampaignPlan:
             out["canary"] = self.canary.agent_spec()
         if self.kernels is not None:  # the runner's agent/campaign/variant_kernels.py
             out["kernels"] = self.kernels.agent_spec()
+        if self.slurm is not None:
+            from dsv4tui.core.launchers import slurm
+
+            name = slurm.job_name(self.host, self.slurm)
+            out["slurm"] = {"job_name": name, "nodes": self.slurm.nodes,
+                            "script": slurm.campaign_script(self.slurm, self.slurm.nodes, name)}
         if self.repeats > 1:  # a restart per repeat, in this order (the runner's _scheduled)
             out.update(order=self.order, schedule=[list(x) for x in self.schedule()])
         return out
@@ -200,16 +215,12 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
         prefix = f"campaigns.{name}."
     assert name is not None
     config = host_config if host_config is not None else host_spec(camp.host, settings).config
-    if config.nodes:  # the host-side runner restarts the server on one host, not on N
-        raise ConfigError(f"campaign {name}: {camp.host} is a host made of nodes; a campaign "
-                          "restarts the server from one host, not across nodes (not supported "
-                          f"yet): `dsv4tui server restart {camp.host}` then `dsv4tui sweep "
-                          f"{camp.host}` per variant")
-    if config.slurm is not None:  # the runner would restart the server on the login node
-        raise ConfigError(f"campaign {name}: {camp.host} is a Slurm host; a campaign restarts "
-                          "the server from the host it runs on, and on a Slurm host that is the "
-                          "login node (not supported yet): `dsv4tui server restart "
-                          f"{camp.host}` then `dsv4tui sweep {camp.host}` per variant")
+    if config.nodes and config.slurm is None:  # an SSH node group: no scheduler to run in
+        raise ConfigError(f"campaign {name}: {camp.host} is a host made of nodes (SSH "
+                          "fan-out); campaigns run on one host or in one Slurm allocation "
+                          "(docs/campaigns.md), not across SSH nodes: `dsv4tui server restart "
+                          f"{camp.host}` then `dsv4tui sweep {camp.host}` per variant, or make "
+                          "it a Slurm host")
     try:
         plan = camp.plan(settings.sweep)
     except ValidationError as exc:
@@ -221,11 +232,15 @@ def resolve(settings: Settings, name: str | None = None, *, file: Path | None = 
     if problem is not None:
         raise ConfigError(f"campaign {name}{_where(source)}: {prefix}{problem}")
     variants = [_variant(config, camp, i, source, prefix) for i in range(len(camp.variants))]
+    if config.slurm is not None:
+        for v in variants:
+            v.ranks = _ranks(config, v, source, prefix)
     cases = list(camp.sanity) if camp.sanity is not None else settings.sanity.suite()
     return CampaignPlan(name=name, host=camp.host, variants=variants, sweep=plan, cases=cases,
                         repeats=camp.repeats, order=camp.order, seed=camp.seed,
                         on_failure=camp.on_failure, canary=camp.canary, kernels=camp.kernels,
-                        stop_server=camp.stop_server, source=source)
+                        stop_server=camp.stop_server or config.slurm is not None,
+                        source=source, slurm=config.slurm)
 
 
 def _variant(config: HostConfig, camp: CampaignConfig, i: int, source: str | None,
@@ -264,6 +279,26 @@ def _variant(config: HostConfig, camp: CampaignConfig, i: int, source: str | Non
                if getattr(base, k) != val}
     launch = replace(launch, changes=changes)
     return VariantPlan(i, v.name, label, pname, profile, launch, warnings)
+
+
+def _ranks(config: HostConfig, v: VariantPlan, source: str | None, prefix: str
+           ) -> list[LaunchPlan]:
+    """A Slurm host's variant as one launch per node (``--nnodes``, ``--node-rank``, node 0's
+    address), the same rendering a ``server start`` job's ranks get."""
+    from dsv4tui.core.launchers.slurm import ADDR_PLACEHOLDER
+    from dsv4tui.core.nodes.group import DEFAULT_DIST_PORT, rank_launches
+
+    assert config.slurm is not None
+    prof = v.profile
+    port = prof.dist_init_port or DEFAULT_DIST_PORT
+    addr = prof.dist_init_addr or f"{ADDR_PLACEHOLDER}:{port}"
+    nodes = [f"SLURM_NODEID={r}" for r in range(config.slurm.nodes)]
+    try:
+        ranks = rank_launches(prof, v.profile_name, nodes, addr)
+    except ConfigError as exc:
+        raise ConfigError(f"campaign{_where(source)}: {prefix}variants[{v.index}] ({v.name}): "
+                          f"{exc.message}") from None
+    return [replace(r, changes=v.launch.changes) for r in ranks]
 
 
 def _misfit(profile: ServerProfile) -> str | None:

@@ -154,41 +154,83 @@ def _rank_case(rank: int, launch: LaunchPlan, dynamic_addr: bool) -> str:
             "exit $rc ;;")
 
 
+def sbatch_options(slurm: SlurmConfig, nodes: int, name: str, output: str) -> list[str]:
+    """The job's sbatch options (one word each): what the host's ``slurm`` table asks for."""
+    opts = [f"--job-name={name}", f"--nodes={nodes}", "--ntasks-per-node=1",
+            f"--output={output}"]
+    if slurm.partition:
+        opts.append(f"--partition={slurm.partition}")
+    if slurm.time:
+        opts.append(f"--time={slurm.time}")
+    if slurm.account:
+        opts.append(f"--account={slurm.account}")
+    if slurm.gpus_per_node:
+        opts.append(f"--gpus-per-node={slurm.gpus_per_node}")
+    return opts + list(slurm.sbatch)
+
+
+def step_body(ranks: list[LaunchPlan], dynamic_addr: bool) -> str:
+    """What every task of the SGLang step runs (``bash -c`` of srun): the rank's command,
+    picked by ``SLURM_NODEID``, every word quoted; node 0's address is ``$DSV4TUI_HEAD_ADDR``
+    where the profile names none. One text for a job's script and a campaign's steps."""
+    cases = " ".join(_rank_case(r, launch, dynamic_addr) for r, launch in enumerate(ranks))
+    return (f'case "$SLURM_NODEID" in {cases} *) echo "no rank for node $SLURM_NODEID" >&2; '
+            "exit 2 ;; esac")
+
+
+def rank_log_pattern(log_dir: str, launch: LaunchPlan, job: str = "%j") -> str:
+    """Each node's rank log, srun's ``--output`` (``%n``: the node's index in the step)."""
+    return f"{log_dir}/{_stem(launch.log_file)}-{job}-node%n.log"
+
+
+HEAD_ADDR_LINES = [  # the script's lines that find node 0's address (its NodeAddr)
+    'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+    'head_addr=$(scontrol show node "$head_node" -o 2>/dev/null | tr " " "\\n" '
+    '| sed -n "s/^NodeAddr=//p")',
+    f'export {HEAD_VAR}="${{head_addr:-$head_node}}"']
+
+
 def render_script(p: SlurmPlan) -> str:
     s = p.slurm
     n = len(p.ranks)
-    opts = [f"--job-name={p.job_name}", f"--nodes={n}", "--ntasks-per-node=1",
-            f"--output={p.output('%j')}"]
-    if s.partition:
-        opts.append(f"--partition={s.partition}")
-    if s.time:
-        opts.append(f"--time={s.time}")
-    if s.account:
-        opts.append(f"--account={s.account}")
-    if s.gpus_per_node:
-        opts.append(f"--gpus-per-node={s.gpus_per_node}")
-    opts += s.sbatch
+    opts = sbatch_options(s, n, p.job_name, p.output("%j"))
     lines = ["#!/bin/bash"] + [f"#SBATCH {o}" for o in opts]
     lines += [f"# written by dsv4tui: host {p.host}, profile {p.profile_name}; one SGLang rank "
               "per node, the rank is SLURM_NODEID", "set -u"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in s.env.items()]
     dynamic = p.dist_addr is None
     if dynamic:
-        lines += [
-            'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-            'head_addr=$(scontrol show node "$head_node" -o 2>/dev/null | tr " " "\\n" '
-            '| sed -n "s/^NodeAddr=//p")',
-            f'export {HEAD_VAR}="${{head_addr:-$head_node}}"',
-            f'echo "dsv4tui: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, dist init address '
-            f'${HEAD_VAR}:{p.dist_port}"']
-    cases = " ".join(_rank_case(r, launch, dynamic) for r, launch in enumerate(p.ranks))
-    body = (f'case "$SLURM_NODEID" in {cases} *) echo "no rank for node $SLURM_NODEID" >&2; '
-            "exit 2 ;; esac")
-    rank_log = f"{p.log_dir}/{_stem(p.launch.log_file)}-%j-node%n.log"
+        lines += [*HEAD_ADDR_LINES,
+                  f'echo "dsv4tui: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, dist init address '
+                  f'${HEAD_VAR}:{p.dist_port}"']
+    body = step_body(p.ranks, dynamic)
     srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={n}", "--ntasks-per-node=1",
-            f"--output={rank_log}", "bash", "-c", body]
+            f"--output={rank_log_pattern(p.log_dir, p.launch)}", "bash", "-c", body]
     lines.append("exec " + " ".join(shlex.quote(a) for a in srun))
     return "\n".join(lines) + "\n"
+
+
+def campaign_script(slurm: SlurmConfig, nodes: int, name: str) -> str:
+    """A campaign's sbatch script but its last line: the allocation every variant runs in
+    (each variant's server one job step of it), node 0's address exported for the steps. The
+    agent appends the line that runs its campaign runner there (agent/campaign/slurm_job.py)
+    and names the output (the campaign's runner.log) on sbatch's command line."""
+    opts = [o for o in sbatch_options(slurm, nodes, name, "") if not o.startswith("--output=")]
+    lines = ["#!/bin/bash"] + [f"#SBATCH {o}" for o in opts]
+    lines += ["# written by dsv4tui: a campaign; the runner runs here (node 0), each variant's "
+              "SGLang ranks are a job step on every node", "set -u"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in slurm.env.items()]
+    lines += HEAD_ADDR_LINES
+    return "\n".join(lines) + "\n"
+
+
+def campaign_step(ranks: list[LaunchPlan], dist_addr: str | None) -> dict[str, Any]:
+    """One variant's server as a job step of the campaign's allocation, for the runner:
+    ``srun``'s task body (:func:`step_body`), node 0's port, the rank logs' name (the runner
+    writes them into the campaign's directory, one per node and step)."""
+    return {"nodes": len(ranks), "body": step_body(ranks, dist_addr is None),
+            "port": ranks[0].port, "host": ranks[0].host, "log_stem": _stem(ranks[0].log_file),
+            "head_var": HEAD_VAR, "dist_init_addr": dist_addr}
 
 
 # -- talking to Slurm on the login node -------------------------------------------------------
@@ -420,8 +462,48 @@ async def status(host: Host, profile_name: str | None = None,
                                          [str(x) for x in prof.get("slurm_rank_logs") or []])
         if js.state != "CANCELLED":  # a stop: every task was terminated, none failed
             out["failed"] = failed
+            if failed is not None:
+                await _classify(host, out, failed, prof)
         out["output_tail"] = tail[-10:]
     return out
+
+
+async def diagnose_rank(host: Host, failed: Mapping[str, Any], rank_logs: list[str]
+                        ) -> dict[str, Any] | None:
+    """The failed rank's log, read on the login node (the shared home), classified as a
+    one-host start's is (agent/host/failure.diagnose, with the status the rank ended with)."""
+    from dsv4tui.agent.host.failure import diagnose
+    from dsv4tui.agent.host.logparse import LogParser
+
+    rank = failed.get("task")
+    if not isinstance(rank, int) or not 0 <= rank < len(rank_logs):
+        return None
+    parser = LogParser()
+    events = []
+    for line in await output_tail(host, rank_logs[rank], 400):
+        events.extend(parser.feed(line))
+    events.extend(parser.close())
+    status = failed.get("status")
+    return diagnose(events, parser, status if isinstance(status, int) and status < 128 else None,
+                    status - 128 if isinstance(status, int) and status > 128 else None)
+
+
+async def _classify(host: Host, out: dict[str, Any], failed: dict[str, Any],
+                    prof: Mapping[str, Any]) -> None:
+    """``failure`` (:func:`diagnose_rank`) and ``next_move`` (for that rank's argv) of the
+    status of a job that failed."""
+    from dsv4tui.core.server.next_move import suggest
+
+    diag = await diagnose_rank(host, failed, [str(x) for x in prof.get("slurm_rank_logs") or []])
+    if diag is None:
+        return
+    out["failure"] = diag
+    rank = int(failed["task"])
+    ranks = prof.get("slurm_ranks") or []
+    argv = [str(a) for a in ranks[rank]] if rank < len(ranks) else []
+    move = suggest(diag, argv, prof)
+    if move is not None:
+        out["next_move"] = move.to_json(host.name, prof.get("profile_name"))
 
 
 def status_text(host: str, ev: Mapping[str, Any]) -> str:
@@ -444,6 +526,11 @@ def status_text(host: str, ev: Mapping[str, Any]) -> str:
     if failed:
         lines.append(f"  failed first: node {failed['node']} (rank {failed['task']}): "
                      f"{failed['what']}")
+    diag, move = ev.get("failure"), ev.get("next_move")
+    if diag:
+        lines.append(f"  class {diag['class']}: {diag['cause']}")
+    if move:
+        lines.append(f"  next: {move['command'] or move['why']}")
     if ev.get("job_state") == "TIMEOUT":
         lines.append("  the job hit its time limit (slurm.time)")
     lines += [f"  | {line}" for line in (ev.get("output_tail") or [])[-5:]]
@@ -537,7 +624,8 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
         try:
             result.launch_id = store.record_launch(
                 host.name, p.profile_name,
-                {**p.launch.profile, "argv": p.launch.argv, "slurm_job_id": job,
+                {**p.launch.profile, "profile_name": p.profile_name, "argv": p.launch.argv,
+                 "slurm_job_id": job,
                  "slurm_output": p.output(job), "slurm_rank_logs": p.rank_logs(job),
                  "slurm_ranks": [launch.argv for launch in p.ranks],
                  "started_at": result.started_at},
@@ -601,9 +689,10 @@ async def _follow(host: Host, p: SlurmPlan, job: str, result: StartResult, t0: f
                      if failed else "")
             logs = [f"[rank {r}] {line}" for r, lines in enumerate(rank_tails)
                     for line in lines[-8:]]
+            diag = await diagnose_rank(host, failed, p.rank_logs(job)) if failed else None
             raise StartupFailed(f"{host.name}: Slurm job {job} ended {js.state} before ready "
                                 f"({where}exit code {js.exit_code or '?'})", kind="crashed",
-                                excerpt=tail[-10:] + logs, result=result)
+                                excerpt=tail[-10:] + logs, result=result, failure=diag)
         if running_at is not None and addr is not None and \
                 await _health(host, addr, port) == 200:
                 result.ready = True

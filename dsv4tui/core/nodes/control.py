@@ -139,9 +139,11 @@ async def start(host: Host, profile_name: str | None = None, backend: str | None
             if isinstance(exc, AgentFailed) and exc.kind not in startup.FAILURES:
                 raise AgentFailed(exc.kind, message, exc.exit_code, exc.event) from None
             excerpt = startup.log_excerpt(exc.event) if isinstance(exc, AgentFailed) else []
+            fail = exc.failure if isinstance(exc, startup.StartupFailed) else (
+                (exc.event or {}).get("failure") if isinstance(exc, AgentFailed) else None)
             raise startup.StartupFailed(message, kind=getattr(exc, "kind", "failed"),
                                 excerpt=[f"[{names[rank]}] {line}" for line in excerpt],
-                                result=group) from None
+                                result=group, failure=fail) from None  # the node's class
     group.ready = all(r.ready for r in results) if wait else False
     group.startup_s = max((r.startup_s or 0.0 for r in results), default=None) \
         if group.ready else None

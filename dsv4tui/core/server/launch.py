@@ -77,20 +77,43 @@ class LaunchPlan:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         return (env + " " if env else "") + shlex.join(self.argv)
 
+    def launch_spec(self, *, replace: bool = False, wait_ready: bool = False,
+                    grace: float | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """This launch as the agent's ``LaunchSpec`` (JSON): what a campaign's runner hands
+        its in-process server start (dsv4tui.agent.host.launch_spec)."""
+        spec: dict[str, Any] = {
+            "argv": list(self.argv), "env": dict(self.env), "log": self.log_file,
+            "port": self.port, "host": self.host,
+            "profile": {"name": self.profile_name, **self.profile, "changes": self.changes},
+            "replace": replace, "wait_ready": wait_ready}
+        if self.workdir:
+            spec["workdir"] = self.workdir
+        if self.profile.get("node_rank"):
+            spec["node_rank"] = int(self.profile["node_rank"])
+        if self.api_key_env:
+            spec["api_key_env"] = self.api_key_env
+        if grace is not None:
+            spec["grace"] = grace
+        if timeout is not None:
+            spec["timeout"] = timeout
+        return spec
+
     def agent_args(self, *, replace: bool = False, wait_ready: bool = False,
                    grace: float | None = None, timeout: float | None = None) -> list[str]:
-        """The argv of the agent's ``server start`` for this launch."""
-        args = ["server", "start", "--argv-json", json.dumps(self.argv),
-                "--env-json", json.dumps(self.env), "--log", self.log_file,
-                "--port", str(self.port), "--host", self.host,
-                "--profile-json", json.dumps({"name": self.profile_name, **self.profile,
-                                              "changes": self.changes})]
-        if self.workdir:
-            args += ["--workdir", self.workdir]
-        if self.profile.get("node_rank"):
-            args += ["--node-rank", str(self.profile["node_rank"])]
-        if self.api_key_env:
-            args += ["--api-key-env", self.api_key_env]
+        """The argv of the agent's ``server start`` for this launch (the same fields as
+        :meth:`launch_spec`, as command-line flags)."""
+        spec = self.launch_spec(replace=replace, wait_ready=wait_ready, grace=grace,
+                                timeout=timeout)
+        args = ["server", "start", "--argv-json", json.dumps(spec["argv"]),
+                "--env-json", json.dumps(spec["env"]), "--log", spec["log"],
+                "--port", str(spec["port"]), "--host", spec["host"],
+                "--profile-json", json.dumps(spec["profile"])]
+        if "workdir" in spec:
+            args += ["--workdir", spec["workdir"]]
+        if "node_rank" in spec:
+            args += ["--node-rank", str(spec["node_rank"])]
+        if "api_key_env" in spec:
+            args += ["--api-key-env", spec["api_key_env"]]
         if replace:
             args.append("--replace")
         if wait_ready:

@@ -361,7 +361,8 @@ class KernelsBody(Body):
             what = f"A and B marked · {cmp} compare"
         else:
             what = f"{n} marked · {mark} mark two (A, B), then {cmp} compare"
-        box.border_subtitle = f"{len(self.items)} captures · {what}"
+        n_items = len(self.items)
+        box.border_subtitle = f"{n_items} capture{'' if n_items == 1 else 's'} · {what}"
 
     def highlighted(self) -> CaptureItem | None:
         if not self.items:

@@ -54,3 +54,35 @@ async def settle(pilot: Pilot[object]) -> None:
 def test_screen(snap_compare: object, screen: str, theme: str, size: tuple[int, int]) -> None:
     app = frozen_app(screen, theme)
     assert snap_compare(app, terminal_size=size, run_before=settle)  # type: ignore[operator]
+
+
+async def _kernels_listed(pilot: Pilot[object]) -> None:
+    from dsv4tui.tui.screens.kernels import KernelsBody
+
+    body = pilot.app.body  # type: ignore[attr-defined]
+    assert isinstance(body, KernelsBody)
+    for _ in range(200):  # the stored captures load in a worker thread
+        if len(body.items) == 2:
+            break
+        await pilot.pause(0.02)
+    await settle(pilot)
+
+
+async def _kernels_compared(pilot: Pilot[object]) -> None:
+    await _kernels_listed(pilot)
+    await pilot.press("down", "space", "up", "space", "c")  # A: MXFP4/triton, B: NVFP4/marlin
+    await settle(pilot)
+
+
+@pytest.mark.parametrize("view, size", [("list", (160, 48)), ("list", (80, 24)),
+                                        ("compare", (160, 48))],
+                         ids=["list-160x48", "list-80x24", "compare-160x48"])
+def test_kernels(snap_compare: object, view: str, size: tuple[int, int]) -> None:
+    """The Kernels screen with two captures in the run store (the simulator's MXFP4/triton
+    and NVFP4/marlin traces), and the comparison of the two."""
+    from snapshot_apps.frozen import store_kernel_captures
+
+    store_kernel_captures()
+    app = frozen_app("kernels", "dark")
+    run_before = _kernels_compared if view == "compare" else _kernels_listed
+    assert snap_compare(app, terminal_size=size, run_before=run_before)  # type: ignore[operator]

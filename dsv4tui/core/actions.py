@@ -68,7 +68,8 @@ ACTIONS: tuple[Action, ...] = (
            "Cancel the running sweep, campaign or sanity check (finished requests are kept)",
            show=False),
     Action("compare", "c", "app.compare", "Compare",
-           "Compare the marked runs (on the Campaign screen: the campaign's variants)",
+           "Compare the marked runs (on the Campaign screen: the campaign's variants; on "
+           "Kernels: the two marked captures, where the time moved)",
            show=False),
     Action("focus.logs", "l", "app.focus_logs", "Logs", "Focus the log view", show=False),
     Action("focus.gpus", "g", "app.focus_gpus", "GPUs", "Focus the GPU panel", show=False),
@@ -124,7 +125,8 @@ ACTIONS: tuple[Action, ...] = (
            "Capture the server's kernels now, under a steady load (stored with the server "
            "launch)", scope="kernels"),
     Action("kernels.mark", "space", "toggle_mark", "Mark",
-           "Mark / unmark a capture (two marked: side by side)", scope="kernels"),
+           "Mark / unmark a capture (two marked: side by side, and Compare shows where the "
+           "time moved; the first marked is A, the base)", scope="kernels"),
     Action("kernels.reload", "ctrl+r", "reload", "Reload", "Reload the stored captures",
            scope="kernels", show=False),
     # The Campaign screen (7).

@@ -29,8 +29,8 @@ from dsv4tui.core.actions import (
     split_keys,
 )
 
-__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "bindings", "check_keymap",
-           "display_key", "effective", "escape_binding", "keymap_problems"]
+__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "answered_here", "bindings",
+           "check_keymap", "display_key", "effective", "escape_binding", "keymap_problems"]
 
 
 OPEN_A_BOX = frozenset({"log.search", "runs.filter"})  # what is typed next goes into the box
@@ -43,6 +43,15 @@ def bindings(scope: str) -> list[BindingType]:
     return [Binding(a.key, a.action, a.description, show=a.show, id=a.id, tooltip=a.help,
                     key_display=a.key_display, priority=a.id in OPEN_A_BOX)
             for a in ACTIONS if a.scope == scope]
+
+
+def answered_here(binding_id: str, action: str) -> Binding:
+    """An app-wide action's binding (its id, key and description) that a body answers with
+    its own ``action``: ``compare`` on the Kernels body compares the two marked captures.
+    Remapping the id moves both, since Textual remaps every binding with that id."""
+    a = BY_ID[binding_id]
+    return Binding(a.key, action, a.description, show=a.show, id=a.id, tooltip=a.help,
+                   key_display=a.key_display)
 
 
 def escape_binding(action: str) -> Binding:

@@ -241,6 +241,35 @@ def frozen_app(mode: str = "dashboard", theme: str = "dark") -> FrozenApp:
     return app
 
 
+def store_kernel_captures(batch_b: int = 16) -> list[int]:
+    """Two kernel captures in the run store (the data dir's), stored as ``dsv4tui kernels``
+    stores them: the simulator's traces of MXFP4/triton at C=16 and NVFP4/marlin at C=
+    ``batch_b``, parsed by the agent's trace parser. Fixed seeds and times: the same every
+    run. Returns the capture ids (A, B)."""
+    import tempfile
+
+    from dsv4tui.agent.kernels import trace_parse
+    from dsv4tui.core.campaign.kernels import ServerContext, store_capture
+    from dsv4tui.core.store import RunStore
+    from dsv4tui.sim.trace import write_trace
+
+    ids = []
+    with tempfile.TemporaryDirectory() as tmp, RunStore() as store:
+        for i, (backend, ckpt, tensor, batch) in enumerate(
+                (("triton", "MXFP4", 0.8, 16), ("marlin", "NVFP4", 38.0, batch_b))):
+            out = Path(tmp) / backend
+            write_trace(str(out), backend, ckpt, 5, tp_size=2, batch=batch, seed=1,
+                        start_time=T0 - 900 + 300 * i)
+            s = trace_parse.parse_traces([str(out)])
+            trace_parse.attribute_tensor_cores(s, tensor, "simulated", 97.0)
+            s.update(model="deepseek-v4-flash", time=T0 - 600 + 300 * i,
+                     load={"concurrency": batch},
+                     server={"backend": backend, "checkpoint": ckpt, "simulated": True})
+            ctx = ServerContext(host="demo", backend=backend, checkpoint=ckpt, simulated=True)
+            ids.append(store_capture(store, s, ctx)[0])
+    return ids
+
+
 def frozen_pair_app(theme: str = "dark") -> FrozenApp:
     """The dashboard of a host made of two nodes (16 GPUs, two nodes' logs), frozen."""
     from dsv4tui.core.hosts.demo import demo_pair_config
@@ -271,5 +300,7 @@ def frozen_pair_app(theme: str = "dark") -> FrozenApp:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["kernels"]:  # two captures in the data dir's store (once)
+        store_kernel_captures(int(sys.argv[3]) if len(sys.argv) > 3 else 16)
     app = frozen_app(*(sys.argv[1:3]))
     app.run()

@@ -12,7 +12,14 @@ captures) and :class:`KernelsBody.RunRequested` (``k``: take a capture now, e.g.
 ``dsv4tui.core.campaign.kernels.collect_kernels`` + ``store_capture`` in a worker).
 
 Keys: ``k`` capture now, ``space`` mark (two marked captures show side by side, the first
-marked as the base), ``ctrl+r`` reload.
+marked as the base), ``c`` (the app's ``compare`` binding id, answered here) where the time
+moved between the two marked (:mod:`dsv4tui.core.campaign.kernel_compare`, drawn by
+:class:`~dsv4tui.tui.widgets.kernel_compare.KernelCompare`; ``c`` or ``esc`` goes back),
+``ctrl+r`` reload.
+
+The capture list runs across the top, its columns fitted to the width (:func:`list_columns`:
+the low-priority ones go first on a narrow terminal); the detail or the comparison below it
+has the full width.
 """
 
 from __future__ import annotations
@@ -24,25 +31,57 @@ from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Static
+from textual.widgets import ContentSwitcher, DataTable, Static
 
+from dsv4tui.core.campaign.kernel_compare import compare
 from dsv4tui.core.campaign.kernel_launch import launch_lines
 from dsv4tui.core.campaign.kernel_load import load_text
 from dsv4tui.core.campaign.labels import safe_text
+from dsv4tui.core.errors import UserError
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import Body
+from dsv4tui.tui.widgets.kernel_compare import KernelCompare
 from dsv4tui.tui.widgets.kernel_families import FamilyBars
 from dsv4tui.tui.widgets.kernel_table import KernelTable
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.tui.widgets.text import plain
 
-LIST_COLUMNS = (("", "mark", 2), ("#", "id", 4), ("backend", "backend", 12),
-                ("ckpt", "ckpt", 6), ("run", "run", 5), ("step ms", "step", 8),
-                ("tensor %", "tensor", 8), ("date", "date", 16))
 MAX_MARKED = 2
+PAD = 2  # a DataTable column's cell padding, both sides
+# (title, key, minimum width); the natural widths of id, backend, ckpt, C, bs, run come from
+# the captures shown
+LIST_COLUMNS = (("", "mark", 1), ("#", "id", 1), ("backend", "backend", 7), ("ckpt", "ckpt", 4),
+                ("C", "conc", 2), ("bs", "bs", 2), ("step ms", "step", 7),
+                ("tensor %", "tensor", 8), ("run", "run", 3), ("date", "date", 16))
+# what a narrow list gives up, in order: the date's year and seconds, then whole columns
+NARROWING = ("date-short", "date", "run", "conc", "tensor", "ckpt")
+
+
+def list_columns(width: int, natural: Mapping[str, int] | None = None
+                 ) -> list[tuple[str, str, int]]:
+    """The capture list's columns ``(title, key, width)`` for a table ``width`` cells wide:
+    every column at 160 columns, the low-priority ones left out (whole, never cut) when
+    narrow; backend last, cut to its minimum."""
+    natural = natural or {}
+    titles = {key: title for title, key, _ in LIST_COLUMNS}
+    widths = {key: max(w, len(title), natural.get(key, 0)) for title, key, w in LIST_COLUMNS}
+
+    def used() -> int:
+        return sum(w + PAD for w in widths.values())
+
+    for step in NARROWING:
+        if used() <= width:
+            break
+        if step == "date-short":
+            widths["date"] = 11  # 12-02 16:53
+        else:
+            del widths[step]
+    if used() > width:
+        widths["backend"] = max(4, widths["backend"] - (used() - width))
+    return [(titles[k], k, w) for k, w in widths.items()]
 
 
 @dataclass
@@ -89,6 +128,20 @@ class CaptureItem:
     @property
     def tensor_pct(self) -> float | None:
         return (self.summary.get("tensor_decision") or {}).get("tensor_active_pct")
+
+    @property
+    def batch_text(self) -> str:
+        """The decode batch it measured (``15.9``; ``1 far``: far from the load's C)."""
+        bs = self.decode.get("mean_bs")
+        if not isinstance(bs, (int, float)):
+            return "-"
+        return f"{bs:.3g}" + (" far" if (self.load or {}).get("batch_far") else "")
+
+    @property
+    def conc_text(self) -> str:
+        c = self.concurrency if self.concurrency is not None else \
+            (self.load or {}).get("concurrency")
+        return "-" if c is None else str(c)
 
 
 def _num(v: float | None, fmt: str = "{:.1f}") -> str:
@@ -158,13 +211,17 @@ def findings_text(shown: Sequence[CaptureItem], limit: int = 3) -> str:
 class KernelsBody(Body):
     MODE = "kernels"
     AUTO_FOCUS = "#kern-table"
-    BINDINGS: ClassVar[list[BindingType]] = keymap.bindings("kernels")
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *keymap.bindings("kernels"), keymap.answered_here("compare", "compare_marked"),
+        keymap.escape_binding("close_compare")]
     SCOPES = ("kernels", "app")  # the key bar shows k, space ... like every other screen
+    LEAD_KEYS = ("compare",)  # c is app-wide but hidden elsewhere: shown first here
     DEFAULT_CSS = """
-    KernelsBody #kern-main { height: 1fr; }
-    KernelsBody #kern-list-box { width: 44; min-width: 30; }
-    KernelsBody #kern-table { height: 1fr; }
-    KernelsBody #kern-detail { width: 1fr; }
+    KernelsBody #kern-list-box { height: auto; max-height: 30%; min-height: 4; }
+    KernelsBody #kern-table { height: auto; max-height: 12; }
+    KernelsBody #kern-view { height: 1fr; }
+    KernelsBody #kern-detail { height: 1fr; }
+    KernelsBody #kern-compare-box { height: 1fr; }
     KernelsBody #kern-head { height: auto; padding: 0 1; }
     KernelsBody #kern-families { height: auto; max-height: 24; }
     KernelsBody #kern-findings { height: auto; max-height: 12; padding: 0 1; }
@@ -194,27 +251,33 @@ class KernelsBody(Body):
         self.concurrency = concurrency
         self.items: list[CaptureItem] = []
         self.marked: list[int] = []
+        self.comparing = False  # the comparison of the two marked is shown
+        self.comparison: dict[str, Any] | None = None  # kernel_compare.compare's model
         self._loaded = False
+        self._columns: list[tuple[str, str, int]] | None = None
 
     def compose_body(self) -> ComposeResult:
-        with Horizontal(id="kern-main"):
-            with Vertical(id="kern-list-box", classes="panel") as box:
-                box.border_title = "kernel captures"
-                yield DataTable(id="kern-table", cursor_type="row", zebra_stripes=True)
+        with Vertical(id="kern-list-box", classes="panel") as box:
+            box.border_title = "kernel captures"
+            yield DataTable(id="kern-table", cursor_type="row", zebra_stripes=True)
+        with ContentSwitcher(initial="kern-detail", id="kern-view"):
             with Vertical(id="kern-detail", classes="panel") as detail:
                 detail.border_title = "where the decode time goes"
                 yield Static("", id="kern-head", markup=True)
                 yield FamilyBars(id="kern-families")
                 yield Static("", id="kern-findings", markup=True)
                 yield KernelTable(id="kern-kernels")
+            with VerticalScroll(id="kern-compare-box", classes="panel") as cmp:
+                cmp.border_title = "where the time moved"
+                yield KernelCompare(id="kern-compare")
         yield Static("", id="kern-status", markup=True)
 
     def on_mount(self) -> None:
-        table = self.query_one("#kern-table", DataTable)
-        for label, key, width in LIST_COLUMNS:
-            table.add_column(label, key=key, width=width)
-
+        self._fill()
         self._draw_detail()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fill)
 
     def on_shown(self) -> None:
         """Ask for the stored captures each time the screen is shown: it may have been mounted
@@ -230,6 +293,7 @@ class KernelsBody(Body):
         self.marked = [m for m in self.marked if m in ids]
         self._fill()
         self._draw_detail()
+        self._draw_compare()
 
     def set_progress(self, text: str | None) -> None:
         self.query_one("#kern-status", Static).update(escape(text) if text else "")
@@ -239,24 +303,66 @@ class KernelsBody(Body):
                                                       f"{escape(text)}")
 
     # -- drawing --------------------------------------------------------------------------
+    def _layout(self) -> list[tuple[str, str, int]]:
+        table = self.query_one("#kern-table", DataTable)
+        width = table.scrollable_content_region.width or table.size.width or self.size.width
+        cells = [self._cells(i) for i in self.items]
+        natural = {key: max([len(c[key]) for c in cells] + [0])
+                   for key in ("id", "backend", "ckpt", "conc", "bs", "run")}
+        return list_columns(max(width - 1, 20), natural)
+
     def _fill(self) -> None:
         table = self.query_one("#kern-table", DataTable)
         keep = table.cursor_row
-        table.clear()
+        columns = self._layout()
+        if columns != self._columns:
+            self._columns = columns
+            table.clear(columns=True)
+            for title, key, width in columns:
+                table.add_column(title, key=key, width=width)
+        else:
+            table.clear()
         for item in self.items:
-            table.add_row(*(plain(c) for c in self._cells(item)), key=str(item.id))
+            cells = self._cells(item)
+            row = []
+            for _, key, _width in columns:
+                cell = plain(cells[key])
+                if key in ("id", "conc", "bs", "step", "tensor", "run"):
+                    cell.justify = "right"
+                row.append(cell)
+            table.add_row(*row, key=str(item.id))
         if self.items:
             table.move_cursor(row=min(max(keep, 0), len(self.items) - 1))
+        self._hint()
 
-    def _cells(self, item: CaptureItem) -> tuple[str, ...]:
-        mark = str(self.marked.index(item.id) + 1) if item.id in self.marked else ""
-        when = (_dt.datetime.fromtimestamp(item.created_at).strftime("%Y-%m-%d %H:%M")
-                if item.created_at else "-")
-        return (mark, str(item.id), safe_text(item.backend or "-"),
-                safe_text(item.checkpoint or "-"),
-                "-" if item.run_id is None else str(item.run_id),
-                _num(item.decode.get("interval_ms") or item.decode.get("mean_ms")),
-                _num(item.tensor_pct, "{:.2f}"), when)
+    def _cells(self, item: CaptureItem) -> dict[str, str]:
+        mark = "AB"[self.marked.index(item.id)] if item.id in self.marked else ""
+        short = bool(self._columns) and dict((k, w) for _, k, w in self._columns or []).get(
+            "date", 16) < 16
+        when = (_dt.datetime.fromtimestamp(item.created_at).strftime(
+            "%m-%d %H:%M" if short else "%Y-%m-%d %H:%M") if item.created_at else "-")
+        return {"mark": mark, "id": str(item.id), "backend": safe_text(item.backend or "-"),
+                "ckpt": safe_text(item.checkpoint or "-"), "conc": item.conc_text,
+                "bs": item.batch_text,
+                "step": _num(item.decode.get("interval_ms") or item.decode.get("mean_ms")),
+                "tensor": _num(item.tensor_pct, "{:.2f}"),
+                "run": "-" if item.run_id is None else str(item.run_id), "date": when}
+
+    def _key(self, binding_id: str) -> str:
+        km = getattr(self.app, "active_keymap", None) or {}
+        return dict((a.id, k) for a, k in keymap.effective(km))[binding_id]
+
+    def _hint(self) -> None:
+        """The list's subtitle: how many are marked and the keys that mark and compare."""
+        box = self.query_one("#kern-list-box")
+        n = len(self.marked)
+        mark, cmp = escape(self._key("kernels.mark")), escape(self._key("compare"))
+        if n == MAX_MARKED:
+            what = f"A and B marked · {cmp} compare"
+        else:
+            what = f"{n} marked · {mark} mark two (A, B), then {cmp} compare"
+        n_items = len(self.items)
+        box.border_subtitle = f"{n_items} capture{'' if n_items == 1 else 's'} · {what}"
 
     def highlighted(self) -> CaptureItem | None:
         if not self.items:
@@ -293,6 +399,33 @@ class KernelsBody(Body):
         found.update(findings_text(shown))
         kernels.show(shown[0].summary, shown[1].summary if len(shown) > 1 else None)
 
+    def _draw_compare(self) -> None:
+        """The comparison of the marked two (A: the first marked), when it is shown."""
+        if not self.comparing:
+            return
+        by_id = {i.id: i for i in self.items}
+        pair = [by_id[m] for m in self.marked if m in by_id]
+        box = self.query_one("#kern-compare-box")
+        view = self.query_one("#kern-compare", KernelCompare)
+        if len(pair) < MAX_MARKED:
+            self.comparison = None
+            box.border_title = "where the time moved"
+            view.show(None, f"mark two captures to compare ({len(pair)} marked)")
+            return
+        try:
+            self.comparison = compare(pair[0], pair[1], top=5)
+        except UserError as err:
+            self.comparison = None
+            view.show(None, err.message)
+        else:
+            view.show(self.comparison)
+        a, b = pair
+        sim = "[b $warning]SIMULATED[/] · " if a.simulated or b.simulated else ""
+        box.border_title = (f"{sim}where the time moved: A {escape(a.title)} → "
+                            f"B {escape(b.title)}")
+        box.border_subtitle = (f"{escape(self._key('compare'))} or esc: back to the "
+                               "captures' detail")
+
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "kern-table" and not self.marked:
             self._draw_detail()
@@ -309,6 +442,34 @@ class KernelsBody(Body):
             self.marked = self.marked[-MAX_MARKED:]
         self._fill()
         self._draw_detail()
+        self._draw_compare()
+
+    def action_compare_marked(self) -> None:
+        """Where the time moved between the two marked captures; again: back."""
+        if self.comparing:
+            self.action_close_compare()
+            return
+        if len(self.marked) < MAX_MARKED:
+            self.set_progress(None)
+            self.query_one("#kern-status", Static).update(
+                f"[b $warning]mark two captures[/] with [b]{escape(self._key('kernels.mark'))}"
+                f"[/] to compare them (the first marked is A, the base); "
+                f"{len(self.marked)} marked")
+            return
+        self.comparing = True
+        self.query_one("#kern-view", ContentSwitcher).current = "kern-compare-box"
+        self._draw_compare()
+        self.set_focus(self.query_one("#kern-compare-box"))  # up/down scroll it
+
+    def action_close_compare(self) -> None:
+        self.comparing = False
+        self.query_one("#kern-view", ContentSwitcher).current = "kern-detail"
+        self.set_focus(self.query_one("#kern-table"))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "close_compare":
+            return self.comparing  # not comparing: escape goes on as usual
+        return True
 
     def action_reload(self) -> None:
         self.app.post_message(self.Reload(self))  # messages from a widget stop at its screen

@@ -166,11 +166,12 @@ class Topology:
         if pin and len(cores) < 2:
             raise SystemExit("--pin needs two cores; this process may use only "
                              f"{len(cores)}")
-        self.load_core, self.console_core = (cores[0], cores[1]) if pin else (None, None)
+        self.load_core: int | None = cores[0] if pin else None
+        self.console_core: int | None = cores[1] if pin else None
 
     def apply(self) -> None:
         """Pin the console (this thread, and the threads it starts) and the agents."""
-        if not self.pin:
+        if self.console_core is None:
             return
         os.sched_setaffinity(0, {self.console_core})
         core = str(self.load_core)
@@ -180,7 +181,7 @@ class Topology:
             host = await plain(spec, host_session)
             host.agent.prefix = ["taskset", "-c", core, *host.agent.prefix]
             return host
-        resolve.prepare_agent = pinned  # type: ignore[assignment]  (connect() looks it up)
+        resolve.prepare_agent = pinned  # type: ignore[assignment]  # connect() looks it up
 
     def argv(self, argv: list[str]) -> list[str]:
         return ["taskset", "-c", str(self.load_core), *argv] if self.pin else argv
@@ -243,6 +244,14 @@ def spec_for(port: int, speed: float) -> HostSpec:
                                        "--sim-decode-speed", "40"])
     return HostSpec("demo", HostConfig(profiles={"mxfp4": profile}, default_profile="mxfp4"),
                     "demo", env=demo_env())
+
+
+def showing(app: MeasuredApp, mode: str) -> Callable[[], bool]:
+    return lambda: app.view == mode
+
+
+def following(view: LogView, goal: bool) -> Callable[[], bool]:
+    return lambda: view.follow is goal
 
 
 async def press(app: MeasuredApp, key: str, want: Callable[[], bool],
@@ -325,8 +334,7 @@ async def load_phase(args: argparse.Namespace, topo: Topology) -> dict[str, Any]
             for key in "124351":  # every body shown once: first visits, not in the numbers
                 mode = SCREENS[key]
                 if app.view != mode:
-                    first[mode] = await press(app, key, lambda mode=mode: app.view == mode,
-                                              cpu, stale_first)
+                    first[mode] = await press(app, key, showing(app, mode), cpu, stale_first)
                 await pilot.pause(0.2)
             out["first_visit"] = first
             cpu.clear()
@@ -345,12 +353,12 @@ async def load_phase(args: argparse.Namespace, topo: Topology) -> dict[str, Any]
                     panel = app.main.log_panel() if app.main is not None else None
                     assert panel is not None
                     view, goal = panel.view, not panel.view.follow
-                    follow.append(await press(app, "f", lambda v=view, g=goal: v.follow is g,
-                                              cpu, stale_first))
+                    follow.append(await press(app, "f", following(view, goal), cpu,
+                                              stale_first))
                 else:
                     mode = SCREENS[key]
                     by_screen.setdefault(mode, []).append(await press(
-                        app, key, lambda mode=mode: app.view == mode, cpu, stale_first))
+                        app, key, showing(app, mode), cpu, stale_first))
                 await asyncio.sleep(random.uniform(0.05, 0.15))
             elapsed = time.monotonic() - t0
             if profiler is not None:

@@ -302,7 +302,10 @@ def clean_host() -> None:
         if ev.get("type") == "campaign":
             call("campaign", "cancel", str(ev["id"]), "--wait", "30")
     call("server", "stop", "--grace", "3")
-    left = run_pids(demo_env()["DSV4TUI_AGENT_HOME"])
+    home = demo_env()["DSV4TUI_AGENT_HOME"]
+    deadline = time.monotonic() + 15  # the streams of the console that just ended are exiting
+    while (left := run_pids(home)) and time.monotonic() < deadline:
+        time.sleep(0.5)
     if left:
         print(f"warning: processes of this run still running: {sorted(left)}", file=sys.stderr)
 

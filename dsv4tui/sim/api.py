@@ -263,13 +263,25 @@ class Api:
         if prof is None:
             return
         self.sim.profile = None
-        eng = self.engine
-        batch = max(len(eng.running), 1) if eng else 1
+        batch = await self._profiled_batch(int(prof["num_steps"] or 5))
         await asyncio.to_thread(
             prof["module"].write_trace, prof["output_dir"], self.sim.backend, self.sim.checkpoint,
             int(prof["num_steps"] or 5), tp_size=self.sim.args.tp_size, batch=batch,
             step_s=self.sim.speed.step_s(batch), gpu_name=self.sim.gpu.name)
         self.sim.log.info(f"Profiling done. Traces are saved to: {prof['output_dir']}")
+
+    async def _profiled_batch(self, steps: int) -> int:
+        """The batch the profiled steps ran: like SGLang, which records the next ``steps``
+        forward passes, the trace's batch is the mean running batch over those steps' time
+        (sampled each step), not a snapshot of the instant profiling started."""
+        eng = self.engine
+        if eng is None:
+            return 1
+        seen = [len(eng.running)]
+        for _ in range(max(1, min(steps, 50)) - 1):
+            await asyncio.sleep(self.sim.speed.step_s(max(seen[-1], 1)))
+            seen.append(len(eng.running))
+        return max(1, round(sum(seen) / len(seen)))
 
     # -- generation ----------------------------------------------------------------------------
 

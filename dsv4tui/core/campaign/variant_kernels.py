@@ -40,8 +40,8 @@ class Family:
 
     def text(self, short: bool = False) -> str:
         pct = "?" if self.share is None else f"{100 * self.share:.0f} %"
-        if short:
-            return f"{self.label} {pct} {TENSOR_SHORT[self.tensor_cores]}"
+        if short:  # "39%": a line that wraps keeps the number with its unit
+            return f"{self.label} {pct.replace(' ', '')} {TENSOR_SHORT[self.tensor_cores]}"
         return f"{self.label} {pct} ({TENSOR[self.tensor_cores]})"
 
     def to_json(self) -> dict[str, Any]:
@@ -94,8 +94,8 @@ class VariantKernels:
         return out + (" SIMULATED" if self.simulated else "")
 
     def short(self) -> str:
-        """The Campaign screen's line: ``#3 C=16: MoE GEMM 27 % TC · attention 47 % CC ·
-        ...`` (TC tensor cores, CC CUDA cores), every family, largest first."""
+        """The Campaign screen's line: ``capture #3 C=16: MoE GEMM 27% TC · attention 47% CC
+        · ...`` (TC tensor cores, CC CUDA cores), every family, largest first."""
         fams = " · ".join(f.text(short=True) for f in self.families)
         where = f"C={self.concurrency}" if self.concurrency is not None else "load ?"
         return f"capture #{self.capture_id} {where}: {fams}" + (" SIM" if self.simulated

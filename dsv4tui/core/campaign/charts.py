@@ -264,8 +264,9 @@ def change_svg(bars: Sequence[Any], title: str, theme: str = "light", *,
             color = th.palette[(i + 1) % len(th.palette)]  # the baseline keeps the first
             mine = [(loads.index(b.load), b) for b in bars if b.label == label]
             pos = [x - 0.4 + width * (i + 0.5) for x, _ in mine]
+            sim = any(getattr(b, "simulated", False) for _, b in mine)
             drawn = ax.bar(pos, [b.change_pct for _, b in mine], width * 0.92, color=color,
-                           label=_label(label))
+                           label=_label(sim_name(label, sim)))
             for patch, (p, (_, b)) in zip(drawn.patches, zip(pos, mine, strict=True),
                                           strict=True):
                 patch.set_gid(f"change-v{i}-{_load_key(b.load)}")

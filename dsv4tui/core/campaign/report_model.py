@@ -93,6 +93,7 @@ class ChangeBar:
     n_variant: int
     n_baseline: int
     verdict: str | None
+    simulated: bool = False  # one of its runs measured the simulator
 
     @property
     def load_text(self) -> str:
@@ -341,8 +342,9 @@ def _verdicts(cmp: Comparison) -> Verdicts | None:
     base = cmp.baseline_run
     if (not rows and not canary) or base is None:
         return None
+    sim = {r.id for r in cmp.runs if r.simulated}
     bars = [ChangeBar(r.label, r.load, h.change_pct, h.ci_low, h.ci_high, h.n_variant,
-                      h.n_baseline, h.verdict)
+                      h.n_baseline, h.verdict, bool(sim & set(r.run_ids)))
             for r in rows if (h := r.headline).change_pct is not None]
     return Verdicts(base.label, rows, canary, table=verdict_table(rows, load_text), bars=bars)
 

@@ -57,3 +57,32 @@ async def test_one_run_each_says_there_is_no_interval() -> None:
         assert isinstance(app.screen, CompareScreen)
         text = notes_text(app)
     assert "NVFP4_marlin C=16: tok/s +23.7 % (one run each: no interval" in text
+
+
+async def test_the_canary_verdicts_are_there_too() -> None:
+    """Each variant's accuracy canary against the baseline's (``runs compare``'s lines), a
+    failed gate said: a 10 % wrong backend reads as worse, its sweep skipped."""
+    from dataclasses import replace
+
+    from dsv4tui.core.campaign.verdict import canary_lines
+
+    cmp = repeated()
+    canary = {1: {"correct": 98, "total": 100},
+              4: {"correct": 88, "total": 100,
+                  "gate": {"passed": False, "drop_points": 10.0, "margin": 3.0,
+                           "action": "skip"}}}
+    cmp = Comparison.build([replace(r, canary=canary.get(r.id)) for r in cmp.runs],
+                           {rid: list(p.values()) for rid, p in cmp.points.items()}, 1)
+    app = frozen_app("runs")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        app.model.runs.compare = cmp
+        app.show_compare(cmp)
+        await pilot.pause()
+        text = notes_text(app)
+    lines = canary_lines(cmp.canary_verdicts())
+    assert lines and lines[0].startswith("accuracy canary")
+    for line in lines:  # word for word
+        assert line.strip() in text
+    assert "NVFP4_triton: 88/100 correct" in text and "worse; gate FAILED (drop 10.0 > " \
+        "margin 3.0 points, sweep skipped)" in text

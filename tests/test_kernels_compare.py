@@ -142,10 +142,20 @@ def test_report_shows_families_next_to_tok_s_and_roofline(tmp_path: Path) -> Non
     with RunStore() as st:
         rep = report.build(st, [ra, rb])
     md, _ = report.to_markdown(rep, "r")
-    lines = [x for x in md.splitlines() if "of a decode step" in x]
-    assert len(lines) == 2
-    assert "MoE GEMM 39 % (CUDA cores)" in lines[0] and "MoE GEMM 27 % (tensor cores)" in lines[1]
-    assert all("tok/s at C=16" in x and "SIMULATED" in x for x in lines)
-    assert "roofline n/a: no active parameter count" in lines[0]
-    assert "% of the memory-bound roofline" in lines[1]
-    assert "of a decode step" in report.to_html(rep)
+    table = md.split("## Kernel families per variant", 1)[1].split("##", 1)[0]
+    head, _, *rows = [x for x in table.splitlines() if x.startswith("|")]
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    assert cols[:4] == ["variant", "capture", "tok/s", "roofline"] and "MoE GEMM" in cols
+    cells = [dict(zip(cols, (c.strip() for c in r.strip("|").split("|")), strict=True))
+             for r in rows]
+    assert [c["variant"] for c in cells] == ["MXFP4\\_triton (SIMULATED)",
+                                             "NVFP4\\_marlin (SIMULATED)"]
+    assert cells[0]["MoE GEMM"] == "39 % · tensor cores: no"
+    assert cells[1]["MoE GEMM"] == "27 % · tensor cores: yes"
+    assert all(c["capture"].endswith("at C=16") and float(c["tok/s"]) > 0 for c in cells)
+    assert cells[0]["roofline"] == "roofline n/a: no active parameter count"
+    assert cells[1]["roofline"].endswith("%")
+    assert "share of a decode step" in md and "Kernel families per variant" in \
+        report.to_html(rep)
+    [moe] = [f for f in rep.kernels[1].families if f.key == "moe_gemm"]
+    assert moe.tensor_cores is True and moe.share == pytest.approx(0.27, abs=0.005)

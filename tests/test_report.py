@@ -20,6 +20,7 @@ from dsv4tui.agent.bench import stats
 from dsv4tui.core.campaign import charts, report
 from dsv4tui.core.campaign.columns import COMPARE_COLUMNS, fmt_change
 from dsv4tui.core.campaign.compare import compare_runs
+from dsv4tui.core.campaign.export import md_cell
 from dsv4tui.core.store import RunStore
 from dsv4tui.core.store import campaigns as cstore
 from dsv4tui.main import main
@@ -117,7 +118,8 @@ class Tables(HTMLParser):
 
 def figures(text: str) -> dict[str, ET.Element]:
     out = {}
-    for key, svg in re.findall(r'<figure id="chart-([a-z0-9_]+)">(.*?)</figure>', text, re.S):
+    for key, svg in re.findall(r'<figure id="chart-([a-z0-9_]+)"[^>]*>(<svg.*?</svg>)', text,
+                               re.S):
         out[key] = ET.fromstring(svg)  # valid XML, one <svg> element
     return out
 
@@ -173,7 +175,8 @@ def test_the_html_report_holds_every_number_of_the_compare_table(
     # the charts: valid SVG, one series per run (bars: one per run and C)
     figs = figures(text)
     assert set(figs) == {"output_tok_s", "ttft_p50_ms", "tpot_p50_ms", "tensor_active",
-                         "tok_s_per_kw"}
+                         "tok_s_per_kw", "output_tok_s_change"}
+    del figs["output_tok_s_change"]  # its bars are the variants' changes (tests below)
     for key, svg in figs.items():
         assert svg.tag.endswith("svg")
         kind = next(s.kind for s in charts.CHARTS if s.key == key)
@@ -195,11 +198,13 @@ def test_markdown_writes_its_charts_beside_it(two_runs: list[int], tmp_path: Pat
     out = tmp_path / "share" / "fp4 runs.md"
     assert main(["runs", "report", *map(str, two_runs), "--out", str(out), "--json"]) == 0
     written = json.loads(capsys.readouterr().out)
-    assert written["report"] == str(out) and len(written["files"]) == 6
+    # five metric charts and the change chart (the variant's change against the baseline)
+    assert written["report"] == str(out) and len(written["files"]) == 7
     md = out.read_text()
     links = [unquote(link) for link in re.findall(r"!\[[^\]]*\]\(([^) ]+)\)", md)]
     assert links == [Path(f).name for f in written["files"][1:]]
-    for name in links:
+    assert links[0] == "fp4 runs-output-tok-s-change.svg"
+    for name in links[1:]:
         svg = ET.parse(out.parent / name).getroot()
         assert set(series_runs(svg)) == set(two_runs)
     assert "| C | run | tok/s |" in md and "--moe-runner-backend" in md
@@ -253,8 +258,9 @@ def test_a_run_without_a_finished_level_is_left_out_and_said(
     page.feed(text)
     assert {int(a["data-run"]) for a, _ in page.rows} == set(two_runs)
     assert f"vs #{two_runs[0]}" in page.head
-    for svg in figures(text).values():
-        assert set(series_runs(svg)) == set(two_runs)
+    for key, svg in figures(text).items():
+        if key != "output_tok_s_change":  # that one's bars are the variants' changes
+            assert set(series_runs(svg)) == set(two_runs)
     # none measured: no table, no chart, the message
     assert main(["runs", "report", str(empty), str(other), "--out", str(out)]) == 0
     text = out.read_text()
@@ -340,3 +346,62 @@ async def test_the_dashboard_saves_its_screen_and_writes_the_marked_runs_report(
             assert Path(str(said("report written to")).split("to ", 1)[1]).exists()
     finally:
         store.close()
+
+
+def _bars(text: str) -> list[dict[str, Any]]:
+    import html as html_mod
+
+    m = re.search(r'<figure id="chart-output_tok_s_change" data-bars="([^"]*)">', text)
+    assert m, "no change chart"
+    return json.loads(html_mod.unescape(m.group(1)))
+
+
+def test_repeats_put_each_variants_interval_on_its_bars(tmp_path: Path) -> None:
+    """Three repeats a variant (runs sharing a label): the change chart's bars carry the 95 %
+    interval of each variant's change against the baseline per C (an SVG error bar each),
+    the same numbers as the verdicts; Markdown says the interval as text."""
+    from dsv4tui.core.campaign.verdict import speed_effect
+
+    with RunStore() as store:
+        base = [seed_run(store, "NVFP4_marlin", "marlin", g) for g in (40.0, 41.0, 39.0)]
+        other = [seed_run(store, "NVFP4_triton", "triton", g) for g in (30.0, 31.5, 30.5)]
+        rep = report.build(store, base + other)
+        toks = {rid: {lv.concurrency: lv.output_tok_s for lv in store.levels(rid)}
+                for rid in base + other}
+    text = report.to_html(rep)
+    bars = _bars(text)
+    assert [(b["label"], b["load"]) for b in bars] == [("NVFP4_triton", f"C={c}")
+                                                        for c in (1, 8, 16)]
+    for b in bars:
+        c = int(b["load"][2:])
+        want = speed_effect("output_tok_s", [toks[r][c] for r in other],
+                            [toks[r][c] for r in base])
+        assert b["change_pct"] == pytest.approx(want.change_pct)
+        assert (b["ci_low"], b["ci_high"]) == (pytest.approx(want.ci_low),
+                                               pytest.approx(want.ci_high))
+        assert b["ci_low"] < b["change_pct"] < b["ci_high"]
+    fig = figures(text)["output_tok_s_change"]
+    ids = {el.get("id") or "" for el in fig.iter()}
+    for c in (1, 8, 16):  # the bar and its error bar, per C
+        assert any(i.endswith(f"change-v0-c{c}") for i in ids)
+        assert any(i.endswith(f"interval-v0-c{c}") for i in ids)
+    assert "95 % interval across restarts" in "".join(fig.itertext())
+    md, files = report.to_markdown(rep, "r")
+    assert "r-output-tok-s-change.svg" in files
+    h = rep.verdicts.bars[2] if rep.verdicts else None
+    assert h is not None and h.load_text == "C=16"
+    assert md_cell(f"- NVFP4_triton C=16: {h.change_pct:+.1f} % [{h.ci_low:+.1f}, "
+                   f"{h.ci_high:+.1f}] faster (n=3/3)") in md
+
+
+def test_one_run_each_draws_no_interval_and_says_so(two_runs: list[int]) -> None:
+    with RunStore() as store:
+        rep = report.build(store, two_runs)
+    text = report.to_html(rep)
+    assert all(b["ci_low"] is None and b["ci_high"] is None for b in _bars(text))
+    fig = figures(text)["output_tok_s_change"]
+    assert not any("interval-" in (el.get("id") or "") for el in fig.iter())
+    assert "one run each: no interval" in "".join(fig.itertext())
+    md, _ = report.to_markdown(rep, "r")
+    assert "One run each: no interval" in md
+    assert "- NVFP4\\_marlin C=16: " in md and "% (one run each: no interval)" in md

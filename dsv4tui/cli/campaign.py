@@ -18,7 +18,7 @@ from typing import Any
 from dsv4tui.agent import events as ev_t
 from dsv4tui.cli.output import print_json
 from dsv4tui.core.campaign import plan as cplan
-from dsv4tui.core.campaign import reducer, session
+from dsv4tui.core.campaign import reducer, session, startup_phases, variant_kernels
 from dsv4tui.core.campaign.compare import campaign_comparison, load_text
 from dsv4tui.core.campaign.ingest import Collected
 from dsv4tui.core.campaign.kernel_load import load_text as kernel_load_text
@@ -268,19 +268,55 @@ def _print_status(info: dict[str, Any], store: RunStore, baseline: int = 0) -> N
     server = info.get("server") or {}
     if server.get("text") and info["state"] != "running":
         print(f"  server: {server['text']}")
+    startup = startup_rows(info, store, baseline)
+    if startup:
+        print()
+        print("startup per phase (s, from the server's log; each variant's last launch):")
+        print(table(startup, ["variant", *startup_phases.HEAD[1:]]))
     cmp = campaign_comparison(store, info, baseline)
     lines = [] if cmp is None else (verdict_lines(cmp.verdicts(), load_text)
                                     + canary_lines(cmp.canary_verdicts()))
+    lines += variant_kernels.lines(variant_kernels.for_campaign(store, info))
     if lines:
         print()
         print("\n".join(safe_text(line) for line in lines))
 
 
+def startup_rows(info: dict[str, Any], store: RunStore, baseline: int = 0) -> list[list[str]]:
+    """Each variant's last launch, phase by phase (startup_phases.HEAD; [] when none has
+    phases), the change against the ``baseline`` variant's startup."""
+    named = [(safe_text(v.get("name")), last_launch(v, store))
+             for v in info.get("variants") or []]
+    base = named[baseline][0] if baseline < len(named) else None
+    return startup_phases.rows(named, base) if named else []
+
+
+def last_launch(variant: dict[str, Any], store: RunStore) -> dict[str, Any] | None:
+    """The startup of a variant's last run's launch: ``{startup_s, phases: [{name,
+    duration_s}]}`` (None: no launch stored)."""
+    ids = [int(i) for i in variant.get("run_ids") or []]
+    run = store.run(ids[-1]) if ids else None
+    launch = store.launch(run.launch_id) if run is not None and run.launch_id else None
+    if launch is None:
+        return None
+    return {"startup_s": launch.startup_s, "phases": (launch.profile or {}).get("phases")}
+
+
 def with_verdicts(info: dict[str, Any], store: RunStore, baseline: int = 0) -> dict[str, Any]:
     """``campaign status --json``'s ``verdicts``: each variant against the first, per level
-    (``ci_low``, ``ci_high``, ``verdict``, ``n_repeats``; docs/metrics.md)."""
+    (``ci_low``, ``ci_high``, ``verdict``, ``n_repeats``; docs/metrics.md); each variant's
+    ``kernels`` (its newest linked capture's families, tok/s and roofline %; null without
+    one), ``startup_s`` and ``startup_phases`` (seconds per phase of its last launch)."""
     cmp = campaign_comparison(store, info, baseline)
-    return {**info, "verdicts": [] if cmp is None else [v.to_json() for v in cmp.verdicts()],
+    kernels = variant_kernels.for_campaign(store, info)
+    variants = []
+    for v, k in zip(info.get("variants") or [], kernels, strict=True):
+        launch = last_launch(v, store) or {}
+        variants.append({**v, "kernels": None if k is None else k.to_json(),
+                         "startup_s": launch.get("startup_s"),
+                         "startup_phases": startup_phases.phase_seconds(launch.get("phases"))})
+    return {**info, "variants": variants,
+            "verdicts": [] if cmp is None else [v.to_json() for v in cmp.verdicts()],
             "canary": [] if cmp is None else [c.to_json() for c in cmp.canary_verdicts()]}
 
 

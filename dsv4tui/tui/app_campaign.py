@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from textual import work
 
+from dsv4tui.core.campaign import reducer
 from dsv4tui.core.campaign.view import CampaignView
 from dsv4tui.core.errors import UserError
 from dsv4tui.core.view import journal, sweeps
@@ -27,6 +28,11 @@ from dsv4tui.tui.screens.modals import PlanInput
 
 if TYPE_CHECKING:
     from dsv4tui.tui.app import Dsv4App
+
+
+class _RunEnded(reducer.Reader):
+    def run_finished(self, ev: reducer.RunFinished) -> bool:
+        return True
 
 
 def _app(obj: object) -> Dsv4App:
@@ -47,6 +53,24 @@ class CampaignWatcher:
         now = app._clock.mono(ev, app.model.mono())
         app.apply(journal.journal_event(app.model, ev, now, app._live_levels,
                                         watched=app._sweep_cid))
+        if reducer.fold(_RunEnded(), ev) and app.model.campaign.variants:
+            app.load_campaign_kernels()  # a capture linked to the run shows its families
+
+    @work(group="campaign-kernels", thread=True, exclusive=True, exit_on_error=False)
+    def load_campaign_kernels(self) -> None:
+        """The variants' kernel families lines from the store (captures linked to their runs)."""
+        app = _app(self)
+        from dsv4tui.core.campaign.view import kernel_lines, set_kernel_lines
+
+        cv = app.model.campaign
+        if app._store is None:
+            return
+        lines = kernel_lines(cv, app._store)
+
+        def show() -> None:
+            if app.model.campaign is cv and set_kernel_lines(cv, lines):
+                app.mark(CAMPAIGN)
+        app.call_from_thread(show)
 
     async def _watch(self, cid: str, *, on_event: Any = None) -> Any:
         """Collect campaign ``cid`` until it ends (across reconnects); its events go to the
@@ -73,6 +97,8 @@ class CampaignWatcher:
             sweeps.stopped(app.model.sweep, app.model.mono())
             app.mark(SWEEP, SANITY, CAMPAIGN)
             app.load_runs()
+            if app.model.campaign.variants:
+                app.load_campaign_kernels()
 
     def _gpu_names(self) -> list[str]:
         tel = _app(self).model.telemetry

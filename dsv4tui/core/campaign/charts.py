@@ -9,6 +9,12 @@ markers. Every value comes from the :class:`~dsv4tui.core.campaign.compare.Compa
 
 Each drawn series carries an SVG id naming its run -- ``series-r<ID>`` (a line) or
 ``series-r<ID>-c<C>`` (a bar) -- so a reader (or a test) can tell which run a shape is.
+
+:func:`change_svg` draws the verdicts' chart: each variant's change in output tok/s against
+the baseline per load, one bar per variant, its error bar the 95 % interval across restarts
+(``change-v<N>-<load>`` the bar, ``interval-v<N>-<load>`` its error bar; N the variant's
+place among the bars' labels); a bar without repeats has no error bar, and the title says
+"one run each: no interval".
 A run with no value for a metric draws nothing on that chart; a chart no run has a value
 for is not drawn at all (:func:`chart_svg` returns None and the report says why).
 
@@ -215,6 +221,79 @@ def inline_svg(svg: str, prefix: str = "") -> str:
     return re.sub(r'(url\(#|href="#)([^)"]+)', ref, out)
 
 
+def _load_key(load: tuple[int, float | None]) -> str:
+    c, rate = load
+    return f"c{c}" if rate is None else f"r{rate:g}-c{c}"
+
+
+def change_svg(bars: Sequence[Any], title: str, theme: str = "light", *,
+               simulated: bool = False, width_in: float = 7.2,
+               height_in: float = 3.3) -> str | None:
+    """The change chart of ``bars`` (``report_model.ChangeBar``: label, load, load_text,
+    change_pct, ci_low, ci_high): grouped bars per load, one per variant, the interval as an
+    error bar. None when there is no bar."""
+    require()
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
+    if not bars:
+        return None
+    th = THEMES.get(theme, THEMES["light"])
+    labels = list(dict.fromkeys(b.label for b in bars))
+    loads = list(dict.fromkeys(b.load for b in bars))
+    load_names = {b.load: b.load_text for b in bars}
+    rc: Any = {"svg.fonttype": "none", "svg.hashsalt": "dsv4tui", "font.size": 9,
+               "axes.edgecolor": th.muted, "axes.labelcolor": th.text, "text.color": th.text,
+               "xtick.color": th.muted, "ytick.color": th.muted, "axes.titleweight": "bold",
+               "axes.titlesize": 10, "legend.fontsize": 8, "legend.frameon": False}
+    with rc_context(rc):
+        fig = Figure(figsize=(width_in, height_in), facecolor=th.background)
+        FigureCanvasSVG(fig)
+        ax = fig.subplots()
+        ax.set_facecolor(th.background)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        ax.grid(axis="y", color=th.grid, linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.axhline(0.0, color=th.muted, linewidth=0.8)
+        n = len(labels)
+        width = 0.8 / n
+        tops = [0.0]
+        for i, label in enumerate(labels):
+            color = th.palette[(i + 1) % len(th.palette)]  # the baseline keeps the first
+            mine = [(loads.index(b.load), b) for b in bars if b.label == label]
+            pos = [x - 0.4 + width * (i + 0.5) for x, _ in mine]
+            sim = any(getattr(b, "simulated", False) for _, b in mine)
+            drawn = ax.bar(pos, [b.change_pct for _, b in mine], width * 0.92, color=color,
+                           label=_label(sim_name(label, sim)))
+            for patch, (p, (_, b)) in zip(drawn.patches, zip(pos, mine, strict=True),
+                                          strict=True):
+                patch.set_gid(f"change-v{i}-{_load_key(b.load)}")
+                tops += [abs(b.change_pct)]
+                if b.ci_low is None or b.ci_high is None:
+                    continue
+                err = ax.errorbar([p], [b.change_pct], yerr=[[b.change_pct - b.ci_low],
+                                                              [b.ci_high - b.change_pct]],
+                                  fmt="none", ecolor=th.text, elinewidth=1.2, capsize=3)
+                for part in err.lines[2]:
+                    part.set_gid(f"interval-v{i}-{_load_key(b.load)}")
+                tops += [abs(b.ci_low), abs(b.ci_high)]
+        xs = list(range(len(loads)))
+        ax.set_xticks(xs, [load_names[ld] for ld in loads])
+        ax.set_xlim(-0.6, len(loads) - 0.4)
+        top = max(tops) or 1.0
+        ax.set_ylim(-top * 1.15, top * 1.15)
+        ax.set_ylabel("change in output tok/s (%)")
+        ax.set_title(f"{title} · {SIMULATED}" if simulated else title, loc="left",
+                     color=th.text, fontsize=9, wrap=True)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), borderaxespad=0.3)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None}, facecolor=th.background)
+    return buf.getvalue()
+
+
 def charts(cmp: Comparison, theme: str = "light",
            specs: Sequence[ChartSpec] = CHARTS) -> list[tuple[ChartSpec, str | None]]:
     """Every chart of the report, in order: ``(spec, svg or None)``."""
@@ -222,5 +301,5 @@ def charts(cmp: Comparison, theme: str = "light",
 
 
 __all__ = ["CHARTS", "INSTALL_HINT", "PALETTE", "THEMES", "ChartSpec", "ChartsUnavailable",
-           "available", "chart_svg", "chart_title", "charts", "inline_svg", "require"]
+           "available", "change_svg", "chart_svg", "chart_title", "charts", "inline_svg", "require"]
 

@@ -169,38 +169,3 @@ def headline(families: list[dict[str, Any]], n: int = 3) -> list[str]:
             ms = f", {_fmt(f['a']['step_ms'])} -> {_fmt(f['b']['step_ms'])} ms per step"
         out.append(f"{f['label']} {f['tensor_cores']}: {shares}{ms}")
     return out
-
-
-def variant_line(store: Any, run: Any) -> str | None:
-    """A campaign variant's (a run's) kernel families next to its tok/s and roofline % at the
-    newest capture's level: ``capture #3 at C=16: MoE GEMM 27 % (tensor cores), attention
-    47 % (CUDA cores), ...; 28.7 tok/s at C=16 (23 % of the roofline)``. None: no capture."""
-    from dsv4tui.core import roofline
-    from dsv4tui.core.store import kernels as kernel_store
-
-    try:
-        items = kernel_store.captures(store, run_id=run.id, limit=1)
-    except Exception:  # an older store without the kernels table: nothing to say
-        return None
-    if not items or not items[0].summary.get("families"):
-        return None
-    cap = items[0]
-    tc = {True: "tensor cores", False: "CUDA cores", None: "cores ?"}
-    fams = ", ".join(f"{f.get('label')} {100 * (_num(f.get('share')) or 0):.0f} % "
-                     f"({tc[f.get('tensor_cores')]})"
-                     for f in cap.summary["families"][:4])
-    sd = side(cap)
-    text = f"capture #{cap.id} at {sd['load'] or 'an unknown load'}: {fams} of a decode step"
-    levels = store.levels(run.id)
-    level = next((lv for lv in levels if lv.concurrency == cap.concurrency), None)
-    if level is not None and level.output_tok_s:
-        text += f"; {level.output_tok_s:.1f} tok/s at C={level.concurrency}"
-        try:
-            pct = roofline.percent_by_concurrency(roofline.for_run(run, levels)).get(
-                level.concurrency)
-        except roofline.RooflineError as exc:
-            text += f" (roofline n/a: {str(exc).split(':')[0]})"
-        else:
-            text += f" ({roofline.format_pct(pct)} of the memory-bound roofline)" \
-                if pct is not None else " (roofline n/a)"
-    return text + (" SIMULATED" if sd["simulated"] else "")

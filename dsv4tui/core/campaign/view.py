@@ -1,7 +1,13 @@
 """A campaign as the dashboard shows it, built live from its journal events (pure data, no
 textual): the matrix of variants x levels, each cell's state, the current variant, elapsed
 time and an ETA. The CLI's matrix of a finished campaign (matrix.py) reads the store; this
-one follows the events as they arrive, so a second console sees the same state."""
+one follows the events as they arrive, so a second console sees the same state.
+
+Across repeats (``repeats = k``: each a run on a restarted server) a variant keeps every run's
+output tok/s per level, so its best tok/s against the baseline's gets a 95 % interval and a
+verdict (:func:`best_effect`, verdict.speed_effect); its last launch's startup phases (weights,
+KV cache, CUDA graphs, warm-up) and its kernel families line (from the store, when a capture
+is linked to one of its runs) sit beside them."""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ from typing import Any
 
 from dsv4tui.agent import events as ev_t
 from dsv4tui.core.campaign import reducer
+from dsv4tui.core.campaign.startup_phases import phase_seconds
+from dsv4tui.core.campaign.verdict import Effect, speed_effect
 
 VARIANT_ACTIVE = ("restarting", "sanity", "running")
 ENDED = ("done", "failed", "cancelled", "interrupted")
@@ -52,10 +60,34 @@ class VariantView:
     ended: float | None = None
     backend: str | None = None  # what it ran (from the host)
     checkpoint: str | None = None
+    run_tok_s: dict[str, dict[int, float]] = field(default_factory=dict)  # run -> level -> tok/s
+    phases: dict[str, float] = field(default_factory=dict)  # its last launch's, in seconds
+    kernels: str | None = None  # its families line (variant_kernels.VariantKernels.short)
 
     @property
     def active(self) -> bool:
         return self.state in VARIANT_ACTIVE
+
+    def bests(self) -> list[float]:
+        """Each finished run's best output tok/s (over its levels): one value per repeat."""
+        out = [max(by.values()) for by in self.run_tok_s.values() if by]
+        if not out:  # a view without per-run values (built by hand): its cells' run
+            done = [c.tok_s for c in self.cells if c.tok_s is not None
+                    and c.state in ("done", "partial")]
+            out = [max(done)] if done else []
+        return out
+
+
+def best_effect(v: VariantView, base: VariantView | None) -> Effect | None:
+    """``v``'s best tok/s against the baseline variant's, per repeat (Welch on the logs, a
+    95 % interval when both have 2+ runs); None until both have finished a run."""
+    if base is None or v is base or v.state not in ("done", "partial") or \
+            base.state not in ("done", "partial"):
+        return None
+    mine, theirs = v.bests(), base.bests()
+    if not mine or not theirs:
+        return None
+    return speed_effect("output_tok_s", mine, theirs)
 
 
 @dataclass
@@ -177,6 +209,7 @@ class _CampaignFold(reducer.Reader):
         if ev.get("ok"):
             v.startup_s = ev.get("startup_s")
             v.phase = "ready"
+            v.phases = phase_seconds(ev.get("phases"))
         else:
             v.reason = str(ev.get("error") or "the server did not start")
             v.error_lines = [str(x) for x in ev.get("last_errors") or []]
@@ -245,6 +278,10 @@ class _CampaignFold(reducer.Reader):
         cell.tok_s = ev.get("output_tok_s")
         cell.completed = int(ev.get("completed") or 0)
         cell.errors = int(ev.get("errors") or 0)
+        v = self._v(ev)
+        run = str(ev.get("run") or (v.run_keys[-1] if v and v.run_keys else ""))
+        if v is not None and cell.tok_s is not None and cell.state in ("done", "partial"):
+            v.run_tok_s.setdefault(run, {})[int(ev.get("level") or 0)] = float(cell.tok_s)
         return True
 
     def variant_end(self, ev: ev_t.VariantEndEvent) -> bool:
@@ -312,8 +349,37 @@ def from_status(info: dict[str, Any], store: Any = None) -> CampaignView:
         view.run_ids = [stored[k] for k in view.run_keys if k in stored]
         if view.run_ids and store is not None:
             _cells_from_store(view, store, view.run_ids[-1])
+            for key in view.run_keys:
+                if key in stored:
+                    view.run_tok_s[key] = {
+                        lv.idx: float(lv.output_tok_s) for lv in store.levels(stored[key])
+                        if lv.output_tok_s is not None and not lv.stats.get("rebuilt")}
         cv.variants.append(view)
+    if store is not None:
+        set_kernel_lines(cv, kernel_lines(cv, store))
     return cv
+
+
+def kernel_lines(cv: CampaignView, store: Any) -> list[str | None]:
+    """Each variant's kernel families line (``VariantKernels.short``) from the captures
+    linked to its runs; None where it has none. Reads the store: call it off the UI loop."""
+    from dsv4tui.core.campaign.variant_kernels import for_runs
+
+    out: list[str | None] = []
+    for v in cv.variants:
+        runs = [r for r in (store.run(i) for i in list(v.run_ids)) if r is not None]
+        found = for_runs(store, runs, v.name) if runs else None
+        out.append(found.short() if found is not None else None)
+    return out
+
+
+def set_kernel_lines(cv: CampaignView, lines: list[str | None]) -> bool:
+    """:func:`kernel_lines`' answer into the view; True when a line changed."""
+    changed = False
+    for v, line in zip(cv.variants, lines, strict=False):
+        if line != v.kernels:
+            v.kernels, changed = line, True
+    return changed
 
 
 def _cells_from_store(view: VariantView, store: Any, run_id: int) -> None:
@@ -322,8 +388,12 @@ def _cells_from_store(view: VariantView, store: Any, run_id: int) -> None:
         view.backend, view.checkpoint, view.sanity = run.backend, run.checkpoint, \
             run.sanity_passed
         if run.launch_id is not None:
-            rows = store.query("SELECT startup_s FROM launches WHERE id = ?", (run.launch_id,))
+            rows = store.query("SELECT startup_s, profile_json FROM launches WHERE id = ?",
+                               (run.launch_id,))
             view.startup_s = rows[0]["startup_s"] if rows else None
+            profile = _json(rows[0]["profile_json"]) if rows else None
+            view.phases = phase_seconds(profile.get("phases")) if isinstance(profile, dict) \
+                else {}
     by_idx = {lv.idx: lv for lv in store.levels(run_id)}
     for idx, cell in enumerate(view.cells):
         lv = by_idx.get(idx)
@@ -334,3 +404,12 @@ def _cells_from_store(view: VariantView, store: Any, run_id: int) -> None:
             cell.errors = int(lv.stats.get("errors") or 0)
             if lv.stats.get("rebuilt"):  # the level in progress (requests stored so far)
                 cell.state, cell.tok_s = "running", None
+
+
+def _json(text: Any) -> Any:
+    import json
+
+    try:
+        return json.loads(text) if isinstance(text, str) and text else None
+    except ValueError:
+        return None

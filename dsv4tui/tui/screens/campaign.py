@@ -1,8 +1,12 @@
 """Campaign: the matrix of a campaign the host runs by itself — variants x levels, each cell's
 state (pending, n/N running, tok/s done, failed) — the current variant's restart and sanity,
 elapsed time and an ETA, and the comparison of the variants as they finish (grouped bars per
-C, % change of the best tok/s against a chosen baseline). Everything comes from the
-campaign's journal events; a second console sees the same, and a reconnect fills it in."""
+C; the change of the best tok/s against a chosen baseline with its 95 % interval across
+repeats and the verdict; startup time per phase: weights, KV cache, CUDA graphs, warm-up), and
+the highlighted variant's kernel families. Everything comes from the campaign's journal
+events (the families from the store, read by the App); a second console sees the same, and a
+reconnect fills it in. On a narrow terminal columns give way in :data:`SPARE`'s order and the
+best-Δ column shortens; the details line under the matrix says what was dropped."""
 
 from __future__ import annotations
 
@@ -11,7 +15,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
-from dsv4tui.core.campaign.view import CampaignView, VariantView
+from dsv4tui.core.campaign.labels import safe_text
+from dsv4tui.core.campaign.verdict import FASTER, SAME, SLOWER, Effect
+from dsv4tui.core.campaign.view import CampaignView, VariantView, best_effect
 from dsv4tui.core.view.model import PHASE_LABELS, UiModel, fmt_duration
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import Body
@@ -32,17 +38,32 @@ def best(v: VariantView) -> float | None:
     return max(vals) if vals else None
 
 
-def change_text(v: VariantView, base: VariantView | None) -> str:
-    """The variant's best tok/s against the baseline's, once both have finished their run."""
-    if base is None or v.state not in ("done", "partial") or \
-            base.state not in ("done", "partial"):
-        return ""
+def change_text(v: VariantView, base: VariantView | None, *, short: bool = False) -> str:
+    """The variant's best tok/s against the baseline's, once both have finished a run: with
+    repeats its 95 % interval and verdict (``+4.1 % [+1.2, +7.0] faster``, ``no detectable
+    difference (≥ 6.0 % resolvable)``), with one run each the change alone; ``short``: the
+    narrow terminal's ``+4.1% faster``, ``no diff ±6.0%``, ``+4.1% (1 run)``."""
     if v is base:
-        return "base" if best(v) is not None else ""
-    b, x = best(base), best(v)
-    if b is None or x is None or b == 0:
+        return "base" if base is not None and best(v) is not None and \
+            v.state in ("done", "partial") else ""
+    e = best_effect(v, base)
+    if e is None or e.change_pct is None:
         return ""
-    return f"{(x - b) / b * 100.0:+.1f}%"
+    return _effect_text(e, short)
+
+
+def _effect_text(e: Effect, short: bool) -> str:
+    pct = e.change_pct or 0.0
+    if e.ci_low is None or e.ci_high is None:
+        return f"{pct:+.1f}% (1 run)" if short else f"{pct:+.1f} % (one run each)"
+    if e.verdict == SAME:
+        half = e.detectable_pct or 0.0
+        return f"no diff ±{half:.1f}%" if short else \
+            f"no detectable difference (≥ {half:.1f} % resolvable)"
+    word = e.verdict if e.verdict in (FASTER, SLOWER) else ""
+    if short:
+        return f"{pct:+.1f}% {word}"
+    return f"{pct:+.1f} % [{e.ci_low:+.1f}, {e.ci_high:+.1f}] {word}"
 
 
 def head_markup(model: UiModel) -> str:
@@ -80,8 +101,35 @@ def head_markup(model: UiModel) -> str:
 
 
 _PAD = 2  # DataTable's cell padding, both sides
-SPARE = ("note", "runs", "sanity", "startup")  # what gives way on a narrow terminal, in order
+# what gives way on a narrow terminal, in order ("vs:short": the best-Δ column shortens)
+SPARE = ("note", "runs", "p_ready", "p_kv_cache", "vs:short", "p_cuda_graph", "p_load_weights",
+         "sanity", "startup", "vs:tiny")
 _NOTE_MIN = 16
+# the startup phases the matrix shows (startup_phases.COLUMNS' names): title, agent phase
+PHASE_COLUMNS = (("weights", "load_weights"), ("KV", "kv_cache"), ("graphs", "cuda_graph"),
+                 ("warm-up", "ready"))
+
+
+def _vs_width(cv: CampaignView, form: str) -> int:
+    base = cv.variant(cv.baseline)
+    return max([len("best Δ")] + [len(vs_text(v, base, form)) for v in cv.variants])
+
+
+def vs_text(v: VariantView, base: VariantView | None, form: str = "vs") -> str:
+    """The best-Δ cell in the column's form: ``vs`` (in full), ``vs:short`` (``+4.1%
+    faster``), ``vs:tiny`` (``+4.1%``: the details line says the rest)."""
+    if form == "vs:tiny":
+        e = best_effect(v, base) if v is not base else None
+        return change_text(v, base) if e is None or e.change_pct is None else \
+            f"{e.change_pct:+.1f}%"
+    return change_text(v, base, short=form == "vs:short")
+
+
+def runs_text(ids: list[int]) -> str:
+    """``#11,#14,#17``; past three repeats ``#11 +3`` (the variant's details list them)."""
+    if len(ids) > 3:
+        return f"#{ids[0]} +{len(ids) - 1}"
+    return ",".join(f"#{i}" for i in ids) or "—"
 
 
 def matrix_columns(cv: CampaignView, width: int | None = None) -> list[tuple[str, str, int]]:
@@ -90,8 +138,11 @@ def matrix_columns(cv: CampaignView, width: int | None = None) -> list[tuple[str
     details line under the matrix says them for the highlighted variant)."""
     cols = [("variant", "variant", 20), ("state", "state", 10)]
     cols += [(f"C={c}", f"c{i}", 9) for i, (c, _) in enumerate(cv.levels)]
-    cols += [("best Δ", "vs", 7), ("startup", "startup", 8), ("sanity", "sanity", 6),
-             ("runs", "runs", 5), ("note", "note", 60)]
+    cols += [("best Δ", "vs", _vs_width(cv, "vs")), ("startup", "startup", 8)]
+    cols += [(title, f"p_{phase}", max(len(title), 6)) for title, phase in PHASE_COLUMNS]
+    cols += [("sanity", "sanity", 6),
+             ("runs", "runs", max([4] + [len(runs_text(v.run_ids)) for v in cv.variants])),
+             ("note", "note", 60)]
     if width is None:
         return cols
     names = max([len(v.name) for v in cv.variants] + [7])
@@ -104,28 +155,52 @@ def matrix_columns(cv: CampaignView, width: int | None = None) -> list[tuple[str
             break
         if has_note and room >= _NOTE_MIN:
             return [(t, k, min(60, room) if k == "note" else w) for t, k, w in cols]
-        cols = [c for c in cols if c[1] != key]
+        if key.startswith("vs:"):
+            cols = [(t, key, _vs_width(cv, key)) if k.startswith("vs") else (t, k, w)
+                    for t, k, w in cols]
+        else:
+            cols = [c for c in cols if c[1] != key]
     return cols
 
 
+DETAIL_NAMES = {"p_load_weights": "weights", "p_kv_cache": "KV", "p_cuda_graph": "graphs",
+                "p_ready": "warm-up", "vs": "best Δ"}
+
+
 def dropped_text(cv: CampaignView, v: VariantView, shown: set[str]) -> str:
-    """The highlighted variant's cells that the narrow matrix has no room for."""
+    """The highlighted variant's cells that the narrow matrix has no room for (and its best Δ
+    in full when the column shows it shortened)."""
     full = dict(zip((k for _, k, _ in matrix_columns(cv)), matrix_cells(cv, v), strict=True))
-    return " · ".join(f"{k} {full[k]}" if k != "note" else full[k]
-                      for k in reversed(SPARE) if k not in shown and full[k] not in ("", "—"))
+    order = [k for k in reversed(SPARE) if not k.startswith("vs:") and k not in shown]
+    if "vs" not in shown and full["vs"] not in ("base", vs_text(v, cv.variant(cv.baseline),
+                                                                 "vs:tiny")):
+        order.insert(0, "vs")
+    return " · ".join(f"{DETAIL_NAMES.get(k, k)} {full[k]}" if k != "note" else full[k]
+                      for k in order if full[k] not in ("", "—"))
+
+
+def _secs(value: float | None) -> str:
+    return f"{value:.1f}s" if value is not None else "—"
 
 
 def matrix_cells(cv: CampaignView, v: VariantView) -> tuple[str, ...]:
     base = cv.variant(cv.baseline)
-    startup = f"{v.startup_s:.1f}s" if v.startup_s is not None else (
+    startup = _secs(v.startup_s) if v.startup_s is not None else (
         PHASE_LABELS.get(v.phase or "", v.phase or "") if v.state == "restarting" else "—")
     sanity = {True: "pass", False: "FAIL", None: "—"}[v.sanity]
     note = v.reason or (v.error_lines[-1] if v.error_lines else "")
     if v.backend and not note:
         note = f"{v.backend} / {v.checkpoint or '?'}"
     state = "not run" if v.state == "pending" and not cv.running else v.state
-    return (v.name, state, *(c.text() for c in v.cells), change_text(v, base), startup, sanity,
-            ",".join(f"#{i}" for i in v.run_ids) or "—", note)
+    phases = [_secs(v.phases.get(phase)) for _, phase in PHASE_COLUMNS]
+    return (v.name, state, *(c.text() for c in v.cells), change_text(v, base), startup,
+            *phases, sanity, runs_text(v.run_ids), note)
+
+
+def families_text(v: VariantView) -> str:
+    """The highlighted variant's kernel families (TC: tensor cores, CC: CUDA cores)."""
+    return (f"{v.name} kernels (share of a decode step; TC tensor cores, CC CUDA cores): "
+            f"{v.kernels}") if v.kernels else ""
 
 
 def chart_series(cv: CampaignView) -> tuple[list[str], list[Series]]:
@@ -183,9 +258,10 @@ class CampaignMatrix(DataTable[Text]):
     @staticmethod
     def _cells(cv: CampaignView, v: VariantView,
                cols: list[tuple[str, str, int]]) -> tuple[str, ...]:
-        keys = {key for _, key, _ in cols}
-        return tuple(cell for (_, key, _), cell in zip(matrix_columns(cv), matrix_cells(cv, v),
-                                                         strict=True) if key in keys)
+        full = dict(zip((k for _, k, _ in matrix_columns(cv)), matrix_cells(cv, v), strict=True))
+        base = cv.variant(cv.baseline)
+        return tuple(vs_text(v, base, key) if key.startswith("vs:") else full[key]
+                     for _, key, _ in cols)
 
 
 class CampaignBody(Body):
@@ -202,6 +278,7 @@ class CampaignBody(Body):
         with Vertical(id="camp-matrix-box", classes="panel") as box:
             box.border_title = "variants by levels: output tok/s per C"
             yield CampaignMatrix(id="camp-matrix")
+            yield Static("", id="camp-details", markup=False)
         with Horizontal(id="camp-main"):
             with Vertical(id="camp-side", classes="panel") as side:
                 side.border_title = "current variant"
@@ -241,15 +318,20 @@ class CampaignBody(Body):
         self._show_row_details()
 
     def _show_row_details(self) -> None:
-        """The matrix box's bottom line: on a narrow terminal, what the matrix has no room for
-        (startup, sanity, runs, note) of the highlighted variant."""
+        """The line under the matrix, for the highlighted variant: on a narrow terminal what
+        the matrix has no room for (best Δ in full, startup and its phases, sanity, runs,
+        note), then its kernel families; wrapped at words, never cut."""
         cv, matrix = self.model.campaign, self.one(CampaignMatrix)
-        box = self.one(Vertical, "#camp-matrix-box")
         row = matrix.cursor_row
         v = cv.variants[row] if 0 <= row < len(cv.variants) else None
         extra = dropped_text(cv, v, matrix.shown_keys()) if v is not None else ""
-        box.border_subtitle = (f"{escape(v.name)}: {escape(extra)} · enter: details"
-                               if v is not None and extra else "enter: a variant's details")
+        lines = [f"{v.name}: {extra}"] if v is not None and extra else []
+        if v is not None and v.kernels:
+            lines.append(families_text(v))
+        details = self.one(Static, "#camp-details")
+        details.display = bool(lines)
+        update_static(details, "\n".join(safe_text(line) for line in lines))
+        self.one(Vertical, "#camp-matrix-box").border_subtitle = "enter: a variant's details"
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """A variant's state, reason and error lines in full (the matrix cuts them)."""

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Input, Static
 from dsv4tui.core.campaign.columns import change_title, fmt_change
 from dsv4tui.core.campaign.compare import SIMULATED, Comparison, load_text, sim_name
 from dsv4tui.core.campaign.labels import safe_text
-from dsv4tui.core.campaign.verdict import verdict_lines
+from dsv4tui.core.campaign.verdict import canary_lines, verdict_lines
 from dsv4tui.core.view.model import RunRow, UiModel, fmt_num
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import Body, FramedScreen
@@ -311,18 +311,26 @@ def compare_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
 
 
 VERDICT_STYLE = {"faster": "$success", "slower": "$error"}
+CANARY_STYLE = {"better": "$success", "worse": "$error"}
 
 
 def verdict_markup(cmp: Comparison) -> list[str]:
     """Each variant (label) against the baseline's per level: its change in output tok/s with
-    the 95 % interval across repeats and the verdict -- ``runs compare``'s lines (one core
-    function, :meth:`Comparison.verdicts`), the verdict word coloured."""
+    the 95 % interval across repeats and the verdict, then each variant's accuracy canary
+    against the baseline's -- ``runs compare``'s lines (one core function each,
+    :meth:`Comparison.verdicts`, :meth:`Comparison.canary_verdicts`), the verdict words and a
+    failed gate coloured."""
     out = []
     for line in verdict_lines(cmp.verdicts(), load_text):
         text = esc(line)
         for word, style in VERDICT_STYLE.items():
             text = text.replace(f"] {word} (", f"] [b {style}]{word}[/] (", 1)
         out.append(text)
+    for line in canary_lines(cmp.canary_verdicts()):
+        text = esc(line)
+        for word, style in CANARY_STYLE.items():
+            text = text.replace(f"] {word}", f"] [b {style}]{word}[/]", 1)
+        out.append(text.replace("gate FAILED", "[b $error]gate FAILED[/]", 1))
     return out
 
 

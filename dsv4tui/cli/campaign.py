@@ -305,14 +305,17 @@ def last_launch(variant: dict[str, Any], store: RunStore) -> dict[str, Any] | No
 def with_verdicts(info: dict[str, Any], store: RunStore, baseline: int = 0) -> dict[str, Any]:
     """``campaign status --json``'s ``verdicts``: each variant against the first, per level
     (``ci_low``, ``ci_high``, ``verdict``, ``n_repeats``; docs/metrics.md); each variant's
-    ``kernels`` (its newest linked capture's families, tok/s and roofline %; null without
-    one), ``startup_s`` and ``startup_phases`` (seconds per phase of its last launch)."""
+    ``kernels`` (the campaign's capture of it: run, level, capture_id, error, kind, and the
+    newest linked capture's families, tok/s and roofline %; null without either), ``startup_s`` and ``startup_phases`` (seconds per phase of its last launch)."""
     cmp = campaign_comparison(store, info, baseline)
     kernels = variant_kernels.for_campaign(store, info)
     variants = []
     for v, k in zip(info.get("variants") or [], kernels, strict=True):
         launch = last_launch(v, store) or {}
-        variants.append({**v, "kernels": None if k is None else k.to_json(),
+        link = v.get("kernels")  # the journal's word (run, level, capture_id, error, kind)
+        found = None if k is None else k.to_json()  # the stored capture's families
+        merged = None if link is None and found is None else {**(link or {}), **(found or {})}
+        variants.append({**v, "kernels": merged,
                          "startup_s": launch.get("startup_s"),
                          "startup_phases": startup_phases.phase_seconds(launch.get("phases"))})
     return {**info, "variants": variants,

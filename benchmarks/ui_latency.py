@@ -157,7 +157,7 @@ async def stop_server(app: MeasuredApp, pilot: Any) -> None:
 
     for _ in range(30):
         try:
-            await server_control.stop(app.host(), grace=5)
+            await server_control.stop(app.link.host(), grace=5)
             return
         except UserError:
             await pilot.pause(1.0)
@@ -174,7 +174,7 @@ async def load_phase(args: argparse.Namespace) -> dict[str, Any]:
         m = app.model
         await until(pilot, lambda: m.sanity.status in ("passed", "failed", "error"), 120,
                     "the demo server to be ready")
-        app.run_sweep(PlanInput("ui-latency", [(64, 100_000)], 128, 64))
+        app.sweeps.run_sweep(PlanInput("ui-latency", [(64, 100_000)], 128, 64))
         await until(pilot, lambda: sum(lv.completed for lv in m.sweep.levels) > 0, 120,
                     "the C=64 sweep's first requests")
         app.show_body("dashboard")

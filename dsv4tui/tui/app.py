@@ -1,12 +1,10 @@
 """The dashboard App: one main screen whose bodies switch (:mod:`dsv4tui.tui.screens.main`),
 the batched model flush (screens get :class:`ModelUpdated`, at most ~10 per second), one error
-dialog for any worker's failure, and the controllers it composes
-(:mod:`dsv4tui.tui.controllers`: server, sweeps and campaigns, runs and files, the visit, the
-fleet), each key a one-line action handing over to the one that owns it. The App holds what
-lives longer than a screen: the host link (``core.view.host_link``), the :class:`UiModel` the
-screens draw, the controllers. What an event changes in the model is the core's
-(``dsv4tui.core.view``); nothing here times requests (the agent on the host measures).
-"""
+dialog for any worker's failure, keys in their order (:mod:`dsv4tui.tui.key_order`), and the
+controllers it composes (:mod:`dsv4tui.tui.controllers`: server, sweeps and campaigns, runs
+and files, the visit, the fleet), each key a one-line action handing over to the one that owns
+it. What an event changes in the model is the core's (``dsv4tui.core.view``); nothing here
+times requests (the agent on the host measures)."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from textual import on
+from textual import events, on
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -29,7 +27,7 @@ from dsv4tui.core.view.host_link import HostLink
 from dsv4tui.core.view.journal import Effects
 from dsv4tui.core.view.navigation import Navigation
 from dsv4tui.core.view.notice import Notice
-from dsv4tui.core.view.parts import ALL, GPU, SWEEP
+from dsv4tui.core.view.parts import GPU, SWEEP
 from dsv4tui.core.view.profiles import model_for
 from dsv4tui.tui import keymap, themes
 from dsv4tui.tui.controllers.fleet import FleetMember
@@ -38,6 +36,7 @@ from dsv4tui.tui.controllers.server import ServerControl
 from dsv4tui.tui.controllers.sweeps import SweepsControl
 from dsv4tui.tui.controllers.visit import VisitControl
 from dsv4tui.tui.controllers.watch import Watch
+from dsv4tui.tui.key_order import KeyOrder
 from dsv4tui.tui.screens import dialogs
 from dsv4tui.tui.screens.base import TAB_TITLES, Body, FramedScreen
 from dsv4tui.tui.screens.bench import BenchBody
@@ -79,12 +78,9 @@ class Dsv4App(App[int]):
                  notes: Sequence[str] = ()) -> None:
         super().__init__()
         self.notes = list(notes)  # said once the dashboard is up (the demo's port)
-        self.settings = settings or Settings()
-        self.spec = spec
-        if model is None:
-            model = m.UiModel() if spec is None else model_for(spec.name, spec.config,
-                                                               simulated=spec.simulated)
-        self.model = model
+        self.settings, self.spec = settings or Settings(), spec
+        self.model = model = model if model is not None else m.UiModel() if spec is None else (
+            model_for(spec.name, spec.config, simulated=spec.simulated))
         self.start_mode = start_mode
         self._requested_theme = theme
         self._dirty: set[str] = set()
@@ -95,6 +91,7 @@ class Dsv4App(App[int]):
         self.nav = Navigation()  # the user's screen choices: automatic moves yield to them
         self.extra_tabs = dict(EXTRA_TABS)
         self.last_error: str | None = None  # the last error dialog's message (tests)
+        self.key_order = KeyOrder(self, lambda: self.active_keymap)  # keys go where focus went
         self.link = HostLink(spec, model, mark=self.mark, on_frame=self._on_frame,
                              on_back=lambda: self.visit.link_back())
         watch = Watch()  # what the host runs that we watch: the server's and the sweeps'
@@ -123,6 +120,11 @@ class Dsv4App(App[int]):
             self.notify(note, timeout=20, markup=False)
         if self.spec is not None:
             self.visit.arrive()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:  # typed: in its order
+            return await self.key_order.answer(event, super().on_event)
+        await super().on_event(event)
 
     def get_default_screen(self) -> Screen[Any]:
         start = self.start_mode if self.start_mode in SCREENS else "dashboard"
@@ -210,9 +212,6 @@ class Dsv4App(App[int]):
 
     def on_gpu_frame(self, message: GpuFrame) -> None:
         self.mark(GPU)
-
-    def refresh_all(self) -> None:  # tests and benchmarks
-        self.mark(*ALL)
 
     @on(Worker.StateChanged)
     def _worker_state(self, event: Worker.StateChanged) -> None:

@@ -29,10 +29,11 @@ from dsv4tui.core.actions import (
     display_key,
     effective,
     keymap_problems,
+    keys_of,
     split_keys,
 )
 
-__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "bindings", "check_keymap",
+__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "app_keys", "bindings", "check_keymap",
            "display_key", "effective", "escape_binding", "keymap_problems"]
 
 
@@ -47,6 +48,12 @@ def bindings(scope: str) -> list[BindingType]:
     return [Binding(a.key, a.action, a.description, show=a.show, id=a.id, tooltip=a.help,
                     key_display=a.key_display, priority=a.id in OPEN_A_BOX)
             for a in ACTIONS if a.scope == scope]
+
+
+def app_keys(keymap: Mapping[str, str]) -> frozenset[str]:
+    """The keys of the App's own actions under ``keymap`` (the tabs, help, the dialogs ...)."""
+    keys = keys_of(keymap)
+    return frozenset(k for a in ACTIONS if a.scope == "app" for k in keys[a.id])
 
 
 def escape_binding(action: str) -> Binding:

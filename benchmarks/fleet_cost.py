@@ -100,7 +100,7 @@ async def run(hosts: int, gpus: int, seconds: float, warmup: float) -> dict[str,
         await asyncio.sleep(warmup)
         out["core"] = await _measure(seconds, fleet)
 
-        from dsv4tui.tui.app_fleet import FleetApp
+        from dsv4tui.tui.fleet_app import FleetApp
 
         app = FleetApp(fleet)
         async with app.run_test(size=(160, 48)) as pilot:

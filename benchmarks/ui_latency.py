@@ -272,7 +272,7 @@ async def press(app: MeasuredApp, key: str, want: Callable[[], bool],
 async def leave_host(app: MeasuredApp, pilot: Any) -> None:
     """Cancel every sweep running on the demo host, then stop its server (the agent refuses
     to stop a server a sweep is using)."""
-    host = app.host()
+    host = app.link.host()
     for found in await session.listing(host, running=True):
         await session.cancel(host, None, str(found["id"]))
     for _ in range(30):
@@ -321,7 +321,7 @@ async def load_phase(args: argparse.Namespace, topo: Topology) -> dict[str, Any]
         m = app.model
         await until(pilot, app, lambda: m.sanity.status in ("passed", "failed", "error"), 120,
                     "the demo server's sanity")
-        app.run_sweep(PlanInput("ui-latency", [(64, 100_000)], 128, 64))
+        app.sweeps.run_sweep(PlanInput("ui-latency", [(64, 100_000)], 128, 64))
         await until(pilot, app, lambda: sum(lv.completed for lv in m.sweep.levels) > 0, 120,
                     "the C=64 sweep's first requests")
         app.show_body("dashboard")

@@ -69,8 +69,8 @@ async def test_attention_picker_marks_sm100_kernels_and_restarts(demo_spec: Host
         m = app.model
         await until(pilot, lambda: m.conn.connected and m.server.state == "stopped", 20,
                     "connected")
-        await until(pilot, lambda: app.host_facts.sglang is not None, 20, "the host's facts")
-        assert app.host_facts.capability == "12.0"  # the simulated RTX PRO 6000
+        await until(pilot, lambda: app.server.host_facts.sglang is not None, 20, "the host's facts")
+        assert app.server.host_facts.capability == "12.0"  # the simulated RTX PRO 6000
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, PickerScreen), 5, "attention picker")
         assert isinstance(app.screen, PickerScreen)
@@ -82,10 +82,10 @@ async def test_attention_picker_marks_sm100_kernels_and_restarts(demo_spec: Host
         assert "--dsv4-prefill-backend" in str(app.screen.message)
         await pilot.press("y")
         await until(pilot, lambda: m.startup.status == "ready", 60, "ready")
-        status = await server_control.status(app.host())
+        status = await server_control.status(app.link.host())
         argv = status["argv"]
         assert argv[argv.index("--dsv4-prefill-backend") + 1] == "flashmla_sparse_q8"
-        assert app.attention_current("mxfp4")["dsv4_prefill_backend"] == "flashmla_sparse_q8"
+        assert app.server.attention_current("mxfp4")["dsv4_prefill_backend"] == "flashmla_sparse_q8"
         # the SM100-only kernel on sm_120 fails to start as SGLang does, one error dialog
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, PickerScreen), 5, "attention picker")
@@ -141,7 +141,7 @@ async def test_dashboard_offers_adopt_then_restarts_it_from_the_picker(
         await pilot.press("y")
         await until(pilot, lambda: m.startup.status == "ready", 60, "restarted")
         assert by_hand.wait_exit(10) == 0  # the hand-started server was stopped, by SIGTERM
-        status = await server_control.status(app.host(), "adopted")
+        status = await server_control.status(app.link.host(), "adopted")
         argv = status["argv"]
         assert argv[argv.index("--dsv4-attn-backend") + 1] == "flashmla"
         assert argv[argv.index("--moe-runner-backend") + 1] == "triton"  # nothing else changed

@@ -20,12 +20,12 @@ def args(**kw: object) -> argparse.Namespace:
 
 def test_the_demo_opens_on_the_demo_host_and_starts_its_server(isolated_env: Path) -> None:
     app = app_for(args(screen="bench"), demo=True)
-    assert app.spec.name == DEMO and app.autostart and app.start_mode == "bench"
+    assert app.spec.name == DEMO and app.visit.autostart and app.start_mode == "bench"
     assert app.settings.sweep.levels == [(1, 4), (8, 16), (16, 32)]  # the demo's short sweep
 
 
 def test_the_demo_with_no_start_leaves_the_server_alone(isolated_env: Path) -> None:
-    assert not app_for(args(no_start=True), demo=True).autostart
+    assert not app_for(args(no_start=True), demo=True).visit.autostart
 
 
 def test_the_demo_of_two_nodes_is_the_demo_pair(isolated_env: Path) -> None:
@@ -35,9 +35,9 @@ def test_the_demo_of_two_nodes_is_the_demo_pair(isolated_env: Path) -> None:
 def test_connect_opens_the_first_host_named_as_configured(isolated_env: Path) -> None:
     Path(os.environ["DSV4TUI_CONFIG"]).write_text("[sweep]\nlevels = [[2, 8]]\n")
     app = app_for(args(host=["local"]))
-    assert app.spec.name == "local" and not app.autostart
+    assert app.spec.name == "local" and not app.visit.autostart
     assert app.settings.sweep.levels == [(2, 8)]
-    assert app.config_path == Path(os.environ["DSV4TUI_CONFIG"])  # where adopt writes
+    assert app.server.config_path == Path(os.environ["DSV4TUI_CONFIG"])  # where adopt writes
 
 
 def test_the_demos_short_sweep_does_not_replace_a_configured_one() -> None:
@@ -47,13 +47,13 @@ def test_the_demos_short_sweep_does_not_replace_a_configured_one() -> None:
 
 
 def test_the_fleet_app_and_the_dashboard_do_not_import_each_other() -> None:
-    """The dashboard imports its fleet half (app_fleet); the Fleet loop that opens
-    dashboards lives with the commands, so app_fleet never imports the dashboard back."""
+    """The dashboard imports its fleet half (controllers/fleet); the Fleet loop that opens
+    dashboards lives with the commands, so fleet_app never imports the dashboard back."""
     import ast
 
-    import dsv4tui.tui.app_fleet as app_fleet
+    import dsv4tui.tui.fleet_app as fleet_app
 
-    tree = ast.parse(Path(app_fleet.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(fleet_app.__file__).read_text(encoding="utf-8"))
     names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert "dsv4tui.tui.app" not in names and not any(
         n.startswith("dsv4tui.tui.commands") for n in names)

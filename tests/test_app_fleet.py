@@ -21,8 +21,9 @@ from dsv4tui.core.config import HostConfig, Settings
 from dsv4tui.core.fleet.model import STREAM, Fleet
 from dsv4tui.core.hosts.resolve import host_spec
 from dsv4tui.tui.app import Dsv4App
-from dsv4tui.tui.app_fleet import BACK, FleetApp
 from dsv4tui.tui.commands.dashboard import browse
+from dsv4tui.tui.controllers.fleet import BACK
+from dsv4tui.tui.fleet_app import FleetApp
 from dsv4tui.tui.screens.fleet import FleetScreen
 from dsv4tui.tui.widgets.fleet_table import FleetTable
 
@@ -160,7 +161,7 @@ async def test_back_gives_the_connection_back_with_its_streams_removed(
         sup = fleet.supervisor("local")
         host = await sup.wait_connected(30)
         app = Dsv4App(fleet.spec("local"), settings=Settings())
-        app.join_fleet(sup)
+        app.fleet.join(sup)
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: app.model.telemetry.frames > 1, 30, "frames")
             assert "telemetry" in sup._streams

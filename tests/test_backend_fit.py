@@ -131,7 +131,7 @@ async def test_dashboard_b_marks_and_refuses_a_gpu_misfit(isolated_env: Path) ->
     app = Dsv4App(spec, settings=Settings())
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await until(pilot, lambda: app.model.conn.connected
-                    and app.host_facts.capability == "12.0", 30, "the host's GPUs")
+                    and app.server.host_facts.capability == "12.0", 30, "the host's GPUs")
         await pilot.press("b")
         await until(pilot, lambda: isinstance(app.screen, PickerScreen), 5, "backend picker")
         screen = app.screen

@@ -36,7 +36,7 @@ async def test_repeats_give_each_variant_its_interval_and_verdict() -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         app.model.runs.compare = cmp
-        app.show_compare(cmp)
+        app.runs.show_compare(cmp)
         await pilot.pause()
         assert isinstance(app.screen, CompareScreen)
         text = notes_text(app)

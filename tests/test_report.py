@@ -338,7 +338,7 @@ async def test_the_dashboard_saves_its_screen_and_writes_the_marked_runs_report(
             assert path.parent == paths.data_dir() / "reports"
             assert set(series_runs(figures(path.read_text())["output_tok_s"])) == set(two_runs)
             path.unlink()
-            app.load_compare(list(two_runs))
+            app.runs.load_compare(list(two_runs))
             await until(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "compare")
             app._notifications.clear()
             await pilot.press("R")

@@ -139,7 +139,7 @@ async def test_the_compare_view_and_its_export_mark_the_simulated_run(
     app = Dsv4App(store=store, start_mode="runs")
     try:
         async with app.run_test(size=(140, 44)) as pilot:
-            app.load_compare([real, sim])
+            app.runs.load_compare([real, sim])
             await until(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "compare")
             screen = app.screen
             await until(pilot, lambda: screen.query_one("#cmp-table", DataTable).row_count == 4,

@@ -286,7 +286,7 @@ async def test_the_dashboard_compare_view_names_the_definitions_too(
     app = frozen_app("runs")
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        app.show_compare(cmp)
+        app.runs.show_compare(cmp)
         await pilot.pause(0.3)
         notes = str(app.screen.query_one("#cmp-notes", Static).render())
         assert f"#{ids[0]} aiperf 0.13.0: TTFT = " in notes

@@ -216,7 +216,7 @@ async def test_the_compare_screen_changes_metric_and_escape_goes_back() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert app.model.runs.compare is not None
-        app.show_compare(app.model.runs.compare)
+        app.runs.show_compare(app.model.runs.compare)
         await pilot.pause()
         assert isinstance(app.screen, CompareScreen)
         await pilot.press("m", "B")

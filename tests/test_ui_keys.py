@@ -4,6 +4,7 @@ dashboard answers keep their order, dialogs keep their own keys, a remapped key 
 
 from __future__ import annotations
 
+from plugins.pilot import until
 from snapshot_apps.frozen import FrozenApp, frozen_app, frozen_model
 from textual import events
 from textual.coordinate import Coordinate
@@ -90,6 +91,37 @@ async def test_keys_typed_faster_than_answered_keep_their_order() -> None:
         await pilot.pause(0.3)
         assert panel.query_one(Input).value == "fo" and not panel.search_open
         assert panel.view.follow is not follow
+
+
+async def test_a_key_typed_right_after_escape_or_a_tab_key_goes_where_the_focus_went() -> None:
+    """Escape closes the search box, a tab key switches the body, ? opens Help: the keys typed
+    right behind (queued together, as a terminal delivers them) are answered where the focus
+    is after it, never by the widget that had the focus before (tui/key_order.py)."""
+    app = frozen_app("logs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        panel = app.body.query_one(LogPanel)
+        follow = panel.view.follow
+        typed(app, "slash", "f", "o", "escape", "f")  # out of the box, then f: follow, not text
+        await until(pilot, lambda: panel.view.follow is not follow, 10, "f toggling follow")
+        assert panel.query_one(Input).value == "fo" and not panel.search_open
+        assert isinstance(app.focused, LogView)
+
+    app = frozen_app("dashboard")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        logs = app.main.bodies["logs"].query_one(LogPanel)
+        dash = app.main.bodies["dashboard"].query_one(LogPanel)
+        follow = logs.view.follow, dash.view.follow
+        typed(app, "2", "f")  # the Logs body's f, not the Dashboard's
+        await until(pilot, lambda: logs.view.follow is not follow[0], 10, "the Logs body's f")
+        assert app.view == "logs" and dash.view.follow is follow[1]
+        typed(app, "1", "slash", "x")  # the Dashboard's search box gets the x
+        await until(pilot, lambda: dash.query_one(Input).value == "x", 10, "x in its box")
+        assert app.view == "dashboard" and not logs.search_open
+        typed(app, "escape", "question_mark", "escape", "4")  # the box shut, Help, shut, Bench
+        await until(pilot, lambda: app.view == "bench", 10, "the Bench body")
+        assert not isinstance(app.screen, HelpScreen) and not dash.search_open
 
 
 async def test_dialogs_keep_their_keys() -> None:

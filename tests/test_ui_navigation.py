@@ -81,10 +81,10 @@ async def test_a_comparison_loaded_after_a_screen_key_stays_behind_it() -> None:
         assert view is not None
         asked = app.nav.token()  # c pressed: the store read starts
         await pilot.press("1")
-        app.show_compare(view, asked)  # the read ends
+        app.runs.show_compare(view, asked)  # the read ends
         await pilot.pause()
         assert app.view == "dashboard" and not isinstance(app.screen, CompareScreen)
         assert "the comparison is ready: c shows it on Runs" in toasts(app)
-        app.show_compare(view, app.nav.token())  # no key since: it is shown
+        app.runs.show_compare(view, app.nav.token())  # no key since: it is shown
         await pilot.pause()
         assert isinstance(app.screen, CompareScreen)

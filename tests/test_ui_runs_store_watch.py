@@ -31,7 +31,7 @@ async def test_runs_list_shows_a_run_stored_by_another_process(tmp_path: Path) -
     store = RunStore(path)
     app = Dsv4App(settings=Settings(), model=frozen_model(), store=store, start_mode="runs")
     async with app.run_test(size=(120, 40)) as pilot:
-        app.open_store()
+        app.runs.open_store()
         await until(pilot, lambda: app.model.runs.rows == [], 10, "the (empty) list read")
         with RunStore(path) as other:
             run_id = other.start_run(label="from_the_cli", host="ct200")

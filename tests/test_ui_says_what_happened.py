@@ -81,7 +81,7 @@ async def test_a_failed_restart_stops_every_clock() -> None:
     assert su.phases["load_weights"].ended == T0
     async with app.run_test(size=(120, 40)) as pilot:
         app.model.frozen = T0 + 25  # 25 s later the screen still says what happened
-        app.refresh_all()
+        app.mark(*ALL)
         await settle(pilot)
         view = app.screen.query_one(StartupPanel)
         view.refresh_model()

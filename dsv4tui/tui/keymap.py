@@ -14,8 +14,11 @@ arrive (:func:`bindings`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from functools import partial
+from typing import Any
 
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 
 from dsv4tui.core.actions import (
@@ -26,13 +29,15 @@ from dsv4tui.core.actions import (
     display_key,
     effective,
     keymap_problems,
+    keys_of,
     split_keys,
 )
 
-__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "answered_here", "bindings",
+__all__ = ["ACTIONS", "BY_ID", "SCREENS", "Action", "answered_here", "app_keys", "bindings",
            "check_keymap", "display_key", "effective", "escape_binding", "keymap_problems"]
 
 
+PALETTE_SCOPES = {"logs", "runs", "compare"}  # the bodies' key scopes the palette lists too
 OPEN_A_BOX = frozenset({"log.search", "runs.filter"})  # what is typed next goes into the box
 
 
@@ -54,6 +59,12 @@ def answered_here(binding_id: str, action: str) -> Binding:
                    key_display=a.key_display)
 
 
+def app_keys(keymap: Mapping[str, str]) -> frozenset[str]:
+    """The keys of the App's own actions under ``keymap`` (the tabs, help, the dialogs ...)."""
+    keys = keys_of(keymap)
+    return frozenset(k for a in ACTIONS if a.scope == "app" for k in keys[a.id])
+
+
 def escape_binding(action: str) -> Binding:
     """Escape for ``action`` (closing a search or filter box): an ordinary binding, after
     the text typed before it; ``check_action`` says whether a box is open, and when none is
@@ -70,3 +81,19 @@ def check_keymap(keymap: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
             if binding_id not in bad}
     warnings = [f"keymap.{binding_id}: {why} (ignored)" for binding_id, why in bad.items()]
     return good, warnings
+
+
+def palette(app: App[Any], holder: Any, active: Mapping[str, str]) -> Iterable[SystemCommand]:
+    """The command palette's entries for the keys of ``app`` and of ``holder`` (the body in
+    view, or the screen on top), under the ``active`` keymap, then one per theme."""
+    from dsv4tui.tui import themes
+
+    scopes = {"app", *PALETTE_SCOPES.intersection(getattr(holder, "SCOPES", ()))}
+    for action, keys in effective(active):
+        if action.palette and action.scope in scopes:
+            target = app if action.scope == "app" else holder
+            yield SystemCommand(f"{action.description} ({keys})", action.help,
+                                partial(app.call_later, app.run_action, action.action, target))
+    for name in themes.THEMES:
+        yield SystemCommand(f"Theme: {name}", f"Switch to the {name} theme",
+                            partial(setattr, app, "theme", name))

@@ -12,7 +12,7 @@ import sys
 
 from dsv4tui.core.config import Settings
 from dsv4tui.core.fleet.model import HostSummary
-from dsv4tui.tui.app_fleet import FleetApp
+from dsv4tui.tui.fleet_app import FleetApp
 
 H200_MIB = 143_771
 PRO_MIB = 97_887

@@ -233,7 +233,7 @@ class FrozenApp(Dsv4App):
         from dsv4tui.tui.screens.help import HelpScreen
 
         if self.initial == "compare" and self.model.runs.compare is not None:
-            self.show_compare(self.model.runs.compare)
+            self.runs.show_compare(self.model.runs.compare)
         elif self.initial == "help":
             self.push_screen(HelpScreen())
         self.call_after_refresh(self._no_blink)

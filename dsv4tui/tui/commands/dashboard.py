@@ -113,7 +113,8 @@ async def browse(fleet: Any, *, settings: Settings, theme: str | None = None,
     until one quits; the fleet's connections live through all of them (a dashboard shares
     its host's) and are closed at the end."""
     from dsv4tui.tui.app import Dsv4App
-    from dsv4tui.tui.app_fleet import BACK, FleetApp
+    from dsv4tui.tui.controllers.fleet import BACK
+    from dsv4tui.tui.fleet_app import FleetApp
 
     fleet.start()
     selected: str | None = None
@@ -126,7 +127,7 @@ async def browse(fleet: Any, *, settings: Settings, theme: str | None = None,
             selected = str(host)
             dash = Dsv4App(fleet.spec(selected), settings=settings, theme=theme,
                            config_path=config_path)
-            dash.join_fleet(fleet.supervisor(selected))
+            dash.fleet.join(fleet.supervisor(selected))
             result = await run(dash)
             fleet.reread_runs()
             if result != BACK:

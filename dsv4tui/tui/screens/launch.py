@@ -4,6 +4,8 @@ itself once the server is ready."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
@@ -82,8 +84,20 @@ def next_move_markup(err: BaseException | None, km: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+class NextLaunchFacts(Protocol):
+    """What the Launch body shows of the next restart (the App's server controller)."""
+
+    failed_start: BaseException | None  # the last restart's failure, if it failed
+
+    def backend_for(self, profile: str | None) -> str: ...
+
+
 class LaunchBody(LogBody):
     MODE = "launch"
+
+    def __init__(self, model: UiModel, facts: NextLaunchFacts | None = None) -> None:
+        super().__init__(model)
+        self.facts = facts  # None: nothing picked, nothing failed (a body on its own)
 
     def compose_body(self) -> ComposeResult:
         m = self.model
@@ -106,14 +120,14 @@ class LaunchBody(LogBody):
     def refresh_body(self, parts: frozenset[str]) -> None:
         if parts & {PROFILES, SERVER}:
             prof = self.model.profile()
-            backend_for = getattr(self.app, "backend_for", None)
-            nxt = backend_for(prof.name) if prof is not None and backend_for else None
+            facts = self.facts
+            nxt = facts.backend_for(prof.name) if prof is not None and facts else None
             update_static(self.one(Static, "#profile-fields"), profile_markup(self.model, nxt))
         if STARTUP in parts:
             self.one(StartupPanel).refresh_model()
             failed = self.model.startup.status == "failed"
-            text = next_move_markup(getattr(self.app, "failed_start", None) if failed else None,
-                                    getattr(self.app, "active_keymap", None) or {})
+            err = self.facts.failed_start if failed and self.facts else None
+            text = next_move_markup(err, getattr(self.app, "active_keymap", None) or {})
             box = self.one(Static, "#launch-next-move")
             update_static(box, text)
             box.display = bool(text)  # no room taken while nothing failed

@@ -13,7 +13,9 @@ the dark or light chart palette.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from textual.app import App
 from textual.theme import BUILTIN_THEMES, Theme
 
 from dsv4tui.core import theme_names as _names
@@ -140,3 +142,25 @@ def chart_colors(variables: dict[str, str], dark: bool = True) -> list[str]:
     """The run-series colours of the active theme, as hex strings."""
     fallback = _DARK_CHART if dark else _LIGHT_CHART
     return [variables.get(f"chart-{i}", c) for i, c in enumerate(fallback, 1)]
+
+
+def install(app: App[Any], requested: str | None) -> str | None:
+    """``app`` gets dsv4tui's themes and shows ``requested`` (a bad name: the default); its
+    ``-theme-NAME`` class follows every switch (the palette's too). Returns what was wrong
+    with the name, if anything."""
+    def follow(name: str) -> None:
+        for t in THEMES:
+            app.set_class(t == name, f"-theme-{t}")
+    for theme in THEMES.values():
+        app.register_theme(theme)
+    name, warning = resolve(requested)
+    app.theme = name
+    follow(name)
+    app.theme_changed_signal.subscribe(app, lambda t: follow(t.name))
+    return warning
+
+
+def app_variable_defaults(app: App[Any]) -> dict[str, str]:
+    """``App.get_theme_variable_defaults`` for ``app``: the palette of its current theme."""
+    theme = app.current_theme if app.is_running else None
+    return variable_defaults(theme.dark if theme is not None else True)

@@ -77,7 +77,7 @@ async def test_the_canary_verdicts_are_there_too() -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         app.model.runs.compare = cmp
-        app.show_compare(cmp)
+        app.runs.show_compare(cmp)
         await pilot.pause()
         text = notes_text(app)
     lines = canary_lines(cmp.canary_verdicts())

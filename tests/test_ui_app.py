@@ -176,14 +176,20 @@ async def test_a_lost_connection_shows_the_countdown_and_greys_the_panels() -> N
         app.model.conn.attempts = 2
         app.model.conn.retry_in = lambda: 7.4
         app.mark(CONN)
-        await pilot.pause(0.3)
+        for _ in range(50):  # the next refresh shows it (a wait, not a timing claim)
+            await pilot.pause(0.1)
+            if banner.has_class("-visible"):
+                break
         assert banner.has_class("-visible")
         text = str(banner.render())
         assert "reconnecting in 7s" in text and "attempt 3" in text
         assert app.screen.has_class("-stale")
         app.model.conn.state = "connected"
         app.mark(CONN)
-        await pilot.pause(0.3)
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if not banner.has_class("-visible"):
+                break
         assert not banner.has_class("-visible")
         assert not app.screen.has_class("-stale")
 

@@ -250,3 +250,25 @@ def test_telemetry_window_scope() -> None:
     s = tw.summary([104.0, 104.1])  # idle there: the whole run counts
     assert s["scope"] == "whole run" and s["frames"] == 4
     assert tw.summary(None)["scope"] == "whole run"
+
+
+@pytest.mark.e2e
+def test_a_capture_waits_for_the_decode_batch_not_for_requests_in_prefill(
+        tmp_path: Path, agent_env: AgentEnv) -> None:
+    """The demo's speed (a slow prefill of 16 chat requests): /metrics counts requests in
+    prefill as running and each chat stream's first piece is its role alone, so neither says
+    the decode batch has formed; the capture must wait until it has (it measured bs 1 at C=16
+    before)."""
+    proc = start_sim(tmp_path / "sim", env=subprocess_env(
+        DSV4TUI_SIM_STATE=str(agent_env.sim_state)), speed=8.0, decode_speed=1.0)
+    try:
+        proc.wait_ready()
+        code, events = agent_env.run("kernels", "run", "--url", proc.url, "--steps", "3",
+                                     "-c", "16", "--warmup", "0.5", "--output-dir",
+                                     str(tmp_path / "traces"), timeout=120)
+    finally:
+        proc.stop()
+    assert code == 0, events
+    load = event(events, "kernels")["load"]
+    assert load["ramp"]["reached"] and load["measured_bs"] >= 15, load
+    assert not load["batch_far"]

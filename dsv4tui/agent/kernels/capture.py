@@ -302,8 +302,9 @@ class SteadyLoad:
 
     def streaming(self) -> int:
         """Requests in flight whose answer has begun (their prefill is done: the server
-        runs them in its batch), as the load generator sees them."""
-        return sum(1 for raw in list(self._live.values()) if raw.pieces)
+        runs them in its batch), as the load generator sees them: two body pieces at least,
+        since a chat stream's first piece can be the role alone, sent before the prefill."""
+        return sum(1 for raw in list(self._live.values()) if len(raw.pieces) >= 2)
 
     async def start(self) -> None:
         self._client = make_client(self.transport, self.target.endpoint, self.target.api_key,
@@ -351,7 +352,9 @@ class SteadyLoad:
 
 
 def _source_words(source: str) -> str:
-    return "from /metrics" if source == "metrics" else "streams answering, as the load sees them"
+    return {"metrics": "from /metrics",
+            "metrics+streams": "from /metrics, capped by the streams answering"}.get(
+        source, "streams answering, as the load sees them")
 
 
 def measured_batch(summary: Dict[str, Any], concurrency: int,
@@ -642,6 +645,11 @@ class ProfileRun:
                     use_metrics = False  # no /metrics: the load's own view from now on
             if running is None:
                 running = float(load.streaming())
+            elif load.streaming() < running:
+                # /metrics may count requests still in prefill as running (the simulator
+                # does; SGLang's chunked prefill can): the decode batch is at most the
+                # streams whose answer has begun
+                running, source = float(load.streaming()), "metrics+streams"
             waited = time.monotonic() - t0
             reached = running >= need
             if reached or waited >= self.conf.ramp_timeout:

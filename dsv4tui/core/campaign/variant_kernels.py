@@ -169,6 +169,9 @@ def for_runs(store: RunStore, runs: Sequence[Run],
         level = next((lv for lv in levels if lv.concurrency == conc), None)
         if level is not None and level.output_tok_s:
             tok = float(level.output_tok_s)
+            names = (cap.summary.get("telemetry") or {}).get("gpu_names") or []
+            if not run.gpu_names and names:  # the capture saw the host's GPUs; the run did not
+                run = replace(run, gpu_names=[str(n) for n in names])
             pct, note = _roofline(store, run, levels, conc)
     return VariantKernels(label or run.label, run.id, cap.id, sd["load"], conc, tuple(fams),
                           tok, pct, note, bool(sd["simulated"]))

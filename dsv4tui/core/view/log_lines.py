@@ -28,6 +28,20 @@ _NODE = re.compile(r"^(?P<node>[\w.@-]{1,40}) *│ ")
 Class = tuple[int, "int | None"]  # (level, TP rank), as the agent's ``lines`` events carry it
 
 
+def _shown_text(text: str) -> str:
+    """A raw log line as the view shows it: one row, cut at MAX_LINE, no control characters."""
+    text = text.rstrip("\r\n")
+    if "\r" in text:  # tqdm repaints: show what a terminal would
+        text = text.rsplit("\r", 1)[-1]
+    if len(text) > MAX_LINE:
+        text = text[:MAX_LINE] + " …"
+    if "\t" in text:
+        text = text.expandtabs(4)
+    if not text.isprintable():  # colour codes dropped, other controls shown as escapes:
+        text = safe_line(text)  # a server's log line cannot drive the terminal
+    return text
+
+
 def classes_of(ev: dict) -> list[Class] | None:
     """The classes a ``lines`` event carries (``levels``, ``tps``), or None (an older agent)."""
     levels, tps, lines = ev.get("levels"), ev.get("tps"), ev.get("lines") or []
@@ -69,15 +83,7 @@ class LogLines:
 
     def append(self, text: str, cls: Class | None = None) -> LogLine:
         """Keep one line; ``cls``: its class from the agent (else the same classifier, here)."""
-        text = text.rstrip("\r\n")
-        if "\r" in text:  # tqdm repaints: show what a terminal would
-            text = text.rsplit("\r", 1)[-1]
-        if len(text) > MAX_LINE:
-            text = text[:MAX_LINE] + " …"
-        if "\t" in text:
-            text = text.expandtabs(4)
-        if not text.isprintable():  # colour codes dropped, other controls shown as escapes:
-            text = safe_line(text)  # a server's log line cannot drive the terminal
+        text = _shown_text(text)
         node, own = None, text
         n = _NODE.match(text) if "│" in text else None
         if n:
@@ -100,11 +106,44 @@ class LogLines:
         return line
 
     def extend(self, texts: Iterable[str], classes: Sequence[Class] | None = None) -> int:
-        n = 0
-        for i, text in enumerate(texts):
-            self.append(text, None if classes is None else classes[i])
-            n += 1
-        return n
+        """Keep a batch of lines (``classes``: theirs from the agent); returns how many.
+
+        Same result as :meth:`append` line by line; the batch of a 2,000 lines/s flood is
+        taken in on the UI loop, so the usual line (classified, printable, short, no node
+        column) takes a path without a call per line."""
+        if classes is None or self.nodes:
+            n = 0
+            for i, text in enumerate(texts):
+                self.append(text, None if classes is None else classes[i])
+                n += 1
+            return n
+        ring, cap, seq = self._ring, self.capacity, self.next
+        start = seq
+        widest, errors, ranks = self.max_width, 0, self.ranks
+        for raw, (level, tp) in zip(texts, classes, strict=False):
+            text = raw.rstrip("\r\n")
+            if len(text) > MAX_LINE or not text.isprintable():
+                text = _shown_text(text)
+            if "│" in text and _NODE.match(text):  # a node column: the full path
+                self.next = seq
+                self.max_width = max(self.max_width, widest)
+                self.errors += errors
+                self.append(raw, (level, tp))
+                widest, errors, seq = self.max_width, 0, self.next
+                continue
+            ring[seq % cap] = (text, level, tp, None)
+            seq += 1
+            if len(text) > widest:
+                widest = len(text)
+            if tp is not None and tp not in ranks:
+                ranks.add(tp)
+            if level == ERROR:
+                errors += 1
+        self.next, self.max_width = seq, widest
+        self.errors += errors
+        if self.next - self.first > cap:
+            self.first = self.next - cap
+        return seq - start
 
     def get(self, seq: int) -> LogLine | None:
         if seq < self.first or seq >= self.next:

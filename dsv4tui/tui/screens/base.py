@@ -289,7 +289,10 @@ class LogBody(Body):
     def refresh_parts(self, parts: frozenset[str]) -> None:
         super().refresh_parts(parts)
         if LOGS in parts and (panel := self._panel()) is not None:
-            panel.sync()
+            if parts == ALL:  # coming into view: current on its first frame
+                panel.sync()
+            else:
+                panel.sync_soon()
 
     def action_search(self) -> None:
         if (panel := self._panel()) is not None:

@@ -22,6 +22,7 @@ from dsv4tui.tui.widgets.text import update_static
 
 DECODE_STALE_S = 15.0  # SGLang logs a decode line every few seconds while it decodes
 SPARK_POINTS = 60
+STALE_GRACE_S = 2.0  # a late /metrics sample greys the panel only after this much longer
 
 
 def _ms(seconds: float | None) -> str:
@@ -73,6 +74,7 @@ class ServerPanel(Vertical):
 
     def __init__(self, model: UiModel, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self._late_since: float | None = None  # the newest sample too old since (monotonic)
         self.model = model
         self.cells = {k: Cell(k) for k in ("gen", "running", "queue", "kv", "cache", "ttft",
                                             "itl", "spec")}
@@ -145,7 +147,20 @@ class ServerPanel(Vertical):
         spec_hist = hist("spec_accept_length")
         c["spec"].set_class(spec is None and not spec_hist, "-absent")
         c["spec"].show(f"spec accept {num('spec_accept_length', 2)}", spec_hist)
-        self.set_class(m.conn.down or latest is None, "-stale")
+        self.set_class(self._greyed(latest is None, now), "-stale")
+
+    def _greyed(self, no_sample: bool, now: float) -> bool:
+        """Whether the panel is drawn stale: at once when the link is down or no sample ever
+        came; a sample that is only late (a loaded host) greys it after STALE_GRACE_S more,
+        so late samples do not flip the class (a restyle of the panel) at every tick."""
+        if self.model.conn.down or self.model.server_metrics.age(now) is None:
+            return True
+        if not no_sample:
+            self._late_since = None
+            return False
+        if self._late_since is None:
+            self._late_since = now
+        return now - self._late_since >= STALE_GRACE_S
 
     def _show_gen(self, latest: dict[str, object] | None, history: tuple[float, ...]) -> None:
         m = self.model

@@ -24,10 +24,11 @@ pyplot: no global figure state, safe from a worker thread).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -127,15 +128,36 @@ def _fmt(v: float, decimals: int) -> str:
     return f"{v:,.{decimals}f}"
 
 
+
+@contextlib.contextmanager
+def _figure(th: Any, width_in: float, height_in: float) -> Iterator[tuple[Any, Any]]:
+    """A figure and its axes in the report's style (text stays text: fonttype none, the SVG
+    names DejaVu Sans, what matplotlib measured with, and sans-serif fallbacks)."""
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
+    rc: Any = {"svg.fonttype": "none", "svg.hashsalt": "dsv4tui", "font.size": 9,
+               "axes.edgecolor": th.muted, "axes.labelcolor": th.text, "text.color": th.text,
+               "xtick.color": th.muted, "ytick.color": th.muted, "axes.titleweight": "bold",
+               "axes.titlesize": 10, "legend.fontsize": 8, "legend.frameon": False}
+    with rc_context(rc):
+        fig = Figure(figsize=(width_in, height_in), facecolor=th.background)
+        FigureCanvasSVG(fig)
+        ax = fig.subplots()
+        ax.set_facecolor(th.background)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        ax.grid(axis="y", color=th.grid, linewidth=0.6)
+        ax.set_axisbelow(True)
+        yield fig, ax
+
 def chart_svg(cmp: Comparison, spec: ChartSpec, theme: str = "light", *,
               width_in: float = 7.2, height_in: float = 3.3) -> str | None:
     """The chart of ``spec.key`` as a standalone SVG document; None when no run has a value.
 
     Deterministic for the same input (fixed ids, no date), so a report diffs cleanly."""
     require()
-    from matplotlib import rc_context
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-    from matplotlib.figure import Figure
 
     th = THEMES.get(theme, THEMES["light"])
     cs = cmp.concurrencies()
@@ -148,21 +170,7 @@ def chart_svg(cmp: Comparison, spec: ChartSpec, theme: str = "light", *,
             simulated = simulated or run.simulated
     if not cs or not series:
         return None
-    # text stays text (fonttype none): the SVG names DejaVu Sans (what matplotlib measured
-    # with) and the usual sans-serif fallbacks after it
-    rc: Any = {"svg.fonttype": "none", "svg.hashsalt": "dsv4tui", "font.size": 9,
-          "axes.edgecolor": th.muted, "axes.labelcolor": th.text, "text.color": th.text,
-          "xtick.color": th.muted, "ytick.color": th.muted, "axes.titleweight": "bold",
-          "axes.titlesize": 10, "legend.fontsize": 8, "legend.frameon": False}
-    with rc_context(rc):
-        fig = Figure(figsize=(width_in, height_in), facecolor=th.background)
-        FigureCanvasSVG(fig)
-        ax = fig.subplots()
-        ax.set_facecolor(th.background)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-        ax.grid(axis="y", color=th.grid, linewidth=0.6)
-        ax.set_axisbelow(True)
+    with _figure(th, width_in, height_in) as (fig, ax):
         xs = list(range(len(cs)))
         n = len(series)
         many = n > 4 or len(cs) > 6
@@ -233,9 +241,6 @@ def change_svg(bars: Sequence[Any], title: str, theme: str = "light", *,
     change_pct, ci_low, ci_high): grouped bars per load, one per variant, the interval as an
     error bar. None when there is no bar."""
     require()
-    from matplotlib import rc_context
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-    from matplotlib.figure import Figure
 
     if not bars:
         return None
@@ -243,19 +248,7 @@ def change_svg(bars: Sequence[Any], title: str, theme: str = "light", *,
     labels = list(dict.fromkeys(b.label for b in bars))
     loads = list(dict.fromkeys(b.load for b in bars))
     load_names = {b.load: b.load_text for b in bars}
-    rc: Any = {"svg.fonttype": "none", "svg.hashsalt": "dsv4tui", "font.size": 9,
-               "axes.edgecolor": th.muted, "axes.labelcolor": th.text, "text.color": th.text,
-               "xtick.color": th.muted, "ytick.color": th.muted, "axes.titleweight": "bold",
-               "axes.titlesize": 10, "legend.fontsize": 8, "legend.frameon": False}
-    with rc_context(rc):
-        fig = Figure(figsize=(width_in, height_in), facecolor=th.background)
-        FigureCanvasSVG(fig)
-        ax = fig.subplots()
-        ax.set_facecolor(th.background)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-        ax.grid(axis="y", color=th.grid, linewidth=0.6)
-        ax.set_axisbelow(True)
+    with _figure(th, width_in, height_in) as (fig, ax):
         ax.axhline(0.0, color=th.muted, linewidth=0.8)
         n = len(labels)
         width = 0.8 / n

@@ -135,6 +135,20 @@ async def test_remapped_compare_key_compares_captures() -> None:
         assert "C Compare" in str(app.screen.query_one(KeyBar).render())
 
 
+async def test_the_palettes_compare_on_the_kernels_screen_compares_the_captures() -> None:
+    """The command palette runs the App's compare action: on Kernels it compares the two
+    marked captures (it used to jump to the Runs screen)."""
+    store_kernel_captures()
+    app = kernels_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        body = app.body
+        assert isinstance(body, KernelsBody)
+        await mark_both(pilot, body)
+        app.action_compare()
+        await until(pilot, lambda: body.comparing, "the comparison")
+        assert app.view == "kernels"
+
+
 async def test_a_capture_without_a_parsed_trace_says_why() -> None:
     store_kernel_captures()
     with RunStore() as store:

@@ -134,6 +134,9 @@ class RunsControl:
               thread=True)
 
     def compare(self) -> None:
+        if self.ui.view == "kernels" and self.ui.screen is self.ui.main:
+            self._on_kernels(lambda body: body.action_compare_marked())  # e.g. the palette
+            return
         if self.ui.view == "campaign" and self.ui.screen is self.ui.main:
             ids = latest_runs(self.model.campaign)
             if len(ids) < 2:

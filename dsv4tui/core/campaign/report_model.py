@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -274,7 +275,7 @@ def _row(store: RunStore, table: str, row_id: int | None) -> dict[str, Any]:
         return {}
     try:
         rows = store.query(f"SELECT * FROM {table} WHERE id = ?", (row_id,))
-    except Exception:  # an older store without the table: what it has is what we say
+    except sqlite3.OperationalError:  # an older store without the table: what it has
         return {}
     return {k: rows[0][k] for k in rows[0].keys()} if rows else {}  # noqa: SIM118
 

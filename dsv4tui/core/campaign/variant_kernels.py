@@ -13,6 +13,7 @@ recomputes them.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -142,7 +143,7 @@ def for_runs(store: RunStore, runs: Sequence[Run],
     for run in runs:
         try:
             items = kernel_store.captures(store, run_id=run.id)
-        except Exception:  # an older store without the kernels table: nothing to say
+        except sqlite3.OperationalError:  # an older store without the kernels table
             return None
         found += [(c, run) for c in items if c.summary.get("families")]
     if not found:

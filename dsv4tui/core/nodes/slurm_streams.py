@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dsv4tui.core.launchers.slurm_nodes import node_agent
-from dsv4tui.core.nodes.streams import node_column
+from dsv4tui.core.nodes.streams import node_log_event
 from dsv4tui.core.nodes.telemetry import NodeFrames
 from dsv4tui.core.telemetry import Frame, HostTelemetry
-from dsv4tui.core.view.log_lines import Class, classes_of
+from dsv4tui.core.view.log_lines import Class
 
 if TYPE_CHECKING:
     from dsv4tui.core.hosts.resolve import Host
@@ -88,9 +88,7 @@ class SlurmNodeStreams:
             self.on_frame(merged)
 
     def _log(self, node: str, ev: dict[str, Any]) -> None:
-        if ev.get("type") == "lines":
-            self.on_lines([node_column(node, self.width, str(line))
-                           for line in ev.get("lines") or []], classes_of(ev))
+        node_log_event(node, ev, self.width, self.on_lines, self.on_node_error)
 
     def stop_now(self) -> None:
         for task in self._tasks:

@@ -35,6 +35,21 @@ def _connected(sup: HostSupervisor) -> Any:
     return sup.host if sup.state is ConnectionState.CONNECTED else None
 
 
+def node_log_event(node: str, ev: dict[str, Any], width: int,
+                   on_lines: Callable[[list[str], list[Class] | None], None],
+                   on_node_error: Callable[[str, str], None]) -> None:
+    """One event of a node's ``logs --follow`` (SSH group or Slurm step alike): its lines, in
+    the node column, to ``on_lines``; an error the agent found in them to ``on_node_error``."""
+    if ev.get("type") == "lines":
+        on_lines([node_column(node, width, str(line)) for line in ev.get("lines") or []],
+                 classes_of(ev))
+    elif ev.get("type") == "log_event":
+        inner = ev.get("event") or {}
+        if inner.get("kind") in _ERROR_KINDS:
+            on_node_error(node, str(inner.get("text") or inner.get("message")
+                                    or inner.get("kind")))
+
+
 def node_column(node: str, width: int, line: str) -> str:
     return f"{node:<{width}} │ {line}"
 
@@ -107,10 +122,4 @@ class NodeStreams:
                 functools.partial(self._log_event, str(name)))
 
     def _log_event(self, node: str, ev: dict[str, Any]) -> None:
-        if ev.get("type") == "lines":
-            self.on_lines(self.lines(node, list(ev.get("lines") or [])), classes_of(ev))
-        elif ev.get("type") == "log_event":
-            inner = ev.get("event") or {}
-            if inner.get("kind") in _ERROR_KINDS:
-                self.on_node_error(node, str(inner.get("text") or inner.get("message")
-                                             or inner.get("kind")))
+        node_log_event(node, ev, self.width, self.on_lines, self.on_node_error)

@@ -46,9 +46,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import os
 import random
+import resource
 import socket
 import statistics
 import subprocess
@@ -109,9 +111,11 @@ class MeasuredApp(Dsv4App):
         self.stale_frames = 0  # of them: the effect shown, but not current yet
         self.stale_what: set[str] = set()
         self.current_at: float | None = None
+        self.composed = 0  # every frame composed (the steady rate)
 
     def _display(self, screen: Any, renderable: Any) -> None:
         if renderable is not None:
+            self.composed += 1
             if isinstance(renderable, CompositorUpdate) and self.is_headless:
                 renderable.render_segments(self.console)  # the bytes a terminal would get
             if self.want is not None and self.current_at is None and screen is self.main:
@@ -340,11 +344,31 @@ async def load_phase(args: argparse.Namespace, topo: Topology) -> dict[str, Any]
                     first[mode] = await press(app, key, showing(app, mode), cpu, stale_first)
                 await pilot.pause(0.2)
             out["first_visit"] = first
+            for name in ("dashboard", "logs"):  # the same load with no key: the steady cost
+                app.show_body(name)
+                await pilot.pause(1.0)
+                c0, w0, f0 = time.process_time(), time.monotonic(), app.composed
+                steady_prof = (cProfile.Profile(time.process_time)
+                               if args.profile_steady and name == "dashboard" else None)
+                if steady_prof is not None:
+                    steady_prof.enable()
+                await asyncio.sleep(args.steady_s)
+                if steady_prof is not None:
+                    steady_prof.disable()
+                    steady_prof.dump_stats(args.profile_steady)
+                wall = time.monotonic() - w0
+                out.setdefault("steady_cpu_pct", {})[name] = (
+                    100.0 * (time.process_time() - c0) / wall)
+                out.setdefault("steady_fps", {})[name] = (app.composed - f0) / wall
+            app.show_body("dashboard")
+            await pilot.pause(0.5)
             cpu.clear()
             stale_first.clear()
             app.stale_what.clear()
             lines0, frames0, t0 = m.logs.next, m.telemetry.frames, time.monotonic()
             cpu0 = time.process_time()
+            gc0 = [st["collections"] for st in gc.get_stats()]
+            policy0 = app.gc_policy.full_collections, app.gc_policy.full_ms
             profiler = cProfile.Profile(time.process_time) if args.profile else None
             if profiler is not None:
                 profiler.enable()
@@ -368,6 +392,11 @@ async def load_phase(args: argparse.Namespace, topo: Topology) -> dict[str, Any]
                 profiler.disable()
                 profiler.dump_stats(args.profile)
             out["console_cpu_pct"] = 100.0 * (time.process_time() - cpu0) / elapsed
+            out["gc"] = {"collections": [st["collections"] - n
+                                         for st, n in zip(gc.get_stats(), gc0, strict=True)],
+                         "policy_full": app.gc_policy.full_collections - policy0[0],
+                         "policy_full_ms": app.gc_policy.full_ms - policy0[1],
+                         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
             out["loadavg"] = os.getloadavg()
             out["cores"] = os.cpu_count()
             out["log_lines_per_s"] = (m.logs.next - lines0) / elapsed
@@ -447,6 +476,14 @@ def report(args: argparse.Namespace, load: dict[str, Any], idle: dict[str, Any] 
     print(f"- console CPU under load: **{load['console_cpu_pct']:.1f} %** of one core "
           f"(target <= 20 %); per key (key to its frame): p50 {statistics.median(cpu):.1f} ms, "
           f"p90 {pct(cpu, 90):.1f} ms")
+    g = load["gc"]
+    print(f"- garbage collections during the keys: young {g['collections'][0]}, "
+          f"middle {g['collections'][1]}, full {g['collections'][2]} (of which the console's "
+          f"policy ran {g['policy_full']} between keys, {g['policy_full_ms']:.0f} ms); "
+          f"console max RSS {g['max_rss_mb']:.0f} MB")
+    print("- console CPU under the same load with no key pressed (" + ", ".join(
+        f"{name} {v:.1f} %, {load['steady_fps'][name]:.1f} frames/s"
+        for name, v in load["steady_cpu_pct"].items()) + ")")
     if idle is not None:
         print(f"- console CPU idle ({idle['gpus']} GPUs, telemetry every "
               f"{idle['interval_s']:g} s, {idle['frames']} frames in {idle['wall']:.0f} s, "
@@ -471,10 +508,14 @@ def main() -> int:
                         help="load (simulator, agents, flood) on one core, console on another")
     parser.add_argument("--keys", type=int, default=200, help="key presses under load")
     parser.add_argument("--idle-s", type=float, default=30.0, help="idle window (seconds)")
+    parser.add_argument("--steady-s", type=float, default=10.0,
+                        help="seconds under load with no key, per body (dashboard, logs)")
     parser.add_argument("--flood", type=int, default=2000, help="log lines per second")
     parser.add_argument("--port", type=int, default=0,
                         help="the simulated server's port (default: a free one)")
     parser.add_argument("--json", action="store_true", help="also print the numbers as JSON")
+    parser.add_argument("--profile-steady", metavar="FILE",
+                        help="cProfile the console on the dashboard under load, no key")
     parser.add_argument("--profile", metavar="FILE",
                         help="cProfile the console during the keys (its numbers are slower)")
     args = parser.parse_args()
@@ -502,6 +543,7 @@ def main() -> int:
                               "p99": pct(v, 99)} for k, v in load["by_screen"].items()},
             "follow_p99": pct(load["follow"], 99), "stale_first": load["stale_first"],
             "first_visit": load["first_visit"], "console_cpu_pct": load["console_cpu_pct"],
+            "steady_cpu_pct": load["steady_cpu_pct"],
             "idle_cpu_pct": idle["cpu_pct"] if idle is not None else None}))
     return 0
 

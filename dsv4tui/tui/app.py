@@ -17,6 +17,7 @@ from textual import events, on
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.signal import Signal
 from textual.worker import Worker, WorkerState
 
 from dsv4tui.core.config import Settings
@@ -30,12 +31,14 @@ from dsv4tui.core.view.notice import Notice
 from dsv4tui.core.view.parts import GPU, SWEEP
 from dsv4tui.core.view.profiles import model_for
 from dsv4tui.tui import keymap, themes
+from dsv4tui.tui.clock import CLOCK_S
 from dsv4tui.tui.controllers.fleet import FleetMember
 from dsv4tui.tui.controllers.runs import RunsControl
 from dsv4tui.tui.controllers.server import ServerControl
 from dsv4tui.tui.controllers.sweeps import SweepsControl
 from dsv4tui.tui.controllers.visit import VisitControl
 from dsv4tui.tui.controllers.watch import Watch
+from dsv4tui.tui.gc_policy import GcPolicy
 from dsv4tui.tui.key_order import KeyOrder
 from dsv4tui.tui.screens import dialogs
 from dsv4tui.tui.screens.base import TAB_TITLES, Body, FramedScreen
@@ -52,7 +55,8 @@ from dsv4tui.tui.screens.modals import ErrorScreen
 from dsv4tui.tui.screens.runs import CompareScreen, RunsBody
 from dsv4tui.tui.widgets.gpu_panel import GpuFrame
 
-FLUSH_S = 0.1  # model changes reach the screen at most this often
+FLUSH_S = 0.1  # a model change after a quiet moment reaches the screen this soon
+STEADY_S = 0.25  # changes that keep coming (a flood, a sweep): one frame this often at most
 LIVE_LEVEL_S = 0.5  # the running level's live TTFT/TPOT/tok/s are recomputed this often
 SCREENS: dict[str, type[Body]] = {"dashboard": DashboardBody, "logs": LogsBody,
                                    "launch": LaunchBody, "bench": BenchBody, "runs": RunsBody,
@@ -85,13 +89,15 @@ class Dsv4App(App[int]):
         self._requested_theme = theme
         self._dirty: set[str] = set()
         self._flush_pending = False
-        self._live_at = 0.0
+        self._flushed_at = self._live_at = self._clock_at = 0.0
+        self.clock: Signal[float] = Signal(self, "clock")  # tui/clock.py: what ages, each second
         self.main: MainScreen | None = None  # the main screen, once the app runs
         self.active_keymap: dict[str, str] = {}  # binding id -> keys, as set_keymap got it
         self.nav = Navigation()  # the user's screen choices: automatic moves yield to them
         self.extra_tabs = dict(EXTRA_TABS)
         self.last_error: str | None = None  # the last error dialog's message (tests)
         self.key_order = KeyOrder(self, lambda: self.active_keymap)  # keys go where focus went
+        self.gc_policy = GcPolicy(self)  # full collections between keys (live hosts only)
         self.link = HostLink(spec, model, mark=self.mark, on_frame=self._on_frame,
                              on_back=lambda: self.visit.link_back())
         watch = Watch()  # what the host runs that we watch: the server's and the sweeps'
@@ -118,11 +124,14 @@ class Dsv4App(App[int]):
             self.notify(problem, title="config", severity="warning", timeout=8, markup=False)
         for note in self.notes:
             self.notify(note, timeout=20, markup=False)
+        self.set_interval(CLOCK_S, self.mark)  # the clock's second rides on a model frame
         if self.spec is not None:
+            self.call_after_refresh(self.gc_policy.start)  # the frame is up: freeze it
             self.visit.arrive()
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key) and not event.is_forwarded:  # typed: in its order
+            self.gc_policy.key()
             return await self.key_order.answer(event, super().on_event)
         await super().on_event(event)
 
@@ -173,17 +182,23 @@ class Dsv4App(App[int]):
         self._dirty.update(parts)
         if not self._flush_pending:
             self._flush_pending = True
-            self.set_timer(FLUSH_S, self._flush_model)
+            wait = max(FLUSH_S, self._flushed_at + STEADY_S - time.monotonic())
+            self.set_timer(wait, self._flush_model)
 
     def _flush_model(self) -> None:
         self._flush_pending = False
-        now = time.monotonic()
+        self._flushed_at = now = time.monotonic()
         if self.sweeps.watch.live and now - self._live_at >= LIVE_LEVEL_S:
             self._live_at = now  # level_metrics over a level's requests: at most 2 per second
             if m.refresh_live_levels(self.model.sweep, self.sweeps.watch.live):
                 self._dirty.add(SWEEP)
         parts, self._dirty = frozenset(self._dirty), set()
-        if not parts or self.visit.stopping or not self.is_running:
+        if self.visit.stopping or not self.is_running:
+            return
+        if now - self._clock_at >= CLOCK_S * 0.9:
+            self._clock_at = now
+            self.clock.publish(now)
+        if not parts:
             return
         try:
             screen = self.screen
@@ -296,4 +311,5 @@ class Dsv4App(App[int]):
         self.runs.take_capture(int(message.steps), int(message.concurrency))
 
     async def on_unmount(self) -> None:
+        self.gc_policy.stop()
         await self.visit.leave()

@@ -8,6 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
 from dsv4tui.core.view.model import SweepView, UiModel, fmt_duration
+from dsv4tui.tui.clock import every_second
 from dsv4tui.tui.screens.base import Body
 from dsv4tui.tui.screens.messages import ALL, CONN, DECODE, GPU, SANITY, SWEEP
 from dsv4tui.tui.widgets.charts import Chart, Series
@@ -94,7 +95,7 @@ class BenchBody(Body):
     _chart_due = False  # the chart waits for the next tick while a sweep runs
 
     def on_mount(self) -> None:
-        self.set_interval(1.0, self._tick)
+        every_second(self, self._tick)
 
     def _tick(self) -> None:
         """The elapsed time moves while a sweep runs; the chart follows once a second."""

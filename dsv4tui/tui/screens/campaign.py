@@ -20,9 +20,11 @@ from dsv4tui.core.campaign.verdict import FASTER, SAME, SLOWER, Effect
 from dsv4tui.core.campaign.view import CampaignView, VariantView, best_effect
 from dsv4tui.core.view.model import PHASE_LABELS, UiModel, fmt_duration
 from dsv4tui.tui import keymap
+from dsv4tui.tui.clock import every_second
 from dsv4tui.tui.screens.base import Body
 from dsv4tui.tui.screens.messages import CAMPAIGN, SANITY, STARTUP
 from dsv4tui.tui.widgets.charts import Chart, Series
+from dsv4tui.tui.widgets.last_width import LastWidth
 from dsv4tui.tui.widgets.startup import SanityResult, StartupPanel
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.tui.widgets.text import plain, update_static
@@ -221,6 +223,7 @@ class CampaignMatrix(DataTable[Text]):
         self._shape: tuple[tuple[tuple[str, str, int], ...], tuple[str, ...]] | None = None
         self._shown: dict[str, tuple[str, ...]] = {}
         self._cv: CampaignView | None = None
+        self._width = LastWidth()
 
     def on_resize(self) -> None:
         if self._cv is not None:
@@ -231,7 +234,7 @@ class CampaignMatrix(DataTable[Text]):
 
     def show(self, cv: CampaignView) -> None:
         self._cv = cv
-        width = self.size.width - 1  # the vertical scrollbar's column, when there is one
+        width = self._width.of(self) - 1  # the vertical scrollbar's column, if there is one
         cols = matrix_columns(cv, width if width > 0 else None)
         shape = (tuple(cols), tuple(v.name for v in cv.variants))
         if shape != self._shape:
@@ -288,8 +291,7 @@ class CampaignBody(Body):
                         classes="panel")
 
     def on_mount(self) -> None:
-
-        self.set_interval(1.0, self._tick)
+        every_second(self, self._tick)
 
     def _tick(self) -> None:
         if self.is_current and self.model.campaign.running:

@@ -46,6 +46,7 @@ from dsv4tui.tui.screens.base import Body
 from dsv4tui.tui.widgets.kernel_compare import KernelCompare
 from dsv4tui.tui.widgets.kernel_families import FamilyBars
 from dsv4tui.tui.widgets.kernel_table import KernelTable
+from dsv4tui.tui.widgets.last_width import LastWidth
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.tui.widgets.text import plain
 
@@ -255,6 +256,7 @@ class KernelsBody(Body):
         self.comparison: dict[str, Any] | None = None  # kernel_compare.compare's model
         self._loaded = False
         self._columns: list[tuple[str, str, int]] | None = None
+        self._width = LastWidth()
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="kern-list-box", classes="panel") as box:
@@ -305,7 +307,7 @@ class KernelsBody(Body):
     # -- drawing --------------------------------------------------------------------------
     def _layout(self) -> list[tuple[str, str, int]]:
         table = self.query_one("#kern-table", DataTable)
-        width = table.scrollable_content_region.width or table.size.width or self.size.width
+        width = self._width.of(table) or self.size.width
         cells = [self._cells(i) for i in self.items]
         natural = {key: max([len(c[key]) for c in cells] + [0])
                    for key in ("id", "backend", "ckpt", "conc", "bs", "run")}

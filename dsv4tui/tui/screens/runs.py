@@ -19,6 +19,7 @@ from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import Body, FramedScreen
 from dsv4tui.tui.screens.messages import COMPARE, RUNS
 from dsv4tui.tui.widgets.charts import Chart, Series
+from dsv4tui.tui.widgets.last_width import LastWidth
 from dsv4tui.tui.widgets.text import esc, plain, update_static
 
 # (title, key, width, flexible): flexible columns grow to their longest value, the label
@@ -89,8 +90,8 @@ class RunsBody(Body):
         yield Static("", id="runs-hint", markup=True)
 
     _columns: list[tuple[str, str, int]] | None = None
-
     def on_mount(self) -> None:
+        self._width = LastWidth()
         self._fill()
 
     def on_resize(self) -> None:
@@ -98,7 +99,7 @@ class RunsBody(Body):
 
     def _layout(self) -> list[tuple[str, str, int]]:
         table = self.query_one("#runs-table", DataTable)
-        width = table.scrollable_content_region.width or table.size.width or self.size.width
+        width = self._width.of(table) or self.size.width
         rows = self.model.runs.visible()
         natural = {"id": max([len(str(r.run_id)) for r in rows] + [2]),
                    "label": max([len(r.label) + (6 if r.simulated else 0) for r in rows] + [5]),

@@ -16,6 +16,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from dsv4tui.core.telemetry import Frame, HostTelemetry
+from dsv4tui.tui.clock import every_second
 
 
 class Row:
@@ -95,7 +96,7 @@ class TelemetryWidget(Widget):
 
     def on_mount(self) -> None:
         # ages and stale marks move with time even when no frame arrives
-        self.set_interval(1.0, self._tick)
+        every_second(self, self._tick)
 
     def _tick(self) -> None:
         if self._telemetry.latest is not None:

@@ -7,6 +7,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from dsv4tui.core.view.model import PHASE_LABELS, UiModel, fmt_duration
+from dsv4tui.tui.clock import every_second
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
 from dsv4tui.tui.widgets.text import update_static
 
@@ -37,14 +38,15 @@ class HostBar(Static):
     def __init__(self, model: UiModel, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=True)
         self.model = model
-        self._timer: Timer | None = None
+        self._ticking = False  # the uptime / start-up time moves: redrawn each second
 
     def on_mount(self) -> None:
         self.refresh_model()
-        self._timer = self.set_interval(1.0, self._tick, pause=True)
+        every_second(self, self._tick)
 
     def _tick(self) -> None:
-        self.refresh_model()
+        if self._ticking:
+            self.refresh_model()
 
     def on_resize(self) -> None:
         self.call_after_refresh(self.refresh_model)  # compact below 100 columns
@@ -96,11 +98,7 @@ class HostBar(Static):
         last = getattr(self, "_dsv_text", None)
         update_static(self, text, fixed_height=last is not None and
                       abs(len(last) - len(text)) <= 2 and self.size.width >= 100)
-        if self._timer is not None:
-            if state in ("ready", "starting") and m.frozen is None:
-                self._timer.resume()
-            else:
-                self._timer.pause()
+        self._ticking = state in ("ready", "starting") and m.frozen is None
 
 
 class ConnectionBanner(Static):

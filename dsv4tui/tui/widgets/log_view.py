@@ -29,6 +29,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from dsv4tui.core.view.log_lines import (
@@ -48,7 +49,7 @@ _CUT_RIGHT = "\u203a"  # single angle quote: the row's line goes on to the right
 _CUT_LEFT = "\u2039"  # and to the left (scrolled)
 # a flood's batches come every ~100 ms; the view in sight takes them in at most this often
 # (each take-in redraws every row of the view): 4 redraws a second instead of 10
-REDRAW_S = 0.25
+REDRAW_S = 0.2  # under the App's STEADY_S: a flood's take-in rides on its model frame
 
 
 class LogView(ScrollView, can_focus=True):
@@ -163,8 +164,20 @@ class LogView(ScrollView, can_focus=True):
         self._update_size()
 
     def _update_size(self) -> None:
-        width = min(_MAX_VIRTUAL_WIDTH, self.lines.max_width + 1)
-        self.virtual_size = Size(width, self.row_count)
+        new = Size(min(_MAX_VIRTUAL_WIDTH, self.lines.max_width + 1), self.row_count)
+        old = self.virtual_size
+        if new == old:
+            return
+        view = self.scrollable_content_region
+        if (new.width == old.width and old.height > view.height and new.height > view.height
+                and self.show_vertical_scrollbar):
+            # Only the number of rows changed and the vertical bar stays (a flood, a filtered
+            # view whose rows come and go): nothing moves, so no layout pass of the screen
+            # (a reactive with layout=True costs one a frame); the bar's thumb follows.
+            self.set_reactive(Widget.virtual_size, new)
+            self.vertical_scrollbar.window_virtual_size = new.height
+            return
+        self.virtual_size = new
 
     # -- new lines ----------------------------------------------------------------------
     def sync(self) -> int:

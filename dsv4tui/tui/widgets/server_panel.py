@@ -14,14 +14,17 @@ from collections.abc import Sequence
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.widgets import Static
 
 from dsv4tui.core.view.model import UiModel, fmt_duration, fmt_num, fmt_share
+from dsv4tui.tui.clock import every_second
 from dsv4tui.tui.widgets.spark import FastSparkline
 from dsv4tui.tui.widgets.text import update_static
 
 DECODE_STALE_S = 15.0  # SGLang logs a decode line every few seconds while it decodes
 SPARK_POINTS = 60
+SHRINK_AT = 6  # columns a cell's text must lose before the sparkline moves left
 STALE_GRACE_S = 2.0  # a late /metrics sample greys the panel only after this much longer
 
 
@@ -50,13 +53,21 @@ class Cell(Horizontal):
         super().__init__(id=f"sp-{key}")
         self.text = Static("", markup=True)
         self.spark = FastSparkline([])
+        self._width = 0
 
     def compose(self) -> ComposeResult:
         yield self.text
         yield self.spark
 
     def show(self, text: str, history: Sequence[float]) -> None:
-        update_static(self.text, text)
+        # The text's width is set only when it grows, or shrinks by more than SHRINK_AT: a
+        # figure changing length (987.6 -> 1,012.3 tok/s) needs no layout pass, and the
+        # sparkline beside it does not jitter sideways.
+        width = Content.from_markup(text).cell_length
+        if width > self._width or width < self._width - SHRINK_AT:
+            self._width = width
+            self.text.styles.width = width
+        update_static(self.text, text, fixed_height=True)
         data = list(history[-SPARK_POINTS:])
         if data != list(self.spark.data or ()):
             self.spark.data = data
@@ -95,7 +106,7 @@ class ServerPanel(Vertical):
     def on_mount(self) -> None:
         self.refresh_model()
         if self.model.frozen is None:  # values age out even when no new sample comes
-            self.set_interval(1.0, self._tick)
+            every_second(self, self._tick)
 
     def _tick(self) -> None:
         if self.screen.is_current:

@@ -7,6 +7,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from dsv4tui.core.view.model import UiModel, fmt_duration, fmt_num, fmt_share
+from dsv4tui.tui.clock import every_second
 from dsv4tui.tui.widgets.host_bar import sim_badge
 from dsv4tui.tui.widgets.spark import FastSparkline
 from dsv4tui.tui.widgets.text import update_static
@@ -50,7 +51,7 @@ class ThroughputPanel(Vertical):
     def on_mount(self) -> None:
         self.refresh_model()
         if self.model.frozen is None:  # the numbers age out even when no new line comes
-            self.set_interval(1.0, self._tick)
+            every_second(self, self._tick)
 
     def _tick(self) -> None:
         if self.screen.is_current and self.model.decode.latest is not None:

@@ -40,6 +40,6 @@ def every_second(widget: Widget, callback: Callable[[], object]) -> None:
 
     signal = getattr(widget.app, "clock", None)
     if isinstance(signal, Signal):
-        signal.subscribe(widget, tick)
+        signal.subscribe(widget, tick, immediate=True)  # in the flush: on its frame
     else:
         widget.set_interval(CLOCK_S, tick)

@@ -234,7 +234,7 @@ class CampaignMatrix(DataTable[Text]):
 
     def show(self, cv: CampaignView) -> None:
         self._cv = cv
-        width = self._width.of(self) - 1  # the vertical scrollbar's column, if there is one
+        width = self._width.keep(self.size.width) - 1  # the scrollbar's column, if any
         cols = matrix_columns(cv, width if width > 0 else None)
         shape = (tuple(cols), tuple(v.name for v in cv.variants))
         if shape != self._shape:

@@ -307,7 +307,8 @@ class KernelsBody(Body):
     # -- drawing --------------------------------------------------------------------------
     def _layout(self) -> list[tuple[str, str, int]]:
         table = self.query_one("#kern-table", DataTable)
-        width = self._width.of(table) or self.size.width
+        width = self._width.keep(
+            table.scrollable_content_region.width or table.size.width or self.size.width)
         cells = [self._cells(i) for i in self.items]
         natural = {key: max([len(c[key]) for c in cells] + [0])
                    for key in ("id", "backend", "ckpt", "conc", "bs", "run")}

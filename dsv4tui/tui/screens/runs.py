@@ -90,6 +90,7 @@ class RunsBody(Body):
         yield Static("", id="runs-hint", markup=True)
 
     _columns: list[tuple[str, str, int]] | None = None
+
     def on_mount(self) -> None:
         self._width = LastWidth()
         self._fill()
@@ -99,7 +100,8 @@ class RunsBody(Body):
 
     def _layout(self) -> list[tuple[str, str, int]]:
         table = self.query_one("#runs-table", DataTable)
-        width = self._width.of(table) or self.size.width
+        width = self._width.keep(
+            table.scrollable_content_region.width or table.size.width or self.size.width)
         rows = self.model.runs.visible()
         natural = {"id": max([len(str(r.run_id)) for r in rows] + [2]),
                    "label": max([len(r.label) + (6 if r.simulated else 0) for r in rows] + [5]),

@@ -344,7 +344,8 @@ async def load_phase(args: argparse.Namespace, topo: Topology) -> dict[str, Any]
                     first[mode] = await press(app, key, showing(app, mode), cpu, stale_first)
                 await pilot.pause(0.2)
             out["first_visit"] = first
-            for name in ("dashboard", "logs"):  # the same load with no key: the steady cost
+            out["steady_cpu_pct"], out["steady_fps"] = {}, {}
+            for name in ("dashboard", "logs") if args.steady_s > 0 else ():  # no key: steady
                 app.show_body(name)
                 await pilot.pause(1.0)
                 c0, w0, f0 = time.process_time(), time.monotonic(), app.composed
@@ -357,9 +358,8 @@ async def load_phase(args: argparse.Namespace, topo: Topology) -> dict[str, Any]
                     steady_prof.disable()
                     steady_prof.dump_stats(args.profile_steady)
                 wall = time.monotonic() - w0
-                out.setdefault("steady_cpu_pct", {})[name] = (
-                    100.0 * (time.process_time() - c0) / wall)
-                out.setdefault("steady_fps", {})[name] = (app.composed - f0) / wall
+                out["steady_cpu_pct"][name] = 100.0 * (time.process_time() - c0) / wall
+                out["steady_fps"][name] = (app.composed - f0) / wall
             app.show_body("dashboard")
             await pilot.pause(0.5)
             cpu.clear()
@@ -481,9 +481,9 @@ def report(args: argparse.Namespace, load: dict[str, Any], idle: dict[str, Any] 
           f"middle {g['collections'][1]}, full {g['collections'][2]} (of which the console's "
           f"policy ran {g['policy_full']} between keys, {g['policy_full_ms']:.0f} ms); "
           f"console max RSS {g['max_rss_mb']:.0f} MB")
-    print("- console CPU under the same load with no key pressed (" + ", ".join(
+    print("- console CPU under the same load with no key pressed (" + (", ".join(
         f"{name} {v:.1f} %, {load['steady_fps'][name]:.1f} frames/s"
-        for name, v in load["steady_cpu_pct"].items()) + ")")
+        for name, v in load["steady_cpu_pct"].items()) or "not measured: --steady-s 0") + ")")
     if idle is not None:
         print(f"- console CPU idle ({idle['gpus']} GPUs, telemetry every "
               f"{idle['interval_s']:g} s, {idle['frames']} frames in {idle['wall']:.0f} s, "

@@ -22,7 +22,7 @@ from dsv4tui.tui.widgets.startup import StartupPanel
 async def settle(pilot: Any) -> None:
     for _ in range(20):
         await pilot.pause()
-        if not pilot.app._flush_pending:
+        if not pilot.app.flush.pending:
             break
     await pilot.pause()
 

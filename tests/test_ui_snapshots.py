@@ -34,7 +34,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 async def settle(pilot: Pilot[object]) -> None:
     for _ in range(100):  # model changes reach the screen in batches (Dsv4App.mark)
         await pilot.pause()
-        if not pilot.app._flush_pending:  # type: ignore[attr-defined]
+        if not pilot.app.flush.pending:  # type: ignore[attr-defined]
             break
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()

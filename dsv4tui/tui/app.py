@@ -1,5 +1,5 @@
 """The dashboard App: one main screen whose bodies switch (:mod:`dsv4tui.tui.screens.main`),
-the batched model flush (screens get :class:`ModelUpdated`, at most ~10 per second), one error
+the batched model flush (:mod:`dsv4tui.tui.flush`), one error
 dialog for any worker's failure, keys in their order (:mod:`dsv4tui.tui.key_order`), and the
 controllers it composes (:mod:`dsv4tui.tui.controllers`: server, sweeps and campaigns, runs
 and files, the visit, the fleet), each key a one-line action handing over to the one that owns
@@ -8,7 +8,6 @@ times requests (the agent on the host measures)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from dsv4tui.core.view.host_link import HostLink
 from dsv4tui.core.view.journal import Effects
 from dsv4tui.core.view.navigation import Navigation
 from dsv4tui.core.view.notice import Notice
-from dsv4tui.core.view.parts import GPU, SWEEP
+from dsv4tui.core.view.parts import GPU
 from dsv4tui.core.view.profiles import model_for
 from dsv4tui.tui import keymap, themes
 from dsv4tui.tui.clock import CLOCK_S
@@ -38,10 +37,11 @@ from dsv4tui.tui.controllers.server import ServerControl
 from dsv4tui.tui.controllers.sweeps import SweepsControl
 from dsv4tui.tui.controllers.visit import VisitControl
 from dsv4tui.tui.controllers.watch import Watch
+from dsv4tui.tui.flush import ModelFlush
 from dsv4tui.tui.gc_policy import GcPolicy
 from dsv4tui.tui.key_order import KeyOrder
 from dsv4tui.tui.screens import dialogs
-from dsv4tui.tui.screens.base import TAB_TITLES, Body, FramedScreen
+from dsv4tui.tui.screens.base import TAB_TITLES, Body
 from dsv4tui.tui.screens.bench import BenchBody
 from dsv4tui.tui.screens.campaign import CampaignBody
 from dsv4tui.tui.screens.dashboard import DashboardBody
@@ -50,14 +50,10 @@ from dsv4tui.tui.screens.kernels import KernelsBody
 from dsv4tui.tui.screens.launch import LaunchBody
 from dsv4tui.tui.screens.logs import LogsBody
 from dsv4tui.tui.screens.main import MainScreen
-from dsv4tui.tui.screens.messages import ModelUpdated
 from dsv4tui.tui.screens.modals import ErrorScreen
 from dsv4tui.tui.screens.runs import CompareScreen, RunsBody
 from dsv4tui.tui.widgets.gpu_panel import GpuFrame
 
-FLUSH_S = 0.1  # a model change after a quiet moment reaches the screen this soon
-STEADY_S = 0.25  # changes that keep coming (a flood, a sweep): one frame this often at most
-LIVE_LEVEL_S = 0.5  # the running level's live TTFT/TPOT/tok/s are recomputed this often
 SCREENS: dict[str, type[Body]] = {"dashboard": DashboardBody, "logs": LogsBody,
                                    "launch": LaunchBody, "bench": BenchBody, "runs": RunsBody,
                                    "kernels": KernelsBody, "campaign": CampaignBody}
@@ -87,10 +83,9 @@ class Dsv4App(App[int]):
             model_for(spec.name, spec.config, simulated=spec.simulated))
         self.start_mode = start_mode
         self._requested_theme = theme
-        self._dirty: set[str] = set()
-        self._flush_pending = False
-        self._flushed_at = self._live_at = self._clock_at = 0.0
         self.clock: Signal[float] = Signal(self, "clock")  # tui/clock.py: what ages, each second
+        self.flush = ModelFlush(self, model, self.clock, live=lambda: self.sweeps.watch.live,
+                                stopping=lambda: self.visit.stopping)
         self.main: MainScreen | None = None  # the main screen, once the app runs
         self.active_keymap: dict[str, str] = {}  # binding id -> keys, as set_keymap got it
         self.nav = Navigation()  # the user's screen choices: automatic moves yield to them
@@ -178,34 +173,8 @@ class Dsv4App(App[int]):
                                                            keymap.BY_ID[binding_id].key))
 
     def mark(self, *parts: str) -> None:
-        """Parts of the model changed: the screen on top redraws them within FLUSH_S."""
-        self._dirty.update(parts)
-        if not self._flush_pending:
-            self._flush_pending = True
-            wait = max(FLUSH_S, self._flushed_at + STEADY_S - time.monotonic())
-            self.set_timer(wait, self._flush_model)
-
-    def _flush_model(self) -> None:
-        self._flush_pending = False
-        self._flushed_at = now = time.monotonic()
-        if self.sweeps.watch.live and now - self._live_at >= LIVE_LEVEL_S:
-            self._live_at = now  # level_metrics over a level's requests: at most 2 per second
-            if m.refresh_live_levels(self.model.sweep, self.sweeps.watch.live):
-                self._dirty.add(SWEEP)
-        parts, self._dirty = frozenset(self._dirty), set()
-        if self.visit.stopping or not self.is_running:
-            return
-        if now - self._clock_at >= CLOCK_S * 0.9:
-            self._clock_at = now
-            self.clock.publish(now)
-        if not parts:
-            return
-        try:
-            screen = self.screen
-        except Exception:  # no screen yet / any more (start-up, shutdown)
-            return
-        if isinstance(screen, FramedScreen):
-            screen.post_message(ModelUpdated(parts))
+        """Parts of the model changed: the screen on top redraws them (tui/flush.py)."""
+        self.flush.mark(*parts)
 
     def apply(self, fx: Effects) -> None:
         """What a core model function did: redraw its parts, do what it asks next."""

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, TypeVar, cast
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
@@ -25,6 +26,7 @@ from dsv4tui.tui.screens.messages import (
     SWEEP,
     ModelUpdated,
 )
+from dsv4tui.tui.widgets.focus_mark import FocusMark, SameLookFocused
 from dsv4tui.tui.widgets.host_bar import ConnectionBanner, HostBar
 from dsv4tui.tui.widgets.log_view import LogPanel
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
@@ -173,11 +175,16 @@ class FramedScreen(Parts, Screen[Any]):
     SCOPES: ClassVar[tuple[str, ...]] = ("app",)  # whose keys the key bar shows, in order
     LEAD_KEYS: ClassVar[tuple[str, ...]] = ()  # binding ids the key bar shows first
     AUTO_FOCUS: ClassVar[str | None] = None
+    # Textual's Screen repaints all of itself when the focus moves (its ``focused`` reactive);
+    # what looks different focused repaints itself (:focus styles, the panel mark), so a tab
+    # key or a switch redraws the body, not the frame around it too.
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
     def __init__(self, model: UiModel) -> None:
         super().__init__(name=self.MODE or None)
         self.model = model
         self._found = {}
+        self.focus_mark: FocusMark | None = None  # the focused panel's border (on mount)
 
     def compose(self) -> ComposeResult:
         yield ConnectionBanner(self.model)
@@ -194,6 +201,7 @@ class FramedScreen(Parts, Screen[Any]):
         yield from ()
 
     def on_mount(self) -> None:
+        self.focus_mark = FocusMark(self)
         self.refresh_parts(ALL)
 
     def on_screen_resume(self) -> None:
@@ -210,6 +218,8 @@ class FramedScreen(Parts, Screen[Any]):
             self.one(ConnectionBanner).refresh_model()
             stale = self.model.conn.down
             self.set_class(stale, "-stale")
+            if self.focus_mark is not None:
+                self.focus_mark.update()
             for panel in self.query(LogPanel):
                 panel.set_stale(stale)
         if parts & {CONN, SERVER, PROFILES}:
@@ -224,7 +234,7 @@ class FramedScreen(Parts, Screen[Any]):
         """Redraw the body's widgets that show ``parts``."""
 
 
-class Body(Parts, Container):
+class Body(SameLookFocused, Parts, Container):
     """One of the main screen's bodies (a tab): its widgets, its keys (ordinary bindings:
     they answer while the focus is inside it; shown, it takes the focus), its redraws."""
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from dsv4tui.core.view.model import UiModel, fmt_num
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import LogBody
 from dsv4tui.tui.screens.messages import CONN, DECODE, GPU, METRICS, SANITY, STARTUP, SWEEP
+from dsv4tui.tui.widgets.focus_mark import PanelScroll
 from dsv4tui.tui.widgets.gpu_panel import GpuPanel
 from dsv4tui.tui.widgets.log_view import LogPanel
 from dsv4tui.tui.widgets.server_panel import ServerPanel
@@ -61,7 +62,7 @@ class DashboardBody(LogBody):
     def compose_body(self) -> ComposeResult:
         m = self.model
         with Horizontal(id="dash-top"):
-            with VerticalScroll(id="gpu-box", classes="panel") as box:
+            with PanelScroll(id="gpu-box", classes="panel") as box:
                 box.border_title = "GPUs"
                 box.can_focus = True
                 yield GpuPanel(m.conn.host, telemetry=m.telemetry)
@@ -127,7 +128,7 @@ class DashboardBody(LogBody):
         self.call_after_refresh(self._count_hidden)
 
     def _count_hidden(self) -> None:
-        box = self.query_one("#gpu-box", VerticalScroll)
+        box = self.query_one("#gpu-box", PanelScroll)
         panel = self.one(GpuPanel)
         gpus = panel.telemetry.gpu_count() if panel.telemetry is not None else 0
         hidden = min(gpus, max(0, panel.line_count() - box.scrollable_content_region.height))

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import ContentSwitcher, DataTable, Static
 
@@ -43,6 +43,7 @@ from dsv4tui.core.errors import UserError
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import Body
+from dsv4tui.tui.widgets.focus_mark import PanelScroll
 from dsv4tui.tui.widgets.kernel_compare import KernelCompare
 from dsv4tui.tui.widgets.kernel_families import FamilyBars
 from dsv4tui.tui.widgets.kernel_table import KernelTable
@@ -269,7 +270,7 @@ class KernelsBody(Body):
                 yield FamilyBars(id="kern-families")
                 yield Static("", id="kern-findings", markup=True)
                 yield KernelTable(id="kern-kernels")
-            with VerticalScroll(id="kern-compare-box", classes="panel") as cmp:
+            with PanelScroll(id="kern-compare-box", classes="panel") as cmp:
                 cmp.border_title = "where the time moved"
                 yield KernelCompare(id="kern-compare")
         yield Static("", id="kern-status", markup=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.widgets import Static
 
 from dsv4tui.core.server import next_move
@@ -15,6 +15,7 @@ from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import LogBody
 from dsv4tui.tui.screens.messages import PROFILES, SANITY, SERVER, STARTUP
+from dsv4tui.tui.widgets.focus_mark import PanelScroll
 from dsv4tui.tui.widgets.log_view import LogPanel
 from dsv4tui.tui.widgets.startup import SanityResult, StartupPanel
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
@@ -101,7 +102,7 @@ class LaunchBody(LogBody):
 
     def compose_body(self) -> ComposeResult:
         m = self.model
-        with VerticalScroll(id="launch-profile", classes="panel") as left:
+        with PanelScroll(id="launch-profile", classes="panel") as left:
             left.border_title = "launch profile"
             yield Static("", id="profile-fields", markup=True)
             yield Static(hint_markup(getattr(self.app, "active_keymap", None) or {}),

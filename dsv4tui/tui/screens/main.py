@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from textual.app import ComposeResult
-from textual.widgets import ContentSwitcher
 
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui.screens.base import ALL, Body, FramedScreen, KeyBar, NavBar
@@ -13,21 +12,22 @@ from dsv4tui.tui.widgets.log_view import LogPanel
 
 
 class MainScreen(FramedScreen):
-    """Banner, host bar, tabs and key bar around a :class:`ContentSwitcher` of bodies. Only
-    the body in view redraws; one coming into view is brought up to date first, so its first
-    frame shows current figures."""
+    """Banner, host bar, tabs and key bar around the bodies, one shown at a time (its
+    ``display``: what Textual's ContentSwitcher does, without a container of its own to
+    redraw behind the body on every switch). Only the body in view redraws; one coming into
+    view is brought up to date first, so its first frame shows current figures."""
 
-    DEFAULT_CSS = "MainScreen > ContentSwitcher { height: 1fr; }"
     AUTO_FOCUS = ""  # the body in view takes the focus (Body.take_focus)
 
     def __init__(self, model: UiModel, bodies: Iterable[Body], current: str) -> None:
         self.bodies = {body.MODE: body for body in bodies}
         self.MODE = current if current in self.bodies else next(iter(self.bodies))
+        for mode, body in self.bodies.items():
+            body.display = mode == self.MODE
         super().__init__(model)
 
     def compose_frame_body(self) -> ComposeResult:
-        with ContentSwitcher(initial=self.MODE, id="bodies"):
-            yield from self.bodies.values()
+        yield from self.bodies.values()
 
     @property
     def body(self) -> Body:
@@ -49,7 +49,7 @@ class MainScreen(FramedScreen):
             body = self.body
             if body.is_mounted:
                 body.refresh_parts(ALL)
-            self.query_one(ContentSwitcher).current = mode
+            left.display, body.display = False, True
         self._shown()
 
     def _shown(self) -> None:

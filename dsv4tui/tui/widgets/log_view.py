@@ -42,6 +42,7 @@ from dsv4tui.core.view.log_lines import (
     LogLines,
 )
 from dsv4tui.tui import keymap
+from dsv4tui.tui.widgets.focus_mark import SameLookFocused
 from dsv4tui.tui.widgets.text import update_static
 
 _MAX_VIRTUAL_WIDTH = MAX_LINE + 4  # every character of a kept line can be scrolled to
@@ -52,7 +53,7 @@ _CUT_LEFT = "\u2039"  # and to the left (scrolled)
 REDRAW_S = 0.2  # under the App's STEADY_S: a flood's take-in rides on its model frame
 
 
-class LogView(ScrollView, can_focus=True):
+class LogView(SameLookFocused, ScrollView, can_focus=True):
     """Rows of a :class:`LogLines` ring, optionally filtered by level and TP rank."""
 
     COMPONENT_CLASSES = {"logview--error", "logview--warning", "logview--match",

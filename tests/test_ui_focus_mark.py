@@ -1,0 +1,91 @@
+"""The focused panel is marked without restyling anything (issue 25): its border and title take
+the theme's primary colour as the focus moves (tab, a switch, back), no panel is marked while
+the link is down (the stale colour shows), a theme change recolours the mark, and a switch
+between bodies restyles no node. Real headless apps (tests/snapshot_apps/frozen.py); no mock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from snapshot_apps.frozen import frozen_app
+from textual.color import Color
+from textual.css.stylesheet import Stylesheet
+from textual.widget import Widget
+
+from dsv4tui.tui.screens.messages import CONN
+from dsv4tui.tui.widgets.focus_mark import panel_of
+
+
+def primary(app: Any) -> Color:
+    return Color.parse(app.theme_variables["primary"])
+
+
+def marked(app: Any) -> list[str]:
+    """The panels on screen drawn with the focus colour."""
+    return [str(w.id) for w in app.screen.query(".panel")
+            if w.display and w.styles.border_top[1] == primary(app)]
+
+
+async def test_the_mark_follows_the_focus_across_tab_switch_and_back() -> None:
+    app = frozen_app("dashboard", "dark")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert marked(app) == ["gpu-box"]
+        assert app.screen.query_one("#gpu-box").styles.border_title_color == primary(app)
+        await pilot.press("tab")
+        await pilot.pause()
+        assert panel_of(app.screen.focused) is not None
+        now = marked(app)
+        assert now == [str(panel_of(app.screen.focused).id)] and now != ["gpu-box"]  # type: ignore[union-attr]
+        gpu_box = app.screen.query_one("#gpu-box")
+        assert gpu_box.styles.border_top[1] != primary(app)  # the stylesheet's colour again
+        assert gpu_box.styles.border_top[0] == "round"
+        await pilot.press("2")
+        await pilot.pause()
+        assert marked(app) == ["logs-log"]
+        await pilot.press("1")
+        await pilot.pause()
+        assert marked(app) == now  # the focus it had when left, and its mark
+
+
+async def test_no_mark_while_the_link_is_down_and_a_theme_change_recolours_it() -> None:
+    app = frozen_app("dashboard", "dark")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        app.model.conn.state = "lost"
+        app.screen.refresh_parts(frozenset({CONN}))
+        await pilot.pause()
+        assert app.screen.has_class("-stale") and marked(app) == []
+        app.model.conn.state = "connected"
+        app.screen.refresh_parts(frozenset({CONN}))
+        await pilot.pause()
+        assert marked(app) == ["gpu-box"]
+        dark = primary(app)
+        app.theme = "high-contrast"
+        await pilot.pause()
+        assert primary(app) != dark and marked(app) == ["gpu-box"]
+        assert app.screen.query_one("#gpu-box").styles.border_top[0] == "heavy"  # its edge
+
+
+@pytest.mark.parametrize("keys", ["2", "3", "21"])
+async def test_a_switch_restyles_no_node(monkeypatch: pytest.MonkeyPatch, keys: str) -> None:
+    """Before, the focus moving on a switch restyled the panel it left and the one it entered
+    with everything inside them (5 to 15 ms), and the log view (~4 ms)."""
+    app = frozen_app("dashboard", "dark")
+    restyled: list[Widget] = []
+    update_nodes = Stylesheet.update_nodes
+
+    def counting(self: Stylesheet, nodes: Any, animate: bool = False) -> None:
+        nodes = list(nodes)
+        restyled.extend(nodes)
+        update_nodes(self, nodes, animate)
+
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        monkeypatch.setattr(Stylesheet, "update_nodes", counting)
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        assert app.view == {"1": "dashboard", "2": "logs", "3": "launch"}[keys[-1]]
+        assert restyled == []

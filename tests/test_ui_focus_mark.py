@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 from snapshot_apps.frozen import frozen_app
+from textual.app import App, ComposeResult
 from textual.color import Color
+from textual.containers import Vertical
 from textual.css.stylesheet import Stylesheet
 from textual.widget import Widget
 
 from dsv4tui.tui.screens.messages import CONN
-from dsv4tui.tui.widgets.focus_mark import panel_of
+from dsv4tui.tui.widgets.focus_mark import FocusTable, panel_of
 
 
 def primary(app: Any) -> Color:
@@ -68,10 +70,11 @@ async def test_no_mark_while_the_link_is_down_and_a_theme_change_recolours_it() 
         assert app.screen.query_one("#gpu-box").styles.border_top[0] == "heavy"  # its edge
 
 
-@pytest.mark.parametrize("keys", ["2", "3", "21"])
+@pytest.mark.parametrize("keys", ["2", "3", "21", "414", "545"])
 async def test_a_switch_restyles_no_node(monkeypatch: pytest.MonkeyPatch, keys: str) -> None:
     """Before, the focus moving on a switch restyled the panel it left and the one it entered
-    with everything inside them (5 to 15 ms), and the log view (~4 ms)."""
+    with everything inside them (5 to 15 ms), the log view (~4 ms), and the Bench and Runs
+    tables twice (leaving and coming back), each time with all their rows rendered again."""
     app = frozen_app("dashboard", "dark")
     restyled: list[Widget] = []
     update_nodes = Stylesheet.update_nodes
@@ -82,10 +85,54 @@ async def test_a_switch_restyles_no_node(monkeypatch: pytest.MonkeyPatch, keys: 
         update_nodes(self, nodes, animate)
 
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.pause()
+        for key in "23451":  # each body seen once (a table's first focus restyles it)
+            await pilot.press(key)
+            await pilot.pause()
         monkeypatch.setattr(Stylesheet, "update_nodes", counting)
         for key in keys:
             await pilot.press(key)
             await pilot.pause()
-        assert app.view == {"1": "dashboard", "2": "logs", "3": "launch"}[keys[-1]]
+        assert app.view == {"1": "dashboard", "2": "logs", "3": "launch", "4": "bench",
+                            "5": "runs"}[keys[-1]]
         assert restyled == []
+
+
+class Tables(App[None]):
+    def compose(self) -> ComposeResult:
+        with Vertical(id="a-box"):
+            yield FocusTable[str](id="a")
+        with Vertical(id="b-box"):
+            yield FocusTable[str](id="b")
+
+    def on_mount(self) -> None:
+        for table in self.query(FocusTable):
+            table.add_columns("x")
+            table.add_rows([["1"], ["2"]])
+
+
+def cursor(app: App[None], table_id: str) -> Any:
+    return app.query_one(f"#{table_id}", FocusTable).get_component_rich_style("datatable--cursor")
+
+
+async def test_a_table_keeps_its_look_while_hidden_and_catches_up_when_shown_blurred() -> None:
+    """The Bench and Runs tables: leaving the body (the table blurred, hidden) and coming back
+    (focused again) restyled each and rendered all its rows twice; a table shown without the
+    focus still gets the blurred look."""
+    app = Tables()
+    async with app.run_test() as pilot:
+        app.query_one("#a", FocusTable).focus()
+        await pilot.pause()
+        focused_look, blurred_look = cursor(app, "a"), cursor(app, "b")
+        assert focused_look != blurred_look
+        app.query_one("#a-box").display = False
+        app.query_one("#b", FocusTable).focus()
+        await pilot.pause()
+        assert cursor(app, "a") == focused_look  # hidden: not restyled
+        assert cursor(app, "b") == focused_look  # seen: restyled
+        app.query_one("#a-box").display = True
+        app.query_one("#a", FocusTable).catch_up()
+        await pilot.pause()
+        assert cursor(app, "a") == blurred_look
+        app.query_one("#a", FocusTable).focus()
+        await pilot.pause()
+        assert cursor(app, "a") == focused_look and cursor(app, "b") == blurred_look

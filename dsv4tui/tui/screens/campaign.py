@@ -24,6 +24,7 @@ from dsv4tui.tui.clock import every_second
 from dsv4tui.tui.screens.base import Body
 from dsv4tui.tui.screens.messages import CAMPAIGN, SANITY, STARTUP
 from dsv4tui.tui.widgets.charts import Chart, Series
+from dsv4tui.tui.widgets.focus_mark import FocusTable
 from dsv4tui.tui.widgets.last_width import LastWidth
 from dsv4tui.tui.widgets.startup import SanityResult, StartupPanel
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
@@ -213,7 +214,7 @@ def chart_series(cv: CampaignView) -> tuple[list[str], list[Series]]:
     return labels, series
 
 
-class CampaignMatrix(DataTable[Text]):
+class CampaignMatrix(FocusTable[Text]):
     DEFAULT_CSS = """
     CampaignMatrix { height: auto; max-height: 100%; }
     """

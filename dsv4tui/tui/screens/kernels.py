@@ -43,7 +43,7 @@ from dsv4tui.core.errors import UserError
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import Body
-from dsv4tui.tui.widgets.focus_mark import PanelScroll
+from dsv4tui.tui.widgets.focus_mark import FocusTable, PanelScroll
 from dsv4tui.tui.widgets.kernel_compare import KernelCompare
 from dsv4tui.tui.widgets.kernel_families import FamilyBars
 from dsv4tui.tui.widgets.kernel_table import KernelTable
@@ -262,7 +262,7 @@ class KernelsBody(Body):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="kern-list-box", classes="panel") as box:
             box.border_title = "kernel captures"
-            yield DataTable(id="kern-table", cursor_type="row", zebra_stripes=True)
+            yield FocusTable[str](id="kern-table", cursor_type="row", zebra_stripes=True)
         with ContentSwitcher(initial="kern-detail", id="kern-view"):
             with Vertical(id="kern-detail", classes="panel") as detail:
                 detail.border_title = "where the decode time goes"

@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 
 from dsv4tui.core.view.model import UiModel
 from dsv4tui.tui.screens.base import ALL, Body, FramedScreen, KeyBar, NavBar
+from dsv4tui.tui.widgets.focus_mark import FocusTable
 from dsv4tui.tui.widgets.log_view import LogPanel
 
 
@@ -57,6 +58,8 @@ class MainScreen(FramedScreen):
         self.one(NavBar).set_current(self.MODE)
         self.one(KeyBar).set_scopes(body.SCOPES, body.LEAD_KEYS)
         body.take_focus()
+        for table in body.query(FocusTable):  # one left with the focus, shown without it
+            table.catch_up()
         body.on_shown()
 
     def refresh_body(self, parts: frozenset[str]) -> None:

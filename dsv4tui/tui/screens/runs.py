@@ -19,6 +19,7 @@ from dsv4tui.tui import keymap
 from dsv4tui.tui.screens.base import Body, FramedScreen
 from dsv4tui.tui.screens.messages import COMPARE, RUNS
 from dsv4tui.tui.widgets.charts import Chart, Series
+from dsv4tui.tui.widgets.focus_mark import FocusTable
 from dsv4tui.tui.widgets.last_width import LastWidth
 from dsv4tui.tui.widgets.text import esc, plain, update_static
 
@@ -86,7 +87,7 @@ class RunsBody(Body):
                     id="runs-filter")
         with Vertical(id="runs-box", classes="panel") as box:
             box.border_title = "runs"
-            yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+            yield FocusTable[str](id="runs-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="runs-hint", markup=True)
 
     _columns: list[tuple[str, str, int]] | None = None
@@ -357,7 +358,7 @@ class CompareScreen(FramedScreen):
             yield Chart(title=METRICS[0][1], id="cmp-metric", classes="panel")
         with Vertical(id="cmp-table-box", classes="panel") as box:
             box.border_title = "per level, % change against the baseline"
-            yield DataTable(id="cmp-table", zebra_stripes=True, cursor_type="row")
+            yield FocusTable[str](id="cmp-table", zebra_stripes=True, cursor_type="row")
             yield Static("", id="cmp-notes", markup=True)  # what differs: wrapped, never cut
 
     def refresh_body(self, parts: frozenset[str]) -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from textual.widgets import DataTable
-
 from dsv4tui.core.campaign.kernel_launch import launch_cells
+from dsv4tui.tui.widgets.focus_mark import FocusTable
 
 COLUMNS = (("share", "share", 7), ("other", "other", 7), ("family", "family", 16),
            ("calls", "calls", 6), ("mean µs", "mean", 9), ("GPU ms", "ms", 9),
@@ -39,7 +38,7 @@ def kernel_cells(k: Mapping[str, Any], other: float | None, with_other: bool) ->
     return tuple(cells)
 
 
-class KernelTable(DataTable[str]):
+class KernelTable(FocusTable[str]):
     """Call :meth:`show` with a capture summary (and optionally one to compare with)."""
 
     DEFAULT_CSS = """

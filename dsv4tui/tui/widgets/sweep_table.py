@@ -6,10 +6,10 @@ level's status is never cut off; the CLI's ``level_table`` always has them all."
 from __future__ import annotations
 
 from textual import events
-from textual.widgets import DataTable
 
 from dsv4tui.core.campaign.columns import LEVEL_COLUMNS
 from dsv4tui.core.view.model import LevelRow, SweepView, fmt_num
+from dsv4tui.tui.widgets.focus_mark import FocusTable
 
 # The core's level columns (the CLI's level_table shows the same), between progress and status.
 COLUMNS = (("C", "c", 4), ("done", "done", 7),
@@ -50,7 +50,7 @@ def columns_for(width: int) -> tuple[tuple[str, str, int], ...]:
     return tuple(cols)
 
 
-class SweepTable(DataTable[str]):
+class SweepTable(FocusTable[str]):
     DEFAULT_CSS = """
     SweepTable { height: auto; max-height: 14; }
     """

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, TypeVar, cast
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container
+from textual.content import Content
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
@@ -30,7 +31,6 @@ from dsv4tui.tui.widgets.focus_mark import FocusMark, SameLookFocused
 from dsv4tui.tui.widgets.host_bar import ConnectionBanner, HostBar
 from dsv4tui.tui.widgets.log_view import LogPanel
 from dsv4tui.tui.widgets.text import esc as escape  # markup- and control-safe
-from dsv4tui.tui.widgets.text import update_static
 
 W = TypeVar("W", bound=Widget)
 
@@ -39,23 +39,32 @@ TAB_TITLES = {"dashboard": "Dashboard", "logs": "Logs", "launch": "Launch", "ben
 
 
 class _KeysBar(Static):
-    """A one-line bar drawn from the app's keymap and tabs. They are set at startup, so the
-    bar is rebuilt only when they change, not on every screen switch."""
+    """A one-line bar drawn from the app's keymap and tabs and the bar's state (the current
+    tab; the body's keys). Each state's text is parsed once and kept: a switch shows the kept
+    one (parsing the markup again was ~2 ms per bar and switch)."""
 
     def __init__(self) -> None:
         super().__init__("", markup=True)
         self._sign: tuple[object, ...] | None = None
+        self._texts: dict[tuple[object, ...], Content] = {}
 
     def on_mount(self) -> None:
         self.refresh_keys()
 
+    def state(self) -> tuple[object, ...]:
+        """What the bar shows besides the keymap (subclasses)."""
+        return ()
+
     def refresh_keys(self) -> None:
         app = self.app
         km = getattr(app, "active_keymap", None) or {}
-        sign = (tuple(sorted(km.items())), tuple(getattr(app, "extra_tabs", {})))
+        sign = (tuple(sorted(km.items())), tuple(getattr(app, "extra_tabs", {})), self.state())
         if sign != self._sign:
             self._sign = sign
-            update_static(self, self.markup_for(km), fixed_height=True)
+            text = self._texts.get(sign)
+            if text is None:
+                text = self._texts[sign] = Content.from_markup(self.markup_for(km))
+            self.update(text, layout=False)  # one row (the CSS): no layout pass
 
     def markup_for(self, km: dict[str, str]) -> str:
         raise NotImplementedError
@@ -72,10 +81,12 @@ class NavBar(_KeysBar):
         super().__init__()
         self.current = current
 
+    def state(self) -> tuple[object, ...]:
+        return (self.current,)
+
     def set_current(self, current: str) -> None:
         if current != self.current:
             self.current = current
-            self._sign = None
             self.refresh_keys()
 
     def markup_for(self, km: dict[str, str]) -> str:
@@ -114,16 +125,17 @@ class KeyBar(_KeysBar):
         self.lead = lead  # this screen's own main keys, right after help and quit
         self.cancellable = False  # a sweep, campaign or sanity runs: x is shown (second)
 
+    def state(self) -> tuple[object, ...]:
+        return self.scopes, self.lead, self.cancellable
+
     def set_scopes(self, scopes: tuple[str, ...], lead: tuple[str, ...]) -> None:
         if (scopes, lead) != (self.scopes, self.lead):
             self.scopes, self.lead = scopes, lead
-            self._sign = None
             self.refresh_keys()
 
     def show_cancel(self, cancellable: bool) -> None:
         if cancellable != self.cancellable:
             self.cancellable = cancellable
-            self._sign = None
             self.refresh_keys()
 
     def markup_for(self, km: dict[str, str]) -> str:
@@ -156,6 +168,13 @@ class Parts:
             found = node.query_one(selector, kind) if selector else node.query_one(kind)
             self._found[key] = found
         return cast(W, found)
+
+    def every(self, kind: type[W]) -> list[W]:
+        """``query(kind)``, remembered as :meth:`one` is."""
+        every: dict[type[Widget], list[Widget]] = self.__dict__.setdefault("_every", {})
+        if kind not in every:
+            every[kind] = list(cast(Widget, self).query(kind))
+        return cast(list[W], every[kind])
 
     def log_panel(self) -> LogPanel | None:
         key = (LogPanel, None)
@@ -220,7 +239,7 @@ class FramedScreen(Parts, Screen[Any]):
             self.set_class(stale, "-stale")
             if self.focus_mark is not None:
                 self.focus_mark.update()
-            for panel in self.query(LogPanel):
+            for panel in self.every(LogPanel):
                 panel.set_stale(stale)
         if parts & {CONN, SERVER, PROFILES}:
             self.one(HostBar).refresh_model()
@@ -275,7 +294,7 @@ class Body(SameLookFocused, Parts, Container):
             found = self.query(self.AUTO_FOCUS) if self.AUTO_FOCUS else None
             mine = [w for w in self.query("*") if w.focusable]
             target = found.first() if found else (mine[0] if mine else self)
-        screen.set_focus(target)
+        screen.set_focus(target, scroll_visible=False)  # where it was: nothing to scroll
 
     def refresh_parts(self, parts: frozenset[str]) -> None:
         self.refresh_body(parts)

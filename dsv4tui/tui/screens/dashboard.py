@@ -88,7 +88,7 @@ class DashboardBody(LogBody):
             panel.refresh_telemetry()  # a layout pass only when rows come or go
             self._fit_gpu_box()
         if DECODE in parts or CONN in parts:
-            for tp in self.query(ThroughputPanel):
+            for tp in self.every(ThroughputPanel):
                 tp.refresh_model()
         if METRICS in parts or DECODE in parts or CONN in parts:
             server = self.one(ServerPanel)

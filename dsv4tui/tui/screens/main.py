@@ -58,7 +58,7 @@ class MainScreen(FramedScreen):
         self.one(NavBar).set_current(self.MODE)
         self.one(KeyBar).set_scopes(body.SCOPES, body.LEAD_KEYS)
         body.take_focus()
-        for table in body.query(FocusTable):  # one left with the focus, shown without it
+        for table in body.every(FocusTable):  # one left with the focus, shown without it
             table.catch_up()
         body.on_shown()
 

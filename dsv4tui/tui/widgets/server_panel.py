@@ -54,6 +54,7 @@ class Cell(Horizontal):
         self.text = Static("", markup=True)
         self.spark = FastSparkline([])
         self._width = 0
+        self._text: str | None = None
 
     def compose(self) -> ComposeResult:
         yield self.text
@@ -63,11 +64,13 @@ class Cell(Horizontal):
         # The text's width is set only when it grows, or shrinks by more than SHRINK_AT: a
         # figure changing length (987.6 -> 1,012.3 tok/s) needs no layout pass, and the
         # sparkline beside it does not jitter sideways.
-        width = Content.from_markup(text).cell_length
-        if width > self._width or width < self._width - SHRINK_AT:
-            self._width = width
-            self.text.styles.width = width
-        update_static(self.text, text, fixed_height=True)
+        if text != self._text:  # its markup parsed only when it changed
+            self._text = text
+            width = Content.from_markup(text).cell_length
+            if width > self._width or width < self._width - SHRINK_AT:
+                self._width = width
+                self.text.styles.width = width
+            update_static(self.text, text, fixed_height=True)
         data = list(history[-SPARK_POINTS:])
         if data != list(self.spark.data or ()):
             self.spark.data = data

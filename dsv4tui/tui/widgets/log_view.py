@@ -49,8 +49,8 @@ _MAX_VIRTUAL_WIDTH = MAX_LINE + 4  # every character of a kept line can be scrol
 _CUT_RIGHT = "\u203a"  # single angle quote: the row's line goes on to the right
 _CUT_LEFT = "\u2039"  # and to the left (scrolled)
 # a flood's batches come every ~100 ms; the view in sight takes them in at most this often
-# (each take-in redraws every row of the view): 4 redraws a second instead of 10
-REDRAW_S = 0.2  # under the App's STEADY_S: a flood's take-in rides on its model frame
+# (each take-in redraws every row of the view): 2 redraws a second instead of 10
+REDRAW_S = 0.45  # under the App's STEADY_S: a flood's take-in rides on its model frame
 
 
 class LogView(SameLookFocused, ScrollView, can_focus=True):
@@ -567,7 +567,7 @@ class LogPanel(Vertical):
 
     def sync_soon(self) -> None:
         """Take in new lines now, or, when the last take-in was less than REDRAW_S ago, at
-        REDRAW_S after it: a flood moves the view 4 times a second, in order, following."""
+        REDRAW_S after it: a flood moves the view twice a second, in order, following."""
         wait = self._synced_at + REDRAW_S - time.monotonic()
         if wait <= 0:
             self.sync()

@@ -132,13 +132,13 @@ class MeasuredApp(Dsv4App):
 
 
 FLOOD = r"""
-import sys, time
-path, rate = sys.argv[1], int(sys.argv[2])
+import os, sys, time
+path, rate, parent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 per_tick = max(1, rate // 100)
 i = 0
 next_t = time.monotonic()
 with open(path, "a", encoding="utf-8") as fh:
-    while True:
+    while os.getppid() == parent:  # the benchmark gone (even killed -9): stop too
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         lines = []
         for _ in range(per_tick):
@@ -225,7 +225,8 @@ def run_pids(home: str) -> set[int]:
 def start_flood(path: str, rate: int, topo: Topology) -> subprocess.Popen[bytes]:
     """The server's log grows by ``rate`` lines/s (SGLang format), from another process, as
     it would on the host: the console only sees what the agent's ``logs --follow`` sends."""
-    return subprocess.Popen(topo.argv([sys.executable, "-c", FLOOD, path, str(rate)]))
+    return subprocess.Popen(topo.argv([sys.executable, "-c", FLOOD, path, str(rate),
+                                       str(os.getpid())]))
 
 
 async def until(pilot: Any, app: MeasuredApp, cond: Callable[[], bool], timeout: float,

@@ -4,6 +4,8 @@ quitting, the runs list and the compare screen."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from plugins.pilot import toasts
 from snapshot_apps.frozen import FrozenApp, frozen_app, frozen_model
 from textual.worker import Worker
@@ -231,6 +233,16 @@ async def test_the_compare_screen_changes_metric_and_escape_goes_back() -> None:
         assert isinstance(app.body, RunsBody)
 
 
+async def model_frame(pilot: Any, app: Any) -> None:
+    """Wait for the model's next frame (FLUSH_S, or STEADY_S after the last one): a wait,
+    not a timing claim."""
+    for _ in range(50):
+        await pilot.pause(0.05)
+        if not app.flush.pending:
+            break
+    await pilot.pause()
+
+
 async def test_dashboard_gpu_panel_shows_each_new_frame() -> None:
     """The panel draws from cached rows (Line API): a new frame must reach the screen, not
     only the next once-a-second tick."""
@@ -252,7 +264,7 @@ async def test_dashboard_gpu_panel_shows_each_new_frame() -> None:
                                   "source": "simulated", "driver": "580.95.05", "gpus": gpus})
         app.model.telemetry.add(frame, received=T0)
         app.mark(GPU)
-        await pilot.pause(0.3)
+        await model_frame(pilot, app)
         after = [panel.render_line(y).text for y in range(panel.size.height)]
         assert sum(" 12% " in row for row in after) == 8
         assert sum("55%" in row for row in after) == 8
@@ -326,7 +338,7 @@ async def test_the_key_bar_shows_x_while_a_sweep_runs_and_keeps_w_at_80_columns(
         app.model.sweep.status = "done"
         app.model.campaign.state = "done"  # the frozen model's campaign ends too
         app.mark(SWEEP, CAMPAIGN)
-        await pilot.pause(0.3)
+        await model_frame(pilot, app)
         bar = str(app.screen.query_one(KeyBar).render())
         assert "x Cancel" not in bar and "w Sweep" in bar, bar
 

@@ -42,6 +42,7 @@ _MODAL_CSS = """
 
 
 class ConfirmScreen(ModalScreen[bool]):
+    AUTO_FOCUS = "#yes"
     BINDINGS = [("escape,n", "answer(False)", "No"), ("y", "answer(True)", "Yes")]
     DEFAULT_CSS = _MODAL_CSS.format(name="ConfirmScreen")
 
@@ -61,9 +62,6 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button(f"{self.yes} (y)", id="yes",
                              variant="error" if self.danger else "primary")
 
-    def on_mount(self) -> None:
-        self.query_one("#yes", Button).focus()
-
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
@@ -74,6 +72,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
 class ErrorScreen(ModalScreen[None]):
     """One failure, its message, and (when known) the lines that explain it."""
+
+    AUTO_FOCUS = "#ok"  # on resume (a dialog pushed as the app exits is never composed)
 
     BINDINGS = [("escape,enter,q", "close", "Close")]
     DEFAULT_CSS = _MODAL_CSS.format(name="ErrorScreen") + """
@@ -97,9 +97,6 @@ class ErrorScreen(ModalScreen[None]):
                              classes="dlg-details", markup=False)
             with Horizontal(classes="dlg-buttons"):
                 yield Button("OK (enter)", id="ok", variant="error")
-
-    def on_mount(self) -> None:
-        self.query_one("#ok", Button).focus()
 
     @on(Button.Pressed)
     def _pressed(self) -> None:

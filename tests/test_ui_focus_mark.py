@@ -1,7 +1,8 @@
 """The focused panel is marked without restyling anything (issue 25): its border and title take
 the theme's primary colour as the focus moves (tab, a switch, back), no panel is marked while
 the link is down (the stale colour shows), a theme change recolours the mark, and a switch
-between bodies restyles no node. Real headless apps (tests/snapshot_apps/frozen.py); no mock."""
+between bodies restyles no node, and the tab bar drawn once per state still shows the
+current tab at each width. Real headless apps (tests/snapshot_apps/frozen.py); no mock."""
 
 from __future__ import annotations
 
@@ -136,3 +137,29 @@ async def test_a_table_keeps_its_look_while_hidden_and_catches_up_when_shown_blu
         app.query_one("#a", FocusTable).focus()
         await pilot.pause()
         assert cursor(app, "a") == focused_look and cursor(app, "b") == blurred_look
+
+
+async def test_the_tab_bar_drawn_once_per_state_still_follows_switches_and_resizes() -> None:
+    """The nav bar keeps each state's drawn row: the current tab is still the lit one after
+    switches back and forth, and a narrower terminal gets a row of its own width."""
+    from dsv4tui.tui.screens.base import NavBar
+
+    def lit(app: Any) -> list[str]:
+        strip = app.screen.query_one(NavBar).render_line(0)
+        return [seg.text.strip() for seg in strip if seg.style and seg.style.reverse]
+
+    app = frozen_app("dashboard", "dark")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert lit(app) == ["1 Dashboard"]
+        for key, title in (("2", "2 Logs"), ("1", "1 Dashboard"), ("2", "2 Logs")):
+            await pilot.press(key)
+            await pilot.pause()
+            assert lit(app) == [title]
+        wide = app.screen.query_one(NavBar).render_line(0).cell_length  # its natural width
+        await pilot.resize_terminal(60, 24)
+        await pilot.pause()
+        bar = app.screen.query_one(NavBar)
+        assert bar.content_size.width < wide  # too narrow for the whole row now
+        assert bar.render_line(0).cell_length <= bar.content_size.width  # drawn for it
+        assert lit(app) == ["2 Logs"]

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.signal import Signal
 
 from dsv4tui.core.view import model as m
@@ -61,7 +61,7 @@ class ModelFlush:
             return
         try:
             screen = self.app.screen
-        except Exception:  # no screen yet / any more (start-up, shutdown)
+        except ScreenStackError:  # no screen yet / any more (start-up, shutdown)
             return
         if isinstance(screen, FramedScreen):
             screen.post_message(ModelUpdated(parts))

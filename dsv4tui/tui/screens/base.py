@@ -7,6 +7,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from textual.app import ComposeResult
 from textual.binding import BindingType
+from textual.cache import LRUCache
 from textual.containers import Container
 from textual.content import Content
 from textual.reactive import Reactive
@@ -47,8 +48,9 @@ class _KeysBar(Static):
     def __init__(self) -> None:
         super().__init__("", markup=True)
         self._sign: tuple[object, ...] | None = None
-        self._texts: dict[tuple[object, ...], Content] = {}
-        self._strips: dict[tuple[object, ...], Strip] = {}
+        # bounded: a terminal resized many times adds a row per width
+        self._texts: LRUCache[tuple[object, ...], Content] = LRUCache(64)
+        self._strips: LRUCache[tuple[object, ...], Strip] = LRUCache(64)
 
     def on_mount(self) -> None:
         self.refresh_keys()
@@ -172,6 +174,7 @@ class Parts:
 
     model: UiModel
     _found: dict[tuple[type[Widget], str | None], Widget]
+    _every: dict[type[Widget], list[Widget]]
 
     def one(self, kind: type[W], selector: str | None = None) -> W:
         """``query_one([selector,] kind)``, remembered: the widgets live as long as their
@@ -186,10 +189,9 @@ class Parts:
 
     def every(self, kind: type[W]) -> list[W]:
         """``query(kind)``, remembered as :meth:`one` is."""
-        every: dict[type[Widget], list[Widget]] = self.__dict__.setdefault("_every", {})
-        if kind not in every:
-            every[kind] = list(cast(Widget, self).query(kind))
-        return cast(list[W], every[kind])
+        if kind not in self._every:
+            self._every[kind] = list(cast(Widget, self).query(kind))
+        return cast(list[W], self._every[kind])
 
     def log_panel(self) -> LogPanel | None:
         key = (LogPanel, None)
@@ -217,7 +219,7 @@ class FramedScreen(Parts, Screen[Any]):
     def __init__(self, model: UiModel) -> None:
         super().__init__(name=self.MODE or None)
         self.model = model
-        self._found = {}
+        self._found, self._every = {}, {}
         self.focus_mark: FocusMark | None = None  # the focused panel's border (on mount)
 
     def compose(self) -> ComposeResult:
@@ -282,7 +284,7 @@ class Body(SameLookFocused, Parts, Container):
     def __init__(self, model: UiModel) -> None:
         super().__init__(id=self.MODE, classes="body")
         self.model = model
-        self._found = {}
+        self._found, self._every = {}, {}
         self.last_focus: Widget | None = None  # focused when it was left: focused again
 
     def compose(self) -> ComposeResult:

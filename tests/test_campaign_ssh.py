@@ -1,6 +1,6 @@
 """Campaigns over a real SSH link that fails: OpenSSH sshd on 127.0.0.1 behind a TCP relay
-that cuts the link silently (no RST) for 30 s in the middle of a sweep (twice the 15 s the
-console's keepalive needs to notice: 3 unanswered probes, 5 s apart).
+that cuts the link silently (no RST) for 16 s in the middle of a sweep (more than twice the 6 s the
+console's keepalive needs to notice: 3 unanswered probes, 2 s apart).
 
 The runner on the host goes on; the console notices (keepalive), reconnects when the link is
 back and collects what it missed: every request the server streamed is in the store once.
@@ -28,7 +28,7 @@ from dsv4tui.core.store import RunStore
 
 pytestmark = pytest.mark.sshd
 
-CUT_S = 30.0  # > keepalive_s 5 s x 3 missed answers: the console notices the loss
+CUT_S = 16.0  # > keepalive_s 2 s x 3 missed answers: the console notices the loss
 
 
 @pytest.fixture(autouse=True)
@@ -52,12 +52,12 @@ def _stored(db: Path) -> int:
 def test_a_silent_link_cut_mid_sweep_loses_and_doubles_nothing(
         sshd_server: SshHost, relay: Callable[[int], Relay],
         known_server: Callable[..., KnownServer]) -> None:
-    n = 48
+    n = 24
     srv = known_server(ttft_ms=20, itl_ms=20, tokens=40)  # ~0.8 s a request
     link = relay(sshd_server.port)
     sshd_server.route_through(link.port)
     Path(os.environ["DSV4TUI_CONFIG"]).write_text(
-        '[hosts.box]\nssh = "sshdbox"\nkeepalive_s = 5\nconnect_timeout_s = 5\n'
+        '[hosts.box]\nssh = "sshdbox"\nkeepalive_s = 2\nconnect_timeout_s = 5\n'
         f'[hosts.box.profiles.p]\nmodel_path = "/m"\nport = {srv.port}\n'
         'served_model_name = "known-timing"\n')
     console = subprocess.Popen(

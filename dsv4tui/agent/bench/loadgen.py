@@ -29,7 +29,8 @@ from dsv4tui.agent.bench import stats
 from dsv4tui.agent.bench.openai_stream import RawResponse, StreamResult, parse_stream_async, perf
 
 # Flow slots
-_NEXT, _ACTIVE, _PAUSED, _ANSWERED, _HALT = range(5)
+_NEXT, _ACTIVE, _PAUSED, _ANSWERED, _HALT, _ENDED = range(6)
+_SLOTS = 6
 HALT_STALLED, HALT_CONNECT, HALT_STOP = 1, 2, 3  # 0: not halted
 _POLL_S = 0.02  # a sender paused on a stall looks again this often
 
@@ -50,11 +51,11 @@ class Flow:
         if shared:
             import multiprocessing
 
-            arr = multiprocessing.get_context("fork").Array("q", 5, lock=True)
+            arr = multiprocessing.get_context("fork").Array("q", _SLOTS, lock=True)
             self._v: Any = arr
             self._lock: Any = arr.get_lock()
         else:
-            self._v = [0] * 5
+            self._v = [0] * _SLOTS
             self._lock = contextlib.nullcontext()
         self._v[_ACTIVE] = active
 
@@ -70,6 +71,14 @@ class Flow:
     @property
     def claimed(self) -> int:
         return int(self._v[_NEXT])
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet ended, in every process of the level: not what the
+        agent has still to receive (a busy agent reading the workers' pipes late would
+        count their finished requests as in flight, above the level's C)."""
+        v = self._v
+        return max(0, int(v[_NEXT]) - int(v[_ENDED]))
 
     # -- changing ---------------------------------------------------------------------
     def claim(self) -> Optional[int]:
@@ -90,6 +99,11 @@ class Flow:
     def note_answered(self) -> None:
         with self._lock:
             self._v[_ANSWERED] += 1
+
+    def note_ended(self) -> None:
+        """A request ended (answered or not)."""
+        with self._lock:
+            self._v[_ENDED] += 1
 
     def halt(self, code: int, reason: Optional[str] = None) -> None:
         with self._lock:
@@ -222,6 +236,7 @@ class LevelLoad:
                     break
                 self.sent += 1
                 raw = await self._request(i)
+                flow.note_ended()
                 self._done.put_nowait((i, raw, None))
                 if raw.error_kind is None:
                     flow.note_answered()
@@ -267,6 +282,7 @@ class LevelLoad:
             self.sent += 1
             seen = flow.answered
             raw = await self._request(i)
+            flow.note_ended()
         finally:
             if sem is not None:
                 sem.release()

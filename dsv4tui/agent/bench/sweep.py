@@ -798,7 +798,7 @@ class Sweep:
 
         watcher = asyncio.ensure_future(cancel_stops())
         reporter = asyncio.ensure_future(level_progress.report(
-            tally, self.sink.emit, lambda: flows[-1].claimed - len(results) if flows else None))
+            tally, self.sink.emit, lambda: flows[-1].in_flight if flows else None))
         halt, dead, worker_errors = 0, [], []  # type: ignore[var-annotated]
         try:
             if w == 1:

@@ -197,7 +197,7 @@ def reap(pid: int, wait_s: float) -> Optional[int]:
 def level_flow(work: Work) -> Flow:
     """The level's one :class:`Flow` in shared memory, made before the fork: every worker
     claims from it, and the agent reads from it what is in flight (``claimed`` less the
-    requests delivered). OSError: no shared memory here."""
+    requests ended in any worker). OSError: no shared memory here."""
     return Flow(work.n, active=work.c if work.schedule is None else 0, shared=True)
 
 

@@ -16,6 +16,7 @@ from textual.containers import Vertical
 from textual.css.stylesheet import Stylesheet
 from textual.widget import Widget
 
+from dsv4tui.tui.clock import in_view
 from dsv4tui.tui.screens.messages import CONN
 from dsv4tui.tui.widgets.focus_mark import FocusTable, panel_of
 
@@ -27,7 +28,7 @@ def primary(app: Any) -> Color:
 def marked(app: Any) -> list[str]:
     """The panels on screen drawn with the focus colour."""
     return [str(w.id) for w in app.screen.query(".panel")
-            if w.display and w.styles.border_top[1] == primary(app)]
+            if in_view(w) and w.styles.border_top[1] == primary(app)]
 
 
 async def test_the_mark_follows_the_focus_across_tab_switch_and_back() -> None:
@@ -47,9 +48,26 @@ async def test_the_mark_follows_the_focus_across_tab_switch_and_back() -> None:
         await pilot.press("2")
         await pilot.pause()
         assert marked(app) == ["logs-log"]
+        left = app.screen.query_one(f"#{now[0]}")
+        assert left.styles.border_top[1] == primary(app)  # kept while hidden: no repaint
         await pilot.press("1")
         await pilot.pause()
         assert marked(app) == now  # the focus it had when left, and its mark
+
+
+async def test_a_mark_kept_on_a_hidden_body_goes_when_it_is_shown_focused_elsewhere() -> None:
+    app = frozen_app("dashboard", "dark")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert marked(app) == ["gpu-box"]
+        await pilot.press("2")
+        await pilot.pause()
+        dash = app.screen.bodies["dashboard"]
+        dash.last_focus = dash.query_one("#dash-log LogView")  # it comes back elsewhere
+        await pilot.press("1")
+        await pilot.pause()
+        assert marked(app) == ["dash-log"]
+        assert app.screen.query_one("#gpu-box").styles.border_top[1] != primary(app)
 
 
 async def test_no_mark_while_the_link_is_down_and_a_theme_change_recolours_it() -> None:

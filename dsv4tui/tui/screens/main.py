@@ -58,6 +58,8 @@ class MainScreen(FramedScreen):
         self.one(NavBar).set_current(self.MODE)
         self.one(KeyBar).set_scopes(body.SCOPES, body.LEAD_KEYS)
         body.take_focus()
+        if self.focus_mark is not None:  # a mark kept on this body while hidden, not focused
+            self.focus_mark.update()
         for table in body.every(FocusTable):  # one left with the focus, shown without it
             table.catch_up()
         body.on_shown()

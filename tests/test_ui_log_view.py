@@ -150,9 +150,12 @@ async def test_flood_does_not_block_input() -> None:
         assert view.row_count == 6_000
         t0 = time.perf_counter()
         await pilot.press("f")  # nothing bound here: a plain round trip through the queue
-        # ~0.05 s each on a quiet machine, 0.15 s worst on a busy one
-        assert time.perf_counter() - t0 < 1.0
-        assert worst < 1.0, worst
+        # ~0.05 s each on a quiet machine, 0.15 s worst on a busy one; a blocked loop (the
+        # bug this guards) took many seconds. The bound is loose on purpose: three test
+        # workers share CI's two cores (a batch once took 1.01 s there); the timing itself
+        # is measured in benchmarks/ui_latency.py, not asserted here.
+        assert time.perf_counter() - t0 < 3.0
+        assert worst < 3.0, worst
 
 
 async def test_a_long_line_says_it_goes_on_and_right_scrolls_to_the_rest() -> None:

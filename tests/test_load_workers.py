@@ -178,3 +178,24 @@ def test_a_spread_level_says_how_many_requests_are_in_flight(
     assert max(flights) > 0
     for e in progress:  # what finished and what is in flight never exceed the level's n
         assert e["completed"] + e["errors"] + e["in_flight"] <= 36
+
+
+def test_in_flight_is_what_was_sent_and_not_ended_in_any_process() -> None:
+    """The level's shared Flow across a real fork: a worker sends 3 requests and 1 ends;
+    the agent's process sees 2 in flight, whatever it has received through the pipes."""
+    from dsv4tui.agent.bench.loadgen import Flow
+
+    flow = Flow(10, active=2, shared=True)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for _ in range(3):
+                flow.claim()
+            flow.note_ended()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert flow.claimed == 3 and flow.in_flight == 2

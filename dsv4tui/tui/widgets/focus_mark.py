@@ -92,9 +92,9 @@ class FocusMark:
     def _clear(panel: Widget) -> None:
         """The panel gets its stylesheet colours back (the inline ones go; its edges stay, so
         no layout pass)."""
-        inline = panel.styles.inline
-        if not inline.has_rule("border_title_color"):
+        if not FocusMark._marked(panel):
             return
+        inline = panel.styles.inline
         for rule in MARKED:
             inline.clear_rule(rule)
         panel.refresh()
